@@ -1,0 +1,21 @@
+//! The pure core of camstream: JPEG parsing and RFC 2435 (RTP Payload Format
+//! for JPEG) packetizing and depacketizing, RTP and RTCP headers.
+//!
+//! No I/O, and no heap allocation per frame or packet: the parser and the
+//! packetizer borrow from the caller's frame; the depacketizer reuses its
+//! buffer once it has grown to the largest frame.
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+pub mod depacketize;
+pub mod jpeg;
+pub mod packetize;
+pub mod rtcp;
+pub mod rtp;
+pub mod tables;
+
+pub use depacketize::{DepacketizeError, Depacketizer};
+pub use jpeg::{Jpeg, JpegError, Subsampling};
+pub use packetize::{Packet, Packetizer};

@@ -1,0 +1,346 @@
+//! RTCP (RFC 3550 section 6): the sender report with CNAME a sender emits,
+//! BYE, and a parser for the compound packets receivers send back.
+
+pub const PT_SR: u8 = 200;
+pub const PT_RR: u8 = 201;
+pub const PT_SDES: u8 = 202;
+pub const PT_BYE: u8 = 203;
+
+/// Largest CNAME we write (SDES item length is one byte).
+pub const MAX_CNAME: usize = 255;
+
+/// A compound of SR + SDES(CNAME) [+ BYE] fits in this many bytes.
+pub const MAX_COMPOUND_LEN: usize = 28 + 8 + 4 + MAX_CNAME + 4 + 8;
+
+/// What a sender report says (RFC 3550 6.4.1), without report blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SenderReport {
+    pub ssrc: u32,
+    /// Wall clock as a 64-bit NTP timestamp (seconds since 1900 << 32 | fraction).
+    pub ntp_time: u64,
+    /// The RTP timestamp of the same instant.
+    pub rtp_time: u32,
+    pub packet_count: u32,
+    pub octet_count: u32,
+}
+
+fn put_header(out: &mut [u8], count: u8, pt: u8, len_bytes: usize) {
+    debug_assert!(len_bytes % 4 == 0);
+    out[0] = 0x80 | count;
+    out[1] = pt;
+    out[2..4].copy_from_slice(&((len_bytes / 4 - 1) as u16).to_be_bytes());
+}
+
+/// Writes a compound packet: SR, SDES with CNAME and, if `bye`, a BYE.
+/// Returns its length. `out` must hold [`MAX_COMPOUND_LEN`] bytes; a CNAME
+/// longer than [`MAX_CNAME`] is cut.
+pub fn write_report(sr: &SenderReport, cname: &[u8], bye: bool, out: &mut [u8]) -> usize {
+    put_header(out, 0, PT_SR, 28);
+    out[4..8].copy_from_slice(&sr.ssrc.to_be_bytes());
+    out[8..16].copy_from_slice(&sr.ntp_time.to_be_bytes());
+    out[16..20].copy_from_slice(&sr.rtp_time.to_be_bytes());
+    out[20..24].copy_from_slice(&sr.packet_count.to_be_bytes());
+    out[24..28].copy_from_slice(&sr.octet_count.to_be_bytes());
+
+    // SDES: one chunk with a CNAME item, then a null item, padded to 32 bits.
+    let cname = &cname[..cname.len().min(MAX_CNAME)];
+    let sdes = 28;
+    let items = 4 + 2 + cname.len() + 1;
+    let sdes_len = 4 + items.div_ceil(4) * 4;
+    out[sdes..sdes + sdes_len].fill(0);
+    put_header(&mut out[sdes..], 1, PT_SDES, sdes_len);
+    out[sdes + 4..sdes + 8].copy_from_slice(&sr.ssrc.to_be_bytes());
+    out[sdes + 8] = 1; // CNAME
+    out[sdes + 9] = cname.len() as u8;
+    out[sdes + 10..sdes + 10 + cname.len()].copy_from_slice(cname);
+    let mut len = sdes + sdes_len;
+
+    if bye {
+        put_header(&mut out[len..], 1, PT_BYE, 8);
+        out[len + 4..len + 8].copy_from_slice(&sr.ssrc.to_be_bytes());
+        len += 8;
+    }
+    len
+}
+
+/// One reception report block (RFC 3550 6.4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReportBlock {
+    pub ssrc: u32,
+    pub fraction_lost: u8,
+    /// Cumulative number of packets lost (24-bit, signed).
+    pub cumulative_lost: i32,
+    pub highest_sequence: u32,
+    pub jitter: u32,
+    pub last_sr: u32,
+    pub delay_since_last_sr: u32,
+}
+
+/// Report blocks of an SR or RR, parsed lazily.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReportBlocks<'a>(&'a [u8]);
+
+impl Iterator for ReportBlocks<'_> {
+    type Item = ReportBlock;
+    fn next(&mut self) -> Option<ReportBlock> {
+        if self.0.len() < 24 {
+            return None;
+        }
+        let b = self.0;
+        let word = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        // Sign-extend the 24-bit count.
+        let lost = ((word(4) << 8) as i32) >> 8;
+        let block = ReportBlock {
+            ssrc: word(0),
+            fraction_lost: b[4],
+            cumulative_lost: lost,
+            highest_sequence: word(8),
+            jitter: word(12),
+            last_sr: word(16),
+            delay_since_last_sr: word(20),
+        };
+        self.0 = &b[24..];
+        Some(block)
+    }
+}
+
+/// One packet of a compound RTCP packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Packet<'a> {
+    SenderReport {
+        report: SenderReport,
+        blocks: ReportBlocks<'a>,
+    },
+    ReceiverReport {
+        ssrc: u32,
+        blocks: ReportBlocks<'a>,
+    },
+    /// BYE with the SSRCs that leave (the optional reason is not kept).
+    Bye {
+        ssrcs: &'a [u8],
+    },
+    /// SDES, APP, feedback and anything else, by packet type.
+    Other {
+        packet_type: u8,
+        body: &'a [u8],
+    },
+}
+
+impl Packet<'_> {
+    /// For BYE: the SSRCs leaving.
+    pub fn bye_ssrcs(&self) -> impl Iterator<Item = u32> + '_ {
+        let s: &[u8] = match self {
+            Packet::Bye { ssrcs } => ssrcs,
+            _ => &[],
+        };
+        s.chunks_exact(4)
+            .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+    }
+}
+
+/// Why bytes are not a valid compound RTCP packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompoundError {
+    TooShort,
+    Version,
+    /// A length field runs past the end, or a report count does not fit.
+    Length,
+}
+
+impl core::fmt::Display for CompoundError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            CompoundError::TooShort => "RTCP packet shorter than its header",
+            CompoundError::Version => "RTCP version is not 2",
+            CompoundError::Length => "RTCP length or count field does not match the data",
+        })
+    }
+}
+
+impl core::error::Error for CompoundError {}
+
+/// Iterates the packets of a compound RTCP packet; stops after the first error.
+#[derive(Debug, Clone)]
+pub struct Compound<'a> {
+    rest: &'a [u8],
+}
+
+/// Parses a compound RTCP packet lazily.
+pub fn parse_compound(data: &[u8]) -> Compound<'_> {
+    Compound { rest: data }
+}
+
+impl<'a> Iterator for Compound<'a> {
+    type Item = Result<Packet<'a>, CompoundError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let r = parse_one(self.rest);
+        match r {
+            Ok((p, len)) => {
+                self.rest = &self.rest[len..];
+                Some(Ok(p))
+            }
+            Err(e) => {
+                self.rest = &[];
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+fn parse_one(d: &[u8]) -> Result<(Packet<'_>, usize), CompoundError> {
+    if d.len() < 4 {
+        return Err(CompoundError::TooShort);
+    }
+    if d[0] >> 6 != 2 {
+        return Err(CompoundError::Version);
+    }
+    let count = usize::from(d[0] & 0x1f);
+    let len = (usize::from(u16::from_be_bytes([d[2], d[3]])) + 1) * 4;
+    if len > d.len() {
+        return Err(CompoundError::Length);
+    }
+    let mut body = &d[4..len];
+    if d[0] & 0x20 != 0 {
+        let pad = usize::from(*body.last().ok_or(CompoundError::Length)?);
+        if pad == 0 || pad > body.len() {
+            return Err(CompoundError::Length);
+        }
+        body = &body[..body.len() - pad];
+    }
+    let word = |b: &[u8], i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let packet = match d[1] {
+        PT_SR => {
+            if body.len() < 24 + 24 * count {
+                return Err(CompoundError::Length);
+            }
+            Packet::SenderReport {
+                report: SenderReport {
+                    ssrc: word(body, 0),
+                    ntp_time: (u64::from(word(body, 4)) << 32) | u64::from(word(body, 8)),
+                    rtp_time: word(body, 12),
+                    packet_count: word(body, 16),
+                    octet_count: word(body, 20),
+                },
+                blocks: ReportBlocks(&body[24..24 + 24 * count]),
+            }
+        }
+        PT_RR => {
+            if body.len() < 4 + 24 * count {
+                return Err(CompoundError::Length);
+            }
+            Packet::ReceiverReport {
+                ssrc: word(body, 0),
+                blocks: ReportBlocks(&body[4..4 + 24 * count]),
+            }
+        }
+        PT_BYE => {
+            if body.len() < 4 * count {
+                return Err(CompoundError::Length);
+            }
+            Packet::Bye {
+                ssrcs: &body[..4 * count],
+            }
+        }
+        pt => Packet::Other {
+            packet_type: pt,
+            body,
+        },
+    };
+    Ok((packet, len))
+}
+
+/// Converts Unix time (seconds and nanoseconds since 1970) to NTP format.
+pub fn ntp_from_unix(secs: u64, nanos: u32) -> u64 {
+    const UNIX_TO_NTP: u64 = 2_208_988_800;
+    let frac = (u64::from(nanos) << 32) / 1_000_000_000;
+    ((secs + UNIX_TO_NTP) << 32) | frac
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_round_trip() {
+        let sr = SenderReport {
+            ssrc: 0x0102_0304,
+            ntp_time: ntp_from_unix(1_700_000_000, 500_000_000),
+            rtp_time: 90_000,
+            packet_count: 7,
+            octet_count: 7000,
+        };
+        let mut buf = [0u8; MAX_COMPOUND_LEN];
+        let n = write_report(&sr, b"camstream@cam", true, &mut buf);
+        assert_eq!(n % 4, 0);
+        let packets: alloc::vec::Vec<_> = parse_compound(&buf[..n]).collect();
+        assert_eq!(packets.len(), 3);
+        match packets[0] {
+            Ok(Packet::SenderReport { report, mut blocks }) => {
+                assert_eq!(report, sr);
+                assert!(blocks.next().is_none());
+            }
+            ref p => panic!("{p:?}"),
+        }
+        assert!(matches!(
+            packets[1],
+            Ok(Packet::Other {
+                packet_type: PT_SDES,
+                ..
+            })
+        ));
+        let bye = packets[2].unwrap();
+        assert_eq!(
+            bye.bye_ssrcs().collect::<alloc::vec::Vec<_>>(),
+            [0x0102_0304]
+        );
+        // The fraction of .5 s is 2^31.
+        assert_eq!(sr.ntp_time & 0xffff_ffff, 1 << 31);
+    }
+
+    #[test]
+    fn receiver_report_with_loss() {
+        // RR with one block (cumulative loss -1, as after a duplicate) + SDES.
+        let rr: [u8; 52] = [
+            0x81, 0xc9, 0x00, 0x07, 0x1b, 0x4e, 0x8a, 0x21, 0x5a, 0x3c, 0x11, 0x07, 0x00, 0xff,
+            0xff, 0xff, 0x00, 0x00, 0x39, 0x8e, 0x00, 0x00, 0x00, 0x05, 0x3c, 0x1d, 0x7a, 0x3b,
+            0x00, 0x00, 0x9c, 0x40, 0x81, 0xca, 0x00, 0x04, 0x1b, 0x4e, 0x8a, 0x21, 0x01, 0x07,
+            b'h', b'o', b's', b't', b'.', b'l', b'a', 0x00, 0x00, 0x00,
+        ];
+        let mut it = parse_compound(&rr);
+        match it.next() {
+            Some(Ok(Packet::ReceiverReport { ssrc, mut blocks })) => {
+                assert_eq!(ssrc, 0x1b4e_8a21);
+                let b = blocks.next().unwrap();
+                assert_eq!(b.ssrc, 0x5a3c_1107);
+                assert_eq!(b.cumulative_lost, -1);
+                assert_eq!(b.highest_sequence, 0x398e);
+                assert_eq!(b.jitter, 5);
+                assert!(blocks.next().is_none());
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            it.next(),
+            Some(Ok(Packet::Other {
+                packet_type: PT_SDES,
+                ..
+            }))
+        ));
+        assert!(it.next().is_none());
+    }
+
+    #[test]
+    fn malformed_stops_iteration() {
+        let mut it = parse_compound(&[0x80, 0xc9, 0x00, 0x09, 0, 0, 0, 0]);
+        assert_eq!(it.next(), Some(Err(CompoundError::Length)));
+        assert!(it.next().is_none());
+        assert_eq!(
+            parse_compound(&[0x40, 0, 0, 0]).next(),
+            Some(Err(CompoundError::Version))
+        );
+    }
+}

@@ -1,0 +1,279 @@
+//! Settings: a TOML file (`/etc/camstream.toml` on the target) overridden by
+//! command-line flags of the same names. One struct describes both, so
+//! `--help`, the file format and the defaults cannot drift apart.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use camstream_rtp::packetize::{MAX_MTU, MIN_MTU};
+use clap::Parser;
+use serde::Deserialize;
+
+use crate::source::SourceSpec;
+
+/// Where the daemon looks for its settings when `--config` is not given.
+pub const DEFAULT_CONFIG: &str = "/etc/camstream.toml";
+
+/// Every setting. In the file, keys are the flag names with `_` for `-`.
+#[derive(Parser, Deserialize, Debug, Default, Clone)]
+#[command(
+    name = "camstream",
+    version,
+    about = "RTSP server for cameras: MJPEG as RFC 2435 RTP/JPEG to VLC, FFmpeg, GStreamer and NVRs",
+    after_help = "Settings come from the config file, then from flags, then from built-in defaults.\n\
+                  The file uses the flag names as keys, with '_' for '-', e.g. rtsp_port = 554."
+)]
+#[serde(deny_unknown_fields)]
+pub struct Options {
+    /// Config file (TOML) [default: /etc/camstream.toml, if it exists]
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+
+    /// Frame source: testpattern, or file:PATH (a concatenated MJPEG stream, looped) [default: testpattern]
+    #[arg(long, value_name = "SOURCE")]
+    pub source: Option<String>,
+
+    /// Test pattern width in pixels, even [default: 1280]
+    #[arg(long)]
+    pub width: Option<u32>,
+
+    /// Test pattern height in pixels, even [default: 720]
+    #[arg(long)]
+    pub height: Option<u32>,
+
+    /// Frames per second of the test pattern and file sources, 1-120 [default: 30]
+    #[arg(long)]
+    pub fps: Option<u32>,
+
+    /// JPEG quality of the test pattern, 1-100 [default: 80]
+    #[arg(long)]
+    pub quality: Option<u32>,
+
+    /// Address to listen on [default: 0.0.0.0]
+    #[arg(long, value_name = "ADDRESS")]
+    pub listen: Option<IpAddr>,
+
+    /// RTSP port [default: 8554]
+    #[arg(long, value_name = "PORT")]
+    pub rtsp_port: Option<u16>,
+
+    /// UDP port for RTP (even; RTCP uses the next one); 0 picks a free pair [default: 0]
+    #[arg(long, value_name = "PORT")]
+    pub rtp_port: Option<u16>,
+
+    /// Stream path: rtsp://HOST:PORT/PATH [default: stream]
+    #[arg(long)]
+    pub path: Option<String>,
+
+    /// Largest RTP packet (header and payload) in bytes [default: 1400]
+    #[arg(long)]
+    pub mtu: Option<u32>,
+
+    /// Most RTSP sessions at once; more are refused with 453 [default: 32]
+    #[arg(long)]
+    pub max_clients: Option<u32>,
+
+    /// Frames queued per client; a slower client loses whole frames [default: 3]
+    #[arg(long, value_name = "FRAMES")]
+    pub client_queue: Option<u32>,
+
+    /// Seconds without a request or RTCP before a session expires [default: 60]
+    #[arg(long, value_name = "SECONDS")]
+    pub session_timeout: Option<u32>,
+
+    /// Seconds between RTCP sender reports [default: 5]
+    #[arg(long, value_name = "SECONDS")]
+    pub rtcp_interval: Option<u32>,
+
+    /// Largest RTSP request in bytes; larger ones get 400 [default: 8192]
+    #[arg(long, value_name = "BYTES")]
+    pub max_request_size: Option<u32>,
+
+    /// Log level: error, warn, info, debug or trace [default: info]
+    #[arg(long, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+}
+
+impl Options {
+    /// Fills every field not set here from `other`.
+    fn or(self, other: Options) -> Options {
+        Options {
+            config: self.config.or(other.config),
+            source: self.source.or(other.source),
+            width: self.width.or(other.width),
+            height: self.height.or(other.height),
+            fps: self.fps.or(other.fps),
+            quality: self.quality.or(other.quality),
+            listen: self.listen.or(other.listen),
+            rtsp_port: self.rtsp_port.or(other.rtsp_port),
+            rtp_port: self.rtp_port.or(other.rtp_port),
+            path: self.path.or(other.path),
+            mtu: self.mtu.or(other.mtu),
+            max_clients: self.max_clients.or(other.max_clients),
+            client_queue: self.client_queue.or(other.client_queue),
+            session_timeout: self.session_timeout.or(other.session_timeout),
+            rtcp_interval: self.rtcp_interval.or(other.rtcp_interval),
+            max_request_size: self.max_request_size.or(other.max_request_size),
+            log_level: self.log_level.or(other.log_level),
+        }
+    }
+}
+
+/// The validated settings the daemon runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub source: SourceSpec,
+    pub width: u16,
+    pub height: u16,
+    pub fps: u32,
+    pub quality: u8,
+    pub listen: IpAddr,
+    pub rtsp_port: u16,
+    pub rtp_port: u16,
+    pub path: String,
+    pub mtu: usize,
+    pub max_clients: usize,
+    pub client_queue: usize,
+    pub session_timeout: u32,
+    pub rtcp_interval: u32,
+    pub max_request_size: usize,
+    pub log_level: log::LevelFilter,
+}
+
+fn in_range<T: PartialOrd + std::fmt::Display + Copy>(name: &str, v: T, lo: T, hi: T) -> Result<T> {
+    if v < lo || v > hi {
+        bail!("{name} = {v} is out of range ({lo}..={hi})");
+    }
+    Ok(v)
+}
+
+impl Config {
+    /// Reads the config file (the one named by `--config`, else the default
+    /// one if present) and applies the flags over it.
+    pub fn load(cli: Options) -> Result<Config> {
+        let file = match &cli.config {
+            Some(path) => Some(read_file(path)?),
+            None if Path::new(DEFAULT_CONFIG).exists() => {
+                Some(read_file(Path::new(DEFAULT_CONFIG))?)
+            }
+            None => None,
+        };
+        let opts = match file {
+            Some(file) => cli.or(file),
+            None => cli,
+        };
+        Config::from_options(opts)
+    }
+
+    pub fn from_options(o: Options) -> Result<Config> {
+        let width = in_range("width", o.width.unwrap_or(1280), 16, 8192)?;
+        let height = in_range("height", o.height.unwrap_or(720), 16, 8192)?;
+        if width % 2 != 0 || height % 2 != 0 {
+            bail!("width and height must be even (got {width}x{height})");
+        }
+        let path = o.path.unwrap_or_else(|| "stream".into());
+        let path = path.trim_matches('/').to_string();
+        if path.is_empty()
+            || !path
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./".contains(&b))
+            || path
+                .split('/')
+                .any(|s| s.is_empty() || s == "." || s == "..")
+        {
+            bail!("path = {path:?}: use letters, digits, '-', '_', '.' and '/' between names");
+        }
+        let rtp_port = o.rtp_port.unwrap_or(0);
+        if rtp_port % 2 != 0 || rtp_port == u16::MAX - 1 {
+            bail!("rtp_port = {rtp_port}: must be even (RTCP uses the next port), or 0");
+        }
+        let level = o.log_level.unwrap_or_else(|| "info".into());
+        let log_level = level
+            .parse()
+            .ok()
+            .filter(|l| *l != log::LevelFilter::Off)
+            .with_context(|| {
+                format!("log_level = {level:?}: use error, warn, info, debug or trace")
+            })?;
+        Ok(Config {
+            source: SourceSpec::parse(o.source.as_deref().unwrap_or("testpattern"))?,
+            width: width as u16,
+            height: height as u16,
+            fps: in_range("fps", o.fps.unwrap_or(30), 1, 120)?,
+            quality: in_range("quality", o.quality.unwrap_or(80), 1, 100)? as u8,
+            listen: o.listen.unwrap_or(IpAddr::from([0, 0, 0, 0])),
+            rtsp_port: o.rtsp_port.unwrap_or(8554),
+            rtp_port,
+            path,
+            mtu: in_range("mtu", o.mtu.unwrap_or(1400), MIN_MTU as u32, MAX_MTU as u32)? as usize,
+            max_clients: in_range("max_clients", o.max_clients.unwrap_or(32), 1, 100_000)? as usize,
+            client_queue: in_range("client_queue", o.client_queue.unwrap_or(3), 1, 64)? as usize,
+            session_timeout: in_range("session_timeout", o.session_timeout.unwrap_or(60), 5, 3600)?,
+            rtcp_interval: in_range("rtcp_interval", o.rtcp_interval.unwrap_or(5), 1, 60)?,
+            max_request_size: in_range(
+                "max_request_size",
+                o.max_request_size.unwrap_or(8192),
+                1024,
+                1 << 20,
+            )? as usize,
+            log_level,
+        })
+    }
+}
+
+fn read_file(path: &Path) -> Result<Options> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config {}", path.display()))?;
+    toml::from_str(&text).map_err(|e| {
+        // toml's message spans several lines with a caret; keep it, but say which file.
+        anyhow::anyhow!("config {}: {}", path.display(), e.to_string().trim_end())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(toml_text: &str) -> Result<Options> {
+        toml::from_str(toml_text).map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    #[test]
+    fn defaults() {
+        let c = Config::from_options(Options::default()).unwrap();
+        assert_eq!(
+            (c.width, c.height, c.fps, c.rtsp_port, c.mtu),
+            (1280, 720, 30, 8554, 1400)
+        );
+        assert_eq!(c.path, "stream");
+        assert!(matches!(c.source, SourceSpec::TestPattern));
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let file = parse("rtsp_port = 554\nfps = 15\nsource = \"file:/a.mjpeg\"").unwrap();
+        let cli = Options::try_parse_from(["camstream", "--fps", "25"]).unwrap();
+        let c = Config::from_options(cli.or(file)).unwrap();
+        assert_eq!((c.rtsp_port, c.fps), (554, 25));
+        assert!(matches!(c.source, SourceSpec::File(ref p) if p == Path::new("/a.mjpeg")));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors() {
+        let e = parse("rtsp_prot = 1").unwrap_err().to_string();
+        assert!(e.contains("unknown field `rtsp_prot`"), "{e}");
+        let e = parse("fps = \"fast\"").unwrap_err().to_string();
+        assert!(e.contains("invalid type"), "{e}");
+        let o = parse("fps = 500").unwrap();
+        let e = Config::from_options(o).unwrap_err().to_string();
+        assert!(e.contains("fps = 500 is out of range"), "{e}");
+        let o = parse("rtp_port = 5001").unwrap();
+        assert!(Config::from_options(o).is_err());
+        let o = parse("path = \"../x\"").unwrap();
+        assert!(Config::from_options(o).is_err());
+        let o = parse("source = \"webcam\"").unwrap();
+        assert!(Config::from_options(o).is_err());
+    }
+}

@@ -1,0 +1,164 @@
+//! A frame packetized once for every client: its RTP packets laid out as RTSP
+//! interleaved records (`$`, channel 0, length, packet), so a TCP client is
+//! sent one contiguous byte range and a UDP client gets each packet as a
+//! slice of it. Frames are shared by reference count and their buffers go
+//! back to a pool when the last client is done, so memory depends on the
+//! queue depth, not on the number of clients.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use camstream_rtp::{Jpeg, Packetizer};
+
+use crate::clock::Mono;
+
+/// Bytes before each RTP packet in the wire layout: `$`, channel, length.
+pub const RECORD_PREFIX: usize = 4;
+
+#[derive(Default)]
+struct Buffers {
+    wire: Vec<u8>,
+    /// Start of each record in `wire`, then `wire.len()`.
+    records: Vec<u32>,
+}
+
+/// Buffers of frames no client holds any more, kept for the next frames.
+pub struct Pool {
+    free: RefCell<Vec<Buffers>>,
+    keep: usize,
+}
+
+impl Pool {
+    pub fn new(keep: usize) -> Rc<Pool> {
+        Rc::new(Pool {
+            free: RefCell::new(Vec::with_capacity(keep)),
+            keep,
+        })
+    }
+}
+
+pub struct Frame {
+    bufs: Buffers,
+    pool: Rc<Pool>,
+    pub timestamp: u32,
+    pub first_sequence: u16,
+    pub captured: Mono,
+    /// RTP payload bytes (what RTCP octet counts add up).
+    pub payload_octets: u32,
+}
+
+impl Drop for Frame {
+    fn drop(&mut self) {
+        let mut free = self.pool.free.borrow_mut();
+        if free.len() < self.pool.keep {
+            free.push(std::mem::take(&mut self.bufs));
+        }
+    }
+}
+
+impl Frame {
+    /// Packetizes `jpeg` into a pooled buffer.
+    pub fn build(
+        pool: &Rc<Pool>,
+        packetizer: &mut Packetizer,
+        jpeg: &Jpeg<'_>,
+        timestamp: u32,
+        captured: Mono,
+    ) -> Rc<Frame> {
+        let mut bufs = pool.free.borrow_mut().pop().unwrap_or_default();
+        bufs.wire.clear();
+        bufs.records.clear();
+        let first_sequence = packetizer.next_sequence();
+        let mut payload_octets = 0u32;
+        for p in packetizer.packetize(jpeg, timestamp) {
+            bufs.records.push(bufs.wire.len() as u32);
+            bufs.wire.extend_from_slice(&[b'$', 0]);
+            bufs.wire.extend_from_slice(&(p.len() as u16).to_be_bytes());
+            bufs.wire.extend_from_slice(p.header());
+            bufs.wire.extend_from_slice(p.payload);
+            payload_octets = payload_octets.wrapping_add(p.payload_len() as u32);
+        }
+        bufs.records.push(bufs.wire.len() as u32);
+        Rc::new(Frame {
+            bufs,
+            pool: pool.clone(),
+            timestamp,
+            first_sequence,
+            captured,
+            payload_octets,
+        })
+    }
+
+    pub fn packets(&self) -> usize {
+        self.bufs.records.len() - 1
+    }
+
+    /// The interleaved records for RTP channel 0.
+    pub fn wire(&self) -> &[u8] {
+        &self.bufs.wire
+    }
+
+    /// Record `i`: prefix and RTP packet.
+    pub fn record(&self, i: usize) -> &[u8] {
+        let r = &self.bufs.records;
+        &self.bufs.wire[r[i] as usize..r[i + 1] as usize]
+    }
+
+    /// RTP packet `i`.
+    pub fn packet(&self, i: usize) -> &[u8] {
+        &self.record(i)[RECORD_PREFIX..]
+    }
+
+    /// The record holding byte `pos` of [`Frame::wire`], and where it starts.
+    pub fn record_at(&self, pos: usize) -> (usize, usize) {
+        let r = &self.bufs.records;
+        let i = r.partition_point(|&start| start as usize <= pos) - 1;
+        (i, r[i] as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use camstream_rtp::jpeg::{QuantTable, Subsampling};
+
+    #[test]
+    fn layout_and_pooling() {
+        let scan = vec![7u8; 5000];
+        let t = [1u8; 64];
+        let j = Jpeg {
+            width: 64,
+            height: 64,
+            subsampling: Subsampling::Yuv420,
+            restart_interval: 0,
+            quant_tables: [QuantTable { data: &t }, QuantTable { data: &t }],
+            scan: &scan,
+            len: 0,
+        };
+        let pool = Pool::new(2);
+        let mut p = Packetizer::new(5, 100, 1400).unwrap();
+        let f = Frame::build(&pool, &mut p, &j, 42, Mono(0));
+        assert_eq!(f.first_sequence, 100);
+        assert_eq!(f.packets(), 4);
+        let mut total = 0;
+        for i in 0..f.packets() {
+            let r = f.record(i);
+            assert_eq!(r[0], b'$');
+            assert_eq!(usize::from(u16::from_be_bytes([r[2], r[3]])), r.len() - 4);
+            assert_eq!(
+                u16::from_be_bytes([f.packet(i)[2], f.packet(i)[3]]),
+                100 + i as u16
+            );
+            let (idx, start) = f.record_at(total + 1);
+            assert_eq!((idx, start), (i, total));
+            total += r.len();
+        }
+        assert_eq!(total, f.wire().len());
+        assert_eq!(f.payload_octets as usize, 5000 + 4 * 8 + 4 + 128);
+        drop(f);
+        assert_eq!(pool.free.borrow().len(), 1);
+        let f2 = Frame::build(&pool, &mut p, &j, 43, Mono(0));
+        assert_eq!(pool.free.borrow().len(), 0);
+        assert_eq!(f2.first_sequence, 104);
+    }
+}

@@ -1,0 +1,955 @@
+//! The RTSP server: one event loop over the listening socket, the client
+//! connections, the shared UDP sockets, the frame source and signals.
+//!
+//! Each frame is packetized once ([`frame::Frame`]) and its reference is
+//! queued to every playing session. A session's queue is bounded: a client
+//! that cannot keep up loses whole frames, never part of one, and never holds
+//! back the others. Over TCP the frame being written belongs to the
+//! connection, so it is always finished (the interleaved byte stream stays
+//! intact) even if its session ends meanwhile.
+
+pub mod frame;
+mod net;
+mod rtsp;
+mod sdp;
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::rc::Rc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use camstream_rtp::{JpegError, Packetizer, jpeg, rtcp};
+use mio::net::{TcpListener, TcpStream, UdpSocket};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use rustix::net::SocketAddrAny;
+use slab::Slab;
+
+use crate::clock::{Mono, RtpClock, ntp_now};
+use crate::config::Config;
+use crate::source::{self, FrameSource, StreamInfo};
+use frame::{Frame, Pool};
+
+const LISTENER: Token = Token(0);
+const RTP: Token = Token(1);
+const RTCP: Token = Token(2);
+const SOURCE: Token = Token(3);
+const SIGNAL: Token = Token(4);
+const FIRST_CONNECTION: usize = 16;
+
+/// Unsent response and RTCP bytes after which a connection's requests are
+/// no longer read (a client pipelining requests without reading replies).
+const CTRL_HIGH_WATER: usize = 64 << 10;
+/// How long a connection closing after an error may take to drain.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+const TICK: Duration = Duration::from_millis(250);
+const STATS_EVERY: Duration = Duration::from_secs(60);
+
+enum Transport {
+    Udp {
+        rtp: SocketAddrAny,
+        rtcp: SocketAddr,
+    },
+    Interleaved {
+        rtp: u8,
+        rtcp: u8,
+    },
+}
+
+struct Session {
+    id: String,
+    conn: usize,
+    peer: SocketAddr,
+    transport: Transport,
+    playing: bool,
+    /// Frames not started yet (UDP: the front one may be partly sent).
+    queue: VecDeque<Rc<Frame>>,
+    /// UDP: packets of the front frame already sent.
+    udp_sent: usize,
+    in_udp_backlog: bool,
+    last_seen: Mono,
+    next_report: Mono,
+    /// RTCP sender counts (wrap as RFC 3550 says).
+    packets: u32,
+    octets: u32,
+    frames_sent: u64,
+    frames_dropped: u64,
+    warned_send_error: bool,
+}
+
+struct Conn {
+    stream: TcpStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    inbuf: Vec<u8>,
+    /// Responses and interleaved RTCP, written between frames.
+    ctrl: Vec<u8>,
+    ctrl_sent: usize,
+    /// The interleaved frame being written: frame, RTP channel, bytes done.
+    current: Option<(Rc<Frame>, u8, usize)>,
+    sessions: Vec<usize>,
+    round_robin: usize,
+    /// Set after an unrecoverable protocol error: close once `ctrl` is out.
+    closing: Option<Mono>,
+    read_paused: bool,
+}
+
+impl Conn {
+    fn ctrl_pending(&self) -> usize {
+        self.ctrl.len() - self.ctrl_sent
+    }
+}
+
+#[derive(Default)]
+struct Stats {
+    frames_in: u64,
+    frames_sent: u64,
+    rejected: [u64; JpegError::ALL.len()],
+    rejected_logged_at: [Option<Mono>; JpegError::ALL.len()],
+    last_log: Option<Mono>,
+    frames_at_last_log: u64,
+}
+
+struct Stream {
+    info: StreamInfo,
+    packetizer: Packetizer,
+    clock: RtpClock,
+    pool: Rc<Pool>,
+    last: Option<Rc<Frame>>,
+    sdp_session_id: u64,
+    warned_size_change: bool,
+}
+
+pub struct Server {
+    cfg: Config,
+    poll: Poll,
+    listener: TcpListener,
+    rtp_socket: UdpSocket,
+    rtcp_socket: UdpSocket,
+    rtp_port: u16,
+    conns: Slab<Conn>,
+    sessions: Slab<Session>,
+    session_ids: HashMap<String, usize>,
+    session_by_rtcp: HashMap<SocketAddr, usize>,
+    udp_backlog: VecDeque<usize>,
+    udp_blocked: bool,
+    resume_reading: Vec<usize>,
+    stream: Stream,
+    stats: Stats,
+    cname: String,
+    signals: UnixStream,
+}
+
+fn random_u64() -> u64 {
+    getrandom::u64().expect("the kernel's random number generator")
+}
+
+/// Binds the RTP/RTCP port pair: `port` and `port + 1`, or a free even/odd
+/// pair when `port` is 0.
+fn bind_udp_pair(ip: IpAddr, port: u16) -> Result<(UdpSocket, UdpSocket, u16)> {
+    if port != 0 {
+        let rtp = UdpSocket::bind(SocketAddr::new(ip, port))
+            .with_context(|| format!("cannot bind UDP port {port} (rtp_port) on {ip}"))?;
+        let rtcp = UdpSocket::bind(SocketAddr::new(ip, port + 1))
+            .with_context(|| format!("cannot bind UDP port {} (rtp_port + 1) on {ip}", port + 1))?;
+        return Ok((rtp, rtcp, port));
+    }
+    for _ in 0..64 {
+        let rtp = UdpSocket::bind(SocketAddr::new(ip, 0))?;
+        let p = rtp.local_addr()?.port();
+        if p % 2 != 0 || p == u16::MAX {
+            continue;
+        }
+        if let Ok(rtcp) = UdpSocket::bind(SocketAddr::new(ip, p + 1)) {
+            return Ok((rtp, rtcp, p));
+        }
+    }
+    bail!("cannot find a free pair of UDP ports for RTP and RTCP on {ip}")
+}
+
+impl Server {
+    /// Binds every socket; a port in use is a start-up error.
+    pub fn bind(cfg: Config, info: StreamInfo) -> Result<Server> {
+        let addr = SocketAddr::new(cfg.listen, cfg.rtsp_port);
+        let listener = TcpListener::bind(addr)
+            .with_context(|| format!("cannot listen on {addr} (rtsp_port)"))?;
+        let (rtp_socket, rtcp_socket, rtp_port) = bind_udp_pair(cfg.listen, cfg.rtp_port)?;
+        // Room for a few 1080p frames; a full buffer only delays UDP sends.
+        let _ = rustix::net::sockopt::set_socket_send_buffer_size(&rtp_socket, 1 << 20);
+
+        let poll = Poll::new()?;
+        let (signals, signal_writer) = UnixStream::pair()?;
+        signals.set_nonblocking(true)?;
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::low_level::pipe::register(sig, signal_writer.try_clone()?)?;
+        }
+        let mut server = Server {
+            poll,
+            listener,
+            rtp_socket,
+            rtcp_socket,
+            rtp_port,
+            conns: Slab::new(),
+            sessions: Slab::new(),
+            session_ids: HashMap::new(),
+            session_by_rtcp: HashMap::new(),
+            udp_backlog: VecDeque::new(),
+            udp_blocked: false,
+            resume_reading: Vec::new(),
+            stream: Stream {
+                info,
+                packetizer: Packetizer::new(random_u64() as u32, random_u64() as u16, cfg.mtu)?,
+                clock: RtpClock::new(Mono::now(), random_u64() as u32),
+                pool: Pool::new(cfg.client_queue + 2),
+                last: None,
+                sdp_session_id: random_u64() >> 1,
+                warned_size_change: false,
+            },
+            stats: Stats::default(),
+            cname: format!("camstream@{}", hostname()),
+            signals,
+            cfg,
+        };
+        let r = server.poll.registry();
+        r.register(&mut server.listener, LISTENER, Interest::READABLE)?;
+        r.register(
+            &mut server.rtp_socket,
+            RTP,
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        r.register(&mut server.rtcp_socket, RTCP, Interest::READABLE)?;
+        r.register(
+            &mut SourceFd(&server.signals.as_raw_fd()),
+            SIGNAL,
+            Interest::READABLE,
+        )?;
+        Ok(server)
+    }
+
+    pub fn rtsp_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until SIGINT or SIGTERM, or until the source fails.
+    pub fn run(mut self, mut source: Box<dyn FrameSource>) -> Result<()> {
+        source.register(self.poll.registry(), SOURCE)?;
+        let mut events = Events::with_capacity(256);
+        let mut next_tick = Mono::now();
+        loop {
+            let timeout = next_tick.saturating_sub(Mono::now());
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e.into());
+            }
+            for ev in events.iter() {
+                match ev.token() {
+                    LISTENER => self.accept(),
+                    RTP => {
+                        if ev.is_readable() {
+                            self.drain_rtp_socket();
+                        }
+                        if ev.is_writable() {
+                            self.udp_writable();
+                        }
+                    }
+                    RTCP => self.read_rtcp_socket(),
+                    SOURCE => source.ready(&mut |f| self.on_frame(f))?,
+                    SIGNAL => {
+                        log::info!("stopping");
+                        self.shutdown();
+                        return Ok(());
+                    }
+                    Token(t) => {
+                        let ci = t - FIRST_CONNECTION;
+                        if ev.is_writable() {
+                            self.flush_conn(ci);
+                        }
+                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            self.conn_readable(ci);
+                        }
+                    }
+                }
+            }
+            while let Some(ci) = self.resume_reading.pop() {
+                self.conn_readable(ci);
+            }
+            let now = Mono::now();
+            if now >= next_tick {
+                self.housekeeping(now);
+                next_tick = now.add(TICK);
+            }
+        }
+    }
+
+    fn accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((mut stream, peer)) => {
+                    // Connections beyond this cannot hold a session anyway.
+                    if self.conns.len() >= self.cfg.max_clients * 2 + 16 {
+                        log::warn!("{peer}: too many connections, closing");
+                        continue;
+                    }
+                    let _ = stream.set_nodelay(true);
+                    let local = stream
+                        .local_addr()
+                        .unwrap_or(SocketAddr::new(self.cfg.listen, 0));
+                    let entry = self.conns.vacant_entry();
+                    let token = Token(FIRST_CONNECTION + entry.key());
+                    if let Err(e) = self.poll.registry().register(
+                        &mut stream,
+                        token,
+                        Interest::READABLE | Interest::WRITABLE,
+                    ) {
+                        log::warn!("{peer}: {e}");
+                        continue;
+                    }
+                    log::debug!("{peer}: connected");
+                    entry.insert(Conn {
+                        stream,
+                        peer,
+                        local,
+                        inbuf: Vec::new(),
+                        ctrl: Vec::new(),
+                        ctrl_sent: 0,
+                        current: None,
+                        sessions: Vec::new(),
+                        round_robin: 0,
+                        closing: None,
+                        read_paused: false,
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    log::warn!("accept: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    // ---- frames -------------------------------------------------------
+
+    fn on_frame(&mut self, f: source::Frame<'_>) {
+        self.stats.frames_in += 1;
+        let jpeg = match jpeg::parse(f.jpeg) {
+            Ok(j) => j,
+            Err(e) => return self.reject(e),
+        };
+        let s = &mut self.stream;
+        if (jpeg.width, jpeg.height) != (s.info.width, s.info.height) && !s.warned_size_change {
+            log::warn!(
+                "frame size changed from {}x{} to {}x{}; clients keep the size they were told",
+                s.info.width,
+                s.info.height,
+                jpeg.width,
+                jpeg.height
+            );
+            s.warned_size_change = true;
+        }
+        let ts = s.clock.timestamp(f.captured);
+        let frame = Frame::build(&s.pool, &mut s.packetizer, &jpeg, ts, f.captured);
+        s.last = Some(frame.clone());
+        self.stats.frames_sent += 1;
+
+        let limit = self.cfg.client_queue;
+        for (_, s) in self.sessions.iter_mut().filter(|(_, s)| s.playing) {
+            enqueue(s, &frame, limit);
+        }
+        self.flush_all();
+    }
+
+    fn reject(&mut self, e: JpegError) {
+        let i = e.index();
+        self.stats.rejected[i] += 1;
+        let now = Mono::now();
+        // The first of each kind at once, then at most one line a minute.
+        let due =
+            self.stats.rejected_logged_at[i].is_none_or(|t| now.saturating_sub(t) >= STATS_EVERY);
+        if due {
+            log::warn!(
+                "frame not sent: {e} ({} so far; RTP/JPEG carries baseline 4:2:2/4:2:0 with standard Huffman tables)",
+                self.stats.rejected[i]
+            );
+            self.stats.rejected_logged_at[i] = Some(now);
+        }
+    }
+
+    /// Sends what is queued: UDP sessions first (cheap), then TCP connections.
+    fn flush_all(&mut self) {
+        let udp: Vec<usize> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| matches!(s.transport, Transport::Udp { .. }) && !s.queue.is_empty())
+            .map(|(k, _)| k)
+            .collect();
+        for si in udp {
+            self.flush_udp_or_backlog(si);
+        }
+        let conns: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| !c.sessions.is_empty())
+            .map(|(k, _)| k)
+            .collect();
+        for ci in conns {
+            self.flush_conn(ci);
+        }
+    }
+
+    fn flush_udp_or_backlog(&mut self, si: usize) {
+        if self.udp_blocked || !self.flush_udp(si) {
+            self.udp_blocked = true;
+            let s = &mut self.sessions[si];
+            if !s.in_udp_backlog {
+                s.in_udp_backlog = true;
+                self.udp_backlog.push_back(si);
+            }
+        }
+    }
+
+    /// Sends a UDP session's queue; false if the socket buffer is full.
+    fn flush_udp(&mut self, si: usize) -> bool {
+        let Some(s) = self.sessions.get_mut(si) else {
+            return true;
+        };
+        let Transport::Udp { rtp, .. } = &s.transport else {
+            return true;
+        };
+        while let Some(f) = s.queue.front() {
+            match net::send_udp(&self.rtp_socket, rtp, f, s.udp_sent) {
+                Ok(n) if n == f.packets() => {
+                    s.packets = s.packets.wrapping_add(n as u32);
+                    s.octets = s.octets.wrapping_add(f.payload_octets);
+                    s.frames_sent += 1;
+                    s.udp_sent = 0;
+                    s.queue.pop_front();
+                }
+                Ok(n) => {
+                    s.udp_sent = n;
+                    return false;
+                }
+                Err(e) => {
+                    if !s.warned_send_error {
+                        log::warn!("session {}: sending to {}: {e}", s.id, s.peer);
+                        s.warned_send_error = true;
+                    }
+                    s.frames_dropped += 1;
+                    s.udp_sent = 0;
+                    s.queue.pop_front();
+                }
+            }
+        }
+        true
+    }
+
+    fn udp_writable(&mut self) {
+        self.udp_blocked = false;
+        while let Some(si) = self.udp_backlog.pop_front() {
+            if let Some(s) = self.sessions.get_mut(si) {
+                s.in_udp_backlog = false;
+            }
+            if !self.flush_udp(si) {
+                self.udp_blocked = true;
+                if let Some(s) = self.sessions.get_mut(si) {
+                    s.in_udp_backlog = true;
+                    self.udp_backlog.push_front(si);
+                }
+                return;
+            }
+        }
+    }
+
+    /// Writes a connection's pending bytes until the socket is full.
+    fn flush_conn(&mut self, ci: usize) {
+        loop {
+            let Some(conn) = self.conns.get_mut(ci) else {
+                return;
+            };
+            if let Some((frame, channel, pos)) = &mut conn.current {
+                match net::write_interleaved(&mut conn.stream, frame, *channel, *pos) {
+                    Ok(p) if p == frame.wire().len() => conn.current = None,
+                    Ok(p) => {
+                        *pos = p;
+                        return;
+                    }
+                    Err(e) => return self.close_conn(ci, &format!("write: {e}")),
+                }
+            }
+            if conn.ctrl_pending() > 0 {
+                match conn.stream.write(&conn.ctrl[conn.ctrl_sent..]) {
+                    Ok(n) => conn.ctrl_sent += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return self.close_conn(ci, &format!("write: {e}")),
+                }
+                if conn.ctrl_pending() == 0 {
+                    conn.ctrl.clear();
+                    conn.ctrl_sent = 0;
+                    if conn.ctrl.capacity() > CTRL_HIGH_WATER {
+                        conn.ctrl.shrink_to(4096);
+                    }
+                    if conn.read_paused {
+                        conn.read_paused = false;
+                        self.resume_reading.push(ci);
+                    }
+                }
+                continue;
+            }
+            if conn.closing.is_some() {
+                return self.close_conn(ci, "closed after a protocol error");
+            }
+            // The next queued frame, taking the connection's sessions in turn.
+            let n = conn.sessions.len();
+            let mut next = None;
+            for k in 0..n {
+                let si = conn.sessions[(conn.round_robin + k) % n];
+                let Some(s) = self.sessions.get_mut(si) else {
+                    continue;
+                };
+                let Transport::Interleaved { rtp, .. } = s.transport else {
+                    continue;
+                };
+                if let Some(f) = s.queue.pop_front() {
+                    s.packets = s.packets.wrapping_add(f.packets() as u32);
+                    s.octets = s.octets.wrapping_add(f.payload_octets);
+                    s.frames_sent += 1;
+                    conn.round_robin = (conn.round_robin + k + 1) % n;
+                    next = Some((f, rtp, 0));
+                    break;
+                }
+            }
+            match next {
+                Some(c) => conn.current = Some(c),
+                None => return,
+            }
+        }
+    }
+
+    // ---- requests -----------------------------------------------------
+
+    fn conn_readable(&mut self, ci: usize) {
+        let mut buf = [0u8; 4096];
+        loop {
+            let Some(conn) = self.conns.get_mut(ci) else {
+                return;
+            };
+            if conn.read_paused {
+                return;
+            }
+            if conn.inbuf.len() >= self.cfg.max_request_size {
+                return self.unparseable(ci, true);
+            }
+            let room = (self.cfg.max_request_size - conn.inbuf.len()).min(buf.len());
+            match conn.stream.read(&mut buf[..room]) {
+                Ok(0) => {
+                    self.process_input(ci);
+                    return self.close_conn(ci, "closed by peer");
+                }
+                Ok(n) => {
+                    conn.inbuf.extend_from_slice(&buf[..n]);
+                    self.process_input(ci);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return self.close_conn(ci, &format!("read: {e}")),
+            }
+        }
+    }
+
+    /// Handles every complete message in the connection's input.
+    fn process_input(&mut self, ci: usize) {
+        loop {
+            let Some(conn) = self.conns.get_mut(ci) else {
+                return;
+            };
+            if conn.closing.is_some() {
+                conn.inbuf.clear();
+                return;
+            }
+            if conn.inbuf.is_empty() {
+                if conn.inbuf.capacity() > 4096 {
+                    conn.inbuf = Vec::new();
+                }
+                return;
+            }
+            if conn.ctrl_pending() > CTRL_HIGH_WATER {
+                conn.read_paused = true;
+                return;
+            }
+            match rtsp_types::Message::<Vec<u8>>::parse(&conn.inbuf) {
+                Ok((msg, used)) => {
+                    conn.inbuf.drain(..used);
+                    self.handle_message(ci, msg);
+                }
+                Err(rtsp_types::ParseError::Incomplete(_)) => {
+                    if conn.inbuf.len() >= self.cfg.max_request_size {
+                        self.unparseable(ci, true);
+                    }
+                    return;
+                }
+                Err(rtsp_types::ParseError::Error) => self.unparseable(ci, false),
+            }
+        }
+    }
+
+    fn handle_message(&mut self, ci: usize, msg: rtsp_types::Message<Vec<u8>>) {
+        match msg {
+            rtsp_types::Message::Request(req) => {
+                let (response, start) = self.handle_request(ci, &req);
+                let Some(conn) = self.conns.get_mut(ci) else {
+                    return;
+                };
+                log::debug!(
+                    "{}: {:?} {} -> {}",
+                    conn.peer,
+                    req.method(),
+                    uri_str(&req),
+                    u16::from(response.status())
+                );
+                let _ = response.write(&mut conn.ctrl);
+                self.flush_conn(ci);
+                if let Some(si) = start {
+                    self.start_playing(si);
+                }
+            }
+            rtsp_types::Message::Data(data) => {
+                let channel = data.channel_id();
+                let Some(conn) = self.conns.get(ci) else {
+                    return;
+                };
+                let si = conn.sessions.iter().copied().find(|&si| {
+                    matches!(self.sessions.get(si).map(|s| &s.transport),
+                        Some(Transport::Interleaved { rtcp, .. }) if *rtcp == channel)
+                });
+                if let Some(si) = si {
+                    self.on_rtcp(si, data.as_slice());
+                }
+            }
+            rtsp_types::Message::Response(_) => {} // we send no requests
+        }
+    }
+
+    /// A request that cannot be parsed: 400. If its end can be found (a
+    /// complete header block without a body), skip it and go on; otherwise
+    /// the rest of the stream cannot be trusted and the connection closes.
+    fn unparseable(&mut self, ci: usize, too_large: bool) {
+        let Some(conn) = self.conns.get_mut(ci) else {
+            return;
+        };
+        let head_end = conn
+            .inbuf
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map(|p| p + 4);
+        let head = &conn.inbuf[..head_end.unwrap_or(conn.inbuf.len())];
+        let cseq = header_in(head, "cseq");
+        let resync =
+            !too_large && head_end.is_some() && header_in(head, "content-length").is_none();
+        let reason = if too_large {
+            "request too large"
+        } else {
+            "malformed request"
+        };
+        log::info!(
+            "{}: {reason}{}",
+            conn.peer,
+            if resync { "" } else { "; closing" }
+        );
+        let mut resp = rtsp::response(rtsp_types::StatusCode::BadRequest, cseq.as_deref());
+        if !resync {
+            resp = resp.header(rtsp_types::headers::CONNECTION, "close");
+        }
+        let _ = resp.build(Vec::new()).write(&mut conn.ctrl);
+        if resync {
+            conn.inbuf.drain(..head_end.unwrap_or(0));
+        } else {
+            conn.inbuf.clear();
+            conn.closing = Some(Mono::now());
+        }
+        self.flush_conn(ci);
+    }
+
+    fn start_playing(&mut self, si: usize) {
+        let Some(s) = self.sessions.get_mut(si) else {
+            return;
+        };
+        let now = Mono::now();
+        s.playing = true;
+        s.next_report = now.add(Duration::from_secs(1));
+        // The newest frame at once, so the picture appears without waiting.
+        if let Some(f) = &self.stream.last {
+            if now.saturating_sub(f.captured) < Duration::from_secs(1) {
+                enqueue(s, f, self.cfg.client_queue);
+            }
+        }
+        match s.transport {
+            Transport::Udp { .. } => self.flush_udp_or_backlog(si),
+            Transport::Interleaved { .. } => {
+                let ci = s.conn;
+                self.flush_conn(ci);
+            }
+        }
+    }
+
+    // ---- RTCP ---------------------------------------------------------
+
+    fn drain_rtp_socket(&mut self) {
+        // Clients may send NAT-opening packets to the RTP port; nothing to do.
+        let mut buf = [0u8; 2048];
+        while self.rtp_socket.recv_from(&mut buf).is_ok() {}
+    }
+
+    fn read_rtcp_socket(&mut self) {
+        let mut buf = [0u8; 2048];
+        loop {
+            let (n, from) = match self.rtcp_socket.recv_from(&mut buf) {
+                Ok(r) => r,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return,
+            };
+            if let Some(&si) = self.session_by_rtcp.get(&from) {
+                self.on_rtcp(si, &buf[..n]);
+            }
+        }
+    }
+
+    /// RTCP from a client: proof of life; BYE ends the session.
+    fn on_rtcp(&mut self, si: usize, data: &[u8]) {
+        let Some(s) = self.sessions.get_mut(si) else {
+            return;
+        };
+        s.last_seen = Mono::now();
+        let mut bye = false;
+        for p in rtcp::parse_compound(data) {
+            match p {
+                Ok(rtcp::Packet::ReceiverReport { blocks, .. }) => {
+                    for b in blocks {
+                        log::trace!(
+                            "session {}: RR lost {} jitter {} highest seq {}",
+                            s.id,
+                            b.cumulative_lost,
+                            b.jitter,
+                            b.highest_sequence
+                        );
+                    }
+                }
+                Ok(rtcp::Packet::Bye { .. }) => bye = true,
+                Ok(_) => {}
+                Err(e) => {
+                    log::debug!("session {}: bad RTCP: {e}", s.id);
+                    break;
+                }
+            }
+        }
+        if bye {
+            self.end_session(si, "RTCP BYE", false);
+        }
+    }
+
+    /// Sends an RTCP sender report (and BYE) to a session.
+    fn send_report(&mut self, si: usize, bye: bool) {
+        let Some(s) = self.sessions.get(si) else {
+            return;
+        };
+        let (ntp_time, mono) = ntp_now();
+        let sr = rtcp::SenderReport {
+            ssrc: self.stream.packetizer.ssrc(),
+            ntp_time,
+            rtp_time: self.stream.clock.timestamp(mono),
+            packet_count: s.packets,
+            octet_count: s.octets,
+        };
+        let mut buf = [0u8; 4 + rtcp::MAX_COMPOUND_LEN];
+        let n = rtcp::write_report(&sr, self.cname.as_bytes(), bye, &mut buf[4..]);
+        match s.transport {
+            Transport::Udp { rtcp, .. } => {
+                let _ = self.rtcp_socket.send_to(&buf[4..4 + n], rtcp);
+            }
+            Transport::Interleaved { rtcp, .. } => {
+                let ci = s.conn;
+                let Some(conn) = self.conns.get_mut(ci) else {
+                    return;
+                };
+                if conn.ctrl_pending() < CTRL_HIGH_WATER {
+                    buf[..4].copy_from_slice(&[b'$', rtcp, (n >> 8) as u8, n as u8]);
+                    conn.ctrl.extend_from_slice(&buf[..4 + n]);
+                    self.flush_conn(ci);
+                }
+            }
+        }
+    }
+
+    // ---- lifetimes ----------------------------------------------------
+
+    fn end_session(&mut self, si: usize, why: &str, send_bye: bool) {
+        if send_bye {
+            self.send_report(si, true);
+        }
+        if !self.sessions.contains(si) {
+            return;
+        }
+        let s = self.sessions.remove(si);
+        self.session_ids.remove(&s.id);
+        if let Transport::Udp { rtcp, .. } = s.transport {
+            self.session_by_rtcp.remove(&rtcp);
+        }
+        if s.in_udp_backlog {
+            self.udp_backlog.retain(|&k| k != si);
+        }
+        if let Some(conn) = self.conns.get_mut(s.conn) {
+            conn.sessions.retain(|&k| k != si);
+        }
+        log::info!(
+            "session {} from {} ended ({why}): {} frames sent, {} dropped for a slow client",
+            s.id,
+            s.peer,
+            s.frames_sent,
+            s.frames_dropped
+        );
+    }
+
+    fn close_conn(&mut self, ci: usize, why: &str) {
+        let Some(conn) = self.conns.try_remove(ci) else {
+            return;
+        };
+        let mut conn = conn;
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        log::debug!("{}: {why}", conn.peer);
+        // Sessions end with the connection that set them up: a client that
+        // closed its control connection is gone.
+        for si in conn.sessions {
+            let udp = self
+                .sessions
+                .get(si)
+                .is_some_and(|s| matches!(s.transport, Transport::Udp { .. }));
+            self.end_session(si, why, udp);
+        }
+    }
+
+    fn housekeeping(&mut self, now: Mono) {
+        let timeout = Duration::from_secs(u64::from(self.cfg.session_timeout));
+        let expired: Vec<usize> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| now.saturating_sub(s.last_seen) > timeout)
+            .map(|(k, _)| k)
+            .collect();
+        for si in expired {
+            let (ci, tcp) = {
+                let s = &self.sessions[si];
+                (s.conn, matches!(s.transport, Transport::Interleaved { .. }))
+            };
+            self.end_session(si, "timed out", true);
+            // An interleaved session's connection has nothing left to carry.
+            if tcp && self.conns.get(ci).is_some_and(|c| c.sessions.is_empty()) {
+                self.close_conn(ci, "session timed out");
+            }
+        }
+        let due: Vec<usize> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.playing && s.next_report <= now)
+            .map(|(k, _)| k)
+            .collect();
+        let interval = Duration::from_secs(u64::from(self.cfg.rtcp_interval));
+        for si in due {
+            self.sessions[si].next_report = now.add(interval);
+            self.send_report(si, false);
+        }
+        let stuck: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                c.closing
+                    .is_some_and(|t| now.saturating_sub(t) > CLOSE_GRACE)
+            })
+            .map(|(k, _)| k)
+            .collect();
+        for ci in stuck {
+            self.close_conn(ci, "did not read the error response");
+        }
+        self.log_stats(now);
+    }
+
+    fn log_stats(&mut self, now: Mono) {
+        let st = &mut self.stats;
+        let Some(last) = st.last_log else {
+            st.last_log = Some(now);
+            return;
+        };
+        let elapsed = now.saturating_sub(last);
+        if elapsed < STATS_EVERY {
+            return;
+        }
+        let sent = st.frames_sent - st.frames_at_last_log;
+        let dropped: u64 = self.sessions.iter().map(|(_, s)| s.frames_dropped).sum();
+        let rejected: u64 = st.rejected.iter().sum();
+        log::info!(
+            "{:.1} frames/s, {} sessions, {} connections; since start: {} frames in, {} rejected, {} dropped for slow clients (current sessions)",
+            sent as f64 / elapsed.as_secs_f64(),
+            self.sessions.len(),
+            self.conns.len(),
+            st.frames_in,
+            rejected,
+            dropped
+        );
+        st.last_log = Some(now);
+        st.frames_at_last_log = st.frames_sent;
+    }
+
+    fn shutdown(&mut self) {
+        let ids: Vec<usize> = self.sessions.iter().map(|(k, _)| k).collect();
+        for si in ids {
+            self.end_session(si, "server stopping", true);
+        }
+        let conns: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
+        for ci in conns {
+            // Best effort: whatever fits in the socket buffer now.
+            self.flush_conn(ci);
+        }
+    }
+}
+
+/// Queues a frame for a session, dropping its oldest unstarted frame when
+/// the queue is full.
+fn enqueue(s: &mut Session, frame: &Rc<Frame>, limit: usize) {
+    if s.queue.len() >= limit {
+        // A UDP frame partly sent must be finished; drop the one after it.
+        let i = usize::from(s.udp_sent > 0);
+        if s.queue.remove(i).is_some() {
+            s.frames_dropped += 1;
+        }
+    }
+    s.queue.push_back(frame.clone());
+}
+
+/// Value of a header in a raw request head, case-insensitively.
+fn header_in(head: &[u8], name: &str) -> Option<String> {
+    let text = String::from_utf8_lossy(head);
+    text.split("\r\n").skip(1).find_map(|line| {
+        let (n, v) = line.split_once(':')?;
+        n.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| v.trim().to_string())
+    })
+}
+
+fn uri_str(req: &rtsp_types::Request<Vec<u8>>) -> String {
+    req.request_uri()
+        .map_or_else(|| "*".into(), |u| u.to_string())
+}
+
+fn hostname() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}

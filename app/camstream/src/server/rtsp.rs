@@ -1,0 +1,424 @@
+//! RTSP 1.0 (RFC 2326) methods. Each request gets one response; PLAY also
+//! names the session to start once its response is on the way.
+
+use std::net::SocketAddr;
+
+use rtsp_types::headers::{self, Transport as TransportSpec, Transports};
+use rtsp_types::{Method, Request, Response, ResponseBuilder, StatusCode, Url, Version};
+
+use super::sdp::{self, TRACK};
+use super::{Server, Session, Transport, random_u64};
+use crate::clock::Mono;
+
+const SERVER: &str = concat!("camstream/", env!("CARGO_PKG_VERSION"));
+const PUBLIC: &str =
+    "OPTIONS, DESCRIBE, SETUP, PLAY, PAUSE, TEARDOWN, GET_PARAMETER, SET_PARAMETER";
+
+/// A response with the headers every response carries.
+pub(super) fn response(status: StatusCode, cseq: Option<&str>) -> ResponseBuilder {
+    let mut b = Response::builder(Version::V1_0, status).header(headers::SERVER, SERVER);
+    if let Some(c) = cseq {
+        b = b.header(headers::CSEQ, c);
+    }
+    b
+}
+
+/// What a request URI names.
+#[derive(Debug, PartialEq, Eq)]
+enum Target {
+    /// `*` (OPTIONS only).
+    Server,
+    /// rtsp://host/PATH: the presentation.
+    Aggregate,
+    /// rtsp://host/PATH/trackID=0: the video stream.
+    Track,
+    Unknown,
+}
+
+fn target(uri: Option<&Url>, path: &str) -> Target {
+    let Some(uri) = uri else {
+        return Target::Server;
+    };
+    let p = uri.path().trim_matches('/');
+    match p.strip_prefix(path) {
+        Some("") => Target::Aggregate,
+        Some(rest) if rest.strip_prefix('/') == Some(TRACK) => Target::Track,
+        _ => Target::Unknown,
+    }
+}
+
+/// The presentation URL as the client addresses it, with a trailing slash
+/// (the Content-Base that relative control URLs resolve against).
+fn base_url(uri: &Url, path: &str) -> String {
+    let mut u = uri.clone();
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    u.set_query(None);
+    u.set_fragment(None);
+    u.set_path(&format!("/{path}/"));
+    u.to_string()
+}
+
+type Reply = (Response<Vec<u8>>, Option<usize>);
+
+impl Server {
+    /// Handles a request on connection `ci`; returns the response and, for
+    /// PLAY, the session to start streaming once the response is queued.
+    pub(super) fn handle_request(&mut self, ci: usize, req: &Request<Vec<u8>>) -> Reply {
+        let Some(cseq) = req.header(&headers::CSEQ).map(|v| v.as_str().to_owned()) else {
+            return (
+                response(StatusCode::BadRequest, None).build(Vec::new()),
+                None,
+            );
+        };
+        let reply = |status| (response(status, Some(&cseq)).build(Vec::new()), None);
+        if req.version() != Version::V1_0 {
+            return reply(StatusCode::RTSPVersionNotSupported);
+        }
+        if let Some(required) = req.header(&headers::REQUIRE) {
+            // We implement no extension a client could require.
+            let r = response(StatusCode::OptionNotSupported, Some(&cseq))
+                .header(headers::UNSUPPORTED, required.as_str())
+                .build(Vec::new());
+            return (r, None);
+        }
+        let target = target(req.request_uri(), &self.cfg.path);
+
+        // Any request naming a session keeps it alive.
+        let session = match req.header(&headers::SESSION) {
+            Some(v) => {
+                let id = v.as_str().split(';').next().unwrap_or("").trim();
+                match self.session_ids.get(id) {
+                    Some(&si) => {
+                        self.sessions[si].last_seen = Mono::now();
+                        Some(si)
+                    }
+                    None => return reply(StatusCode::SessionNotFound),
+                }
+            }
+            None => None,
+        };
+        let with_session = |b: ResponseBuilder, s: &Session| {
+            b.header(
+                headers::SESSION,
+                format!("{};timeout={}", s.id, self.cfg.session_timeout),
+            )
+        };
+
+        match req.method() {
+            Method::Options => {
+                if target == Target::Unknown {
+                    return reply(StatusCode::NotFound);
+                }
+                let mut b = response(StatusCode::Ok, Some(&cseq)).header(headers::PUBLIC, PUBLIC);
+                if let Some(si) = session {
+                    b = with_session(b, &self.sessions[si]);
+                }
+                (b.build(Vec::new()), None)
+            }
+            Method::Describe => {
+                if !matches!(target, Target::Aggregate | Target::Track) {
+                    return reply(StatusCode::NotFound);
+                }
+                let uri = req.request_uri().expect("not Target::Server");
+                let conn = &self.conns[ci];
+                let body = sdp::describe(
+                    &self.stream.info,
+                    conn.local.ip(),
+                    self.stream.sdp_session_id,
+                );
+                let r = response(StatusCode::Ok, Some(&cseq))
+                    .header(headers::CONTENT_TYPE, "application/sdp")
+                    .header(headers::CONTENT_BASE, base_url(uri, &self.cfg.path))
+                    .build(body);
+                (r, None)
+            }
+            Method::Setup => self.setup(ci, req, &cseq, target, session),
+            Method::Play | Method::Pause | Method::Teardown => {
+                if !matches!(target, Target::Aggregate | Target::Track) {
+                    return reply(StatusCode::NotFound);
+                }
+                let Some(si) = session else {
+                    return reply(StatusCode::SessionNotFound);
+                };
+                match req.method() {
+                    Method::Play => self.play(req, &cseq, si),
+                    Method::Pause => {
+                        let s = &mut self.sessions[si];
+                        s.playing = false;
+                        // Keep a partly sent UDP frame; drop the rest.
+                        s.queue.truncate(usize::from(s.udp_sent > 0));
+                        (
+                            with_session(response(StatusCode::Ok, Some(&cseq)), s)
+                                .build(Vec::new()),
+                            None,
+                        )
+                    }
+                    _ => {
+                        self.end_session(si, "TEARDOWN", true);
+                        reply(StatusCode::Ok)
+                    }
+                }
+            }
+            Method::GetParameter | Method::SetParameter => {
+                if target == Target::Unknown {
+                    return reply(StatusCode::NotFound);
+                }
+                // Empty bodies are keep-alives; we have no parameters.
+                let status = if req.body().is_empty() {
+                    StatusCode::Ok
+                } else {
+                    StatusCode::ParameterNotUnderstood
+                };
+                let mut b = response(status, Some(&cseq));
+                if let Some(si) = session {
+                    b = with_session(b, &self.sessions[si]);
+                }
+                (b.build(Vec::new()), None)
+            }
+            Method::Announce | Method::Record | Method::Redirect => {
+                let r = response(StatusCode::MethodNotAllowed, Some(&cseq))
+                    .header(headers::ALLOW, PUBLIC)
+                    .build(Vec::new());
+                (r, None)
+            }
+            _ => reply(StatusCode::NotImplemented),
+        }
+    }
+
+    fn setup(
+        &mut self,
+        ci: usize,
+        req: &Request<Vec<u8>>,
+        cseq: &str,
+        target: Target,
+        session: Option<usize>,
+    ) -> Reply {
+        let reply = |status| (response(status, Some(cseq)).build(Vec::new()), None);
+        match target {
+            Target::Track => {}
+            // One stream only: SETUP names it, not the presentation.
+            Target::Aggregate => return reply(StatusCode::AggregateOperationNotAllowed),
+            _ => return reply(StatusCode::NotFound),
+        }
+        if let Some(si) = session {
+            if self.sessions[si].playing {
+                // Changing transport while playing is not supported (RFC 2326 10.4).
+                return reply(StatusCode::MethodNotValidInThisState);
+            }
+            if self.sessions[si].conn != ci {
+                return reply(StatusCode::MethodNotValidInThisState);
+            }
+        } else if self.sessions.len() >= self.cfg.max_clients {
+            log::warn!(
+                "{}: refused: max_clients = {} sessions",
+                self.conns[ci].peer,
+                self.cfg.max_clients
+            );
+            return reply(StatusCode::NotEnoughBandwidth);
+        }
+        let transports = match req.typed_header::<Transports>() {
+            Ok(Some(t)) => t,
+            Ok(None) => return reply(StatusCode::BadRequest),
+            Err(_) => return reply(StatusCode::UnsupportedTransport),
+        };
+        let Some((transport, spec)) = self.choose_transport(ci, &transports, session) else {
+            return reply(StatusCode::UnsupportedTransport);
+        };
+
+        let now = Mono::now();
+        let si = match session {
+            Some(si) => {
+                // Re-SETUP of a session that is not playing: new transport.
+                let old = std::mem::replace(&mut self.sessions[si].transport, transport);
+                if let Transport::Udp { rtcp, .. } = old {
+                    self.session_by_rtcp.remove(&rtcp);
+                }
+                si
+            }
+            None => {
+                let id = format!("{:016X}", random_u64());
+                let peer = self.conns[ci].peer;
+                let si = self.sessions.insert(Session {
+                    id: id.clone(),
+                    conn: ci,
+                    peer,
+                    transport,
+                    playing: false,
+                    queue: std::collections::VecDeque::with_capacity(self.cfg.client_queue),
+                    udp_sent: 0,
+                    in_udp_backlog: false,
+                    last_seen: now,
+                    next_report: now,
+                    packets: 0,
+                    octets: 0,
+                    frames_sent: 0,
+                    frames_dropped: 0,
+                    warned_send_error: false,
+                });
+                self.session_ids.insert(id.clone(), si);
+                self.conns[ci].sessions.push(si);
+                log::info!("session {id} from {peer}: {spec}");
+                si
+            }
+        };
+        let s = &self.sessions[si];
+        if let Transport::Udp { rtcp, .. } = s.transport {
+            self.session_by_rtcp.insert(rtcp, si);
+        }
+        let r = response(StatusCode::Ok, Some(cseq))
+            .header(headers::TRANSPORT, spec)
+            .header(
+                headers::SESSION,
+                format!("{};timeout={}", s.id, self.cfg.session_timeout),
+            )
+            .build(Vec::new());
+        (r, None)
+    }
+
+    /// The first transport offered that we support, and its Transport
+    /// header for the reply. UDP goes only to the client's own address:
+    /// a `destination` parameter is ignored so nobody can aim the stream at
+    /// a third party.
+    fn choose_transport(
+        &self,
+        ci: usize,
+        offered: &Transports,
+        session: Option<usize>,
+    ) -> Option<(Transport, String)> {
+        let conn = &self.conns[ci];
+        let ssrc = self.stream.packetizer.ssrc();
+        for t in offered.iter() {
+            let TransportSpec::Rtp(rtp) = t else { continue };
+            if rtp.profile != headers::transport::RtpProfile::Avp || rtp.params.multicast {
+                continue;
+            }
+            match rtp.lower_transport {
+                Some(headers::transport::RtpLowerTransport::Tcp) => {
+                    let used: Vec<u8> = conn
+                        .sessions
+                        .iter()
+                        .filter(|&&si| Some(si) != session)
+                        .filter_map(|&si| match self.sessions[si].transport {
+                            Transport::Interleaved { rtp, rtcp } => Some([rtp, rtcp]),
+                            _ => None,
+                        })
+                        .flatten()
+                        .collect();
+                    let free = |a: u8, b: u8| !used.contains(&a) && !used.contains(&b);
+                    let (a, b) = match rtp.params.interleaved {
+                        Some((a, b)) if free(a, b.unwrap_or(a.wrapping_add(1))) => {
+                            (a, b.unwrap_or(a.wrapping_add(1)))
+                        }
+                        // Channels taken (or none asked for): pick a free pair.
+                        _ => (0..=127u8)
+                            .map(|k| (2 * k, 2 * k + 1))
+                            .find(|&(a, b)| free(a, b))?,
+                    };
+                    let spec = format!("RTP/AVP/TCP;unicast;interleaved={a}-{b};ssrc={ssrc:08X}");
+                    return Some((Transport::Interleaved { rtp: a, rtcp: b }, spec));
+                }
+                None | Some(headers::transport::RtpLowerTransport::Udp) => {
+                    let Some((p, q)) = rtp.params.client_port else {
+                        continue;
+                    };
+                    let q = q.unwrap_or(p.wrapping_add(1));
+                    if p == 0 || q == 0 {
+                        continue;
+                    }
+                    let ip = conn.peer.ip();
+                    let spec = format!(
+                        "RTP/AVP;unicast;client_port={p}-{q};server_port={}-{};ssrc={ssrc:08X}",
+                        self.rtp_port,
+                        self.rtp_port + 1
+                    );
+                    let transport = Transport::Udp {
+                        rtp: SocketAddr::new(ip, p).into(),
+                        rtcp: SocketAddr::new(ip, q),
+                    };
+                    return Some((transport, spec));
+                }
+                _ => continue,
+            }
+        }
+        None
+    }
+
+    fn play(&mut self, req: &Request<Vec<u8>>, cseq: &str, si: usize) -> Reply {
+        let uri = req.request_uri().expect("checked by the caller");
+        let now = Mono::now();
+        // The client gets the newest frame at once if it is fresh (see
+        // start_playing), else the next one: RTP-Info names its first packet.
+        let (seq, rtptime) = match &self.stream.last {
+            Some(f) if now.saturating_sub(f.captured) < std::time::Duration::from_secs(1) => {
+                (f.first_sequence, f.timestamp)
+            }
+            _ => (
+                self.stream.packetizer.next_sequence(),
+                self.stream.clock.timestamp(now),
+            ),
+        };
+        let s = &self.sessions[si];
+        let r = response(StatusCode::Ok, Some(cseq))
+            .header(
+                headers::SESSION,
+                format!("{};timeout={}", s.id, self.cfg.session_timeout),
+            )
+            .header(headers::RANGE, "npt=now-")
+            .header(
+                headers::RTP_INFO,
+                format!(
+                    "url={}{TRACK};seq={seq};rtptime={rtptime}",
+                    base_url(uri, &self.cfg.path)
+                ),
+            )
+            .build(Vec::new());
+        let start = (!s.playing).then_some(si);
+        (r, start)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets() {
+        let u = |s: &str| Url::parse(s).unwrap();
+        assert_eq!(target(None, "stream"), Target::Server);
+        assert_eq!(
+            target(Some(&u("rtsp://h:8554/stream")), "stream"),
+            Target::Aggregate
+        );
+        assert_eq!(
+            target(Some(&u("rtsp://h/stream/")), "stream"),
+            Target::Aggregate
+        );
+        assert_eq!(
+            target(Some(&u("rtsp://h/stream?x=1")), "stream"),
+            Target::Aggregate
+        );
+        assert_eq!(
+            target(Some(&u("rtsp://h/stream/trackID=0")), "stream"),
+            Target::Track
+        );
+        assert_eq!(
+            target(Some(&u("rtsp://h/streams")), "stream"),
+            Target::Unknown
+        );
+        assert_eq!(
+            target(Some(&u("rtsp://h/other")), "stream"),
+            Target::Unknown
+        );
+        assert_eq!(
+            target(Some(&u("rtsp://h/cam/1/trackID=0")), "cam/1"),
+            Target::Track
+        );
+    }
+
+    #[test]
+    fn base_url_drops_credentials_and_query() {
+        let u = Url::parse("rtsp://user:pw@192.0.2.1:8554/stream?token=1").unwrap();
+        assert_eq!(base_url(&u, "stream"), "rtsp://192.0.2.1:8554/stream/");
+    }
+}

@@ -1,0 +1,82 @@
+//! Frame sources: where JPEG frames come from. A source owns a file
+//! descriptor the event loop polls (a timer, an eventfd a worker thread
+//! signals, or a V4L2 device) and hands over frames when it is ready.
+
+pub mod file;
+pub mod testpattern;
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use mio::{Registry, Token};
+
+use crate::clock::Mono;
+use crate::config::Config;
+
+/// What `--source` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceSpec {
+    /// A moving pattern encoded with libjpeg-turbo: no camera needed.
+    TestPattern,
+    /// A concatenated MJPEG stream (as `ffmpeg -f mjpeg` writes), looped.
+    File(PathBuf),
+}
+
+impl SourceSpec {
+    pub fn parse(s: &str) -> Result<SourceSpec> {
+        if s == "testpattern" {
+            return Ok(SourceSpec::TestPattern);
+        }
+        if let Some(path) = s.strip_prefix("file:") {
+            if path.is_empty() {
+                bail!("source = {s:?}: give a path, e.g. file:/data/clip.mjpeg");
+            }
+            return Ok(SourceSpec::File(path.into()));
+        }
+        bail!("source = {s:?}: use testpattern or file:PATH")
+    }
+}
+
+/// What clients are told about the stream before any frame is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamInfo {
+    pub width: u16,
+    pub height: u16,
+    pub fps: u32,
+}
+
+/// One captured frame, borrowed from the source until the callback returns.
+#[derive(Debug, Clone, Copy)]
+pub struct Frame<'a> {
+    pub jpeg: &'a [u8],
+    /// When the frame was captured (not when it was read).
+    pub captured: Mono,
+}
+
+/// The seam between capture and streaming.
+pub trait FrameSource {
+    fn info(&self) -> StreamInfo;
+
+    /// Registers the descriptor(s) the event loop must poll under `token`.
+    fn register(&mut self, registry: &Registry, token: Token) -> std::io::Result<()>;
+
+    /// Called when `token` fires: hands every frame that is ready to `sink`.
+    /// An error stops the daemon.
+    fn ready(&mut self, sink: &mut dyn FnMut(Frame<'_>)) -> Result<()>;
+}
+
+/// Opens the configured source. Errors here are start-up errors (missing
+/// file, unsupported first frame, encoder failure).
+pub fn open(config: &Config) -> Result<Box<dyn FrameSource>> {
+    Ok(match &config.source {
+        SourceSpec::TestPattern => Box::new(testpattern::TestPattern::new(
+            StreamInfo {
+                width: config.width,
+                height: config.height,
+                fps: config.fps,
+            },
+            config.quality,
+        )?),
+        SourceSpec::File(path) => Box::new(file::FileSource::open(path, config.fps)?),
+    })
+}

@@ -1,0 +1,323 @@
+//! `testpattern`: colour bars, a scrolling ramp, a bouncing box that changes
+//! colour, and the frame number and UTC time, drawn straight into 4:2:0
+//! planes and encoded with libjpeg-turbo on a worker thread, so the event
+//! loop never waits for the encoder. No camera needed.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, anyhow};
+use mio::{Registry, Token, Waker};
+
+use super::{Frame, FrameSource, StreamInfo};
+use crate::clock::Mono;
+use crate::jpegenc::{YuvEncoder, i420_plane_sizes};
+
+/// Buffers in flight between the encoder thread and the event loop.
+const BUFFERS: usize = 3;
+
+pub struct TestPattern {
+    info: StreamInfo,
+    quality: u8,
+    frames: Option<Receiver<(Vec<u8>, Mono)>>,
+    recycle: Option<SyncSender<Vec<u8>>>,
+    worker: Option<JoinHandle<Result<()>>>,
+}
+
+impl TestPattern {
+    pub fn new(info: StreamInfo, quality: u8) -> Result<TestPattern> {
+        // Fail at start-up, not in the thread, if libjpeg-turbo is unusable.
+        let mut p = Pattern::new(usize::from(info.width), usize::from(info.height));
+        p.render(0, 0);
+        let mut enc = YuvEncoder::new(quality)?;
+        let mut out = Vec::new();
+        enc.encode_i420(p.planes(), p.w, p.h, &mut out)?;
+        Ok(TestPattern {
+            info,
+            quality,
+            frames: None,
+            recycle: None,
+            worker: None,
+        })
+    }
+}
+
+impl FrameSource for TestPattern {
+    fn info(&self) -> StreamInfo {
+        self.info
+    }
+
+    fn register(&mut self, registry: &Registry, token: Token) -> std::io::Result<()> {
+        let waker = Arc::new(Waker::new(registry, token)?);
+        let (frame_tx, frame_rx) = sync_channel(BUFFERS);
+        let (recycle_tx, recycle_rx) = sync_channel(BUFFERS);
+        let (info, quality) = (self.info, self.quality);
+        let worker = std::thread::Builder::new()
+            .name("testpattern".into())
+            .spawn(move || run(info, quality, waker, frame_tx, recycle_rx))?;
+        self.frames = Some(frame_rx);
+        self.recycle = Some(recycle_tx);
+        self.worker = Some(worker);
+        Ok(())
+    }
+
+    fn ready(&mut self, sink: &mut dyn FnMut(Frame<'_>)) -> Result<()> {
+        let (Some(frames), Some(recycle)) = (&self.frames, &self.recycle) else {
+            return Ok(());
+        };
+        loop {
+            match frames.try_recv() {
+                Ok((buf, captured)) => {
+                    sink(Frame {
+                        jpeg: &buf,
+                        captured,
+                    });
+                    // Cannot block: at most BUFFERS buffers exist.
+                    let _ = recycle.try_send(buf);
+                }
+                Err(TryRecvError::Empty) => return Ok(()),
+                Err(TryRecvError::Disconnected) => {
+                    let worker = self.worker.take().context("test pattern thread gone")?;
+                    return match worker.join() {
+                        Ok(Err(e)) => Err(e.context("test pattern")),
+                        _ => Err(anyhow!("test pattern thread stopped")),
+                    };
+                }
+            }
+        }
+    }
+}
+
+fn run(
+    info: StreamInfo,
+    quality: u8,
+    waker: Arc<Waker>,
+    frames: SyncSender<(Vec<u8>, Mono)>,
+    recycle: Receiver<Vec<u8>>,
+) -> Result<()> {
+    let mut pattern = Pattern::new(usize::from(info.width), usize::from(info.height));
+    let mut encoder = YuvEncoder::new(quality)?;
+    let mut free: Vec<Vec<u8>> = (0..BUFFERS).map(|_| Vec::new()).collect();
+    let period = Duration::from_secs(1) / info.fps;
+    let mut next = Mono::now();
+    let mut n = 0u64;
+    loop {
+        let now = Mono::now();
+        if next > now {
+            std::thread::sleep(next.saturating_sub(now));
+        } else if now.saturating_sub(next) > period * 2 {
+            // Far behind (machine suspended or overloaded): resynchronise
+            // rather than send a burst.
+            next = now;
+        }
+        while let Ok(b) = recycle.try_recv() {
+            free.push(b);
+        }
+        // No free buffer: the event loop is behind; skip this frame.
+        if let Some(mut buf) = free.pop() {
+            let wall = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default();
+            pattern.render(n, wall.as_millis() as u64);
+            encoder.encode_i420(pattern.planes(), pattern.w, pattern.h, &mut buf)?;
+            if frames.send((buf, next)).is_err() {
+                return Ok(()); // the daemon is shutting down
+            }
+            waker.wake()?;
+        }
+        n += 1;
+        next = next.add(period);
+    }
+}
+
+/// The picture, in 4:2:0 planes.
+struct Pattern {
+    w: usize,
+    h: usize,
+    cw: usize,
+    planes: [Vec<u8>; 3],
+    background: [Vec<u8>; 3],
+    bars_h: usize,
+}
+
+/// 75% colour bars in BT.601 YCbCr: white, yellow, cyan, green, magenta,
+/// red, blue, black.
+const BARS: [(u8, u8, u8); 8] = [
+    (180, 128, 128),
+    (162, 44, 142),
+    (131, 156, 44),
+    (112, 72, 58),
+    (84, 184, 198),
+    (65, 100, 212),
+    (35, 212, 114),
+    (16, 128, 128),
+];
+
+/// 5x7 glyphs for digits, ':' and '.', one row per byte, bit 4 leftmost.
+const GLYPHS: [[u8; 7]; 12] = [
+    [0x0e, 0x11, 0x13, 0x15, 0x19, 0x11, 0x0e],
+    [0x04, 0x0c, 0x04, 0x04, 0x04, 0x04, 0x0e],
+    [0x0e, 0x11, 0x01, 0x02, 0x04, 0x08, 0x1f],
+    [0x1f, 0x02, 0x04, 0x02, 0x01, 0x11, 0x0e],
+    [0x02, 0x06, 0x0a, 0x12, 0x1f, 0x02, 0x02],
+    [0x1f, 0x10, 0x1e, 0x01, 0x01, 0x11, 0x0e],
+    [0x06, 0x08, 0x10, 0x1e, 0x11, 0x11, 0x0e],
+    [0x1f, 0x01, 0x02, 0x04, 0x08, 0x08, 0x08],
+    [0x0e, 0x11, 0x11, 0x0e, 0x11, 0x11, 0x0e],
+    [0x0e, 0x11, 0x11, 0x0f, 0x01, 0x02, 0x0c],
+    [0x00, 0x0c, 0x0c, 0x00, 0x0c, 0x0c, 0x00],
+    [0x00, 0x00, 0x00, 0x00, 0x00, 0x0c, 0x0c],
+];
+
+impl Pattern {
+    fn new(w: usize, h: usize) -> Pattern {
+        let [(_, _), (cw, ch), _] = i420_plane_sizes(w, h);
+        let bars_h = (h * 2 / 3) & !1;
+        let mut bg = [vec![0u8; w * h], vec![128u8; cw * ch], vec![128u8; cw * ch]];
+        for y in 0..h {
+            for x in 0..w {
+                let (yy, u, v) = if y < bars_h {
+                    BARS[x * 8 / w]
+                } else {
+                    (40, 128, 128)
+                };
+                bg[0][y * w + x] = yy;
+                if y % 2 == 0 && x % 2 == 0 {
+                    bg[1][y / 2 * cw + x / 2] = u;
+                    bg[2][y / 2 * cw + x / 2] = v;
+                }
+            }
+        }
+        Pattern {
+            w,
+            h,
+            cw,
+            planes: bg.clone(),
+            background: bg,
+            bars_h,
+        }
+    }
+
+    fn planes(&self) -> [&[u8]; 3] {
+        [&self.planes[0], &self.planes[1], &self.planes[2]]
+    }
+
+    fn render(&mut self, n: u64, utc_ms: u64) {
+        for (p, bg) in self.planes.iter_mut().zip(&self.background) {
+            p.copy_from_slice(bg);
+        }
+        let (w, h, cw) = (self.w, self.h, self.cw);
+
+        // A luma ramp scrolling left under the bars.
+        let shift = (n as usize * 8) % w;
+        for y in self.bars_h..h {
+            let row = &mut self.planes[0][y * w..(y + 1) * w];
+            for (x, px) in row.iter_mut().enumerate() {
+                *px = (16 + (x + shift) % w * 219 / w) as u8;
+            }
+        }
+
+        // A box bouncing off the edges, its colour going round the hue circle.
+        let size = (h / 6).max(2) & !1;
+        let bounce = |t: usize, span: usize| {
+            let span = span.max(1);
+            let t = t % (2 * span);
+            if t < span { t } else { 2 * span - t }
+        };
+        let bx = bounce(n as usize * 6, w.saturating_sub(size)) & !1;
+        let by = bounce(n as usize * 4, h.saturating_sub(size)) & !1;
+        let angle = (n % 120) as f32 * std::f32::consts::TAU / 120.0;
+        let (u, v) = (128.0 + 100.0 * angle.cos(), 128.0 + 100.0 * angle.sin());
+        self.fill(bx, by, size, size, (170, u as u8, v as u8));
+
+        // Frame number and UTC time of day, e.g. "000042 12:34:56.789".
+        let (s, ms) = (utc_ms / 1000, utc_ms % 1000);
+        let mut text = [0u8; 19];
+        let digits = |out: &mut [u8], mut v: u64| {
+            for c in out.iter_mut().rev() {
+                *c = (v % 10) as u8;
+                v /= 10;
+            }
+        };
+        digits(&mut text[0..6], n % 1_000_000);
+        text[6] = 255; // blank
+        digits(&mut text[7..9], s / 3600 % 24);
+        text[9] = 10;
+        digits(&mut text[10..12], s / 60 % 60);
+        text[12] = 10;
+        digits(&mut text[13..15], s % 60);
+        text[15] = 11;
+        digits(&mut text[16..19], ms);
+        let scale = (h / 120).max(1);
+        let margin = scale * 2;
+        let text_w = (text.len() * 6 + 1) * scale;
+        self.fill(
+            margin & !1,
+            margin & !1,
+            text_w + 2 * scale,
+            9 * scale,
+            (16, 128, 128),
+        );
+        for (i, &c) in text.iter().enumerate() {
+            let Some(glyph) = GLYPHS.get(usize::from(c)) else {
+                continue;
+            };
+            for (gy, bits) in glyph.iter().enumerate() {
+                for gx in 0..5 {
+                    if bits >> (4 - gx) & 1 == 1 {
+                        let x = margin + (1 + i * 6 + gx) * scale;
+                        let y = margin + (1 + gy) * scale;
+                        self.fill_luma(x, y, scale, scale, 235);
+                    }
+                }
+            }
+        }
+        let _ = cw;
+    }
+
+    /// Fills a rectangle (clipped), chroma at half resolution.
+    fn fill(&mut self, x: usize, y: usize, rw: usize, rh: usize, (yy, u, v): (u8, u8, u8)) {
+        self.fill_luma(x, y, rw, rh, yy);
+        let (cw, ch) = (self.cw, self.planes[1].len() / self.cw);
+        let (x0, y0) = (x / 2, y / 2);
+        let (x1, y1) = (((x + rw) / 2).min(cw), ((y + rh) / 2).min(ch));
+        for cy in y0..y1 {
+            if x0 < x1 {
+                self.planes[1][cy * cw + x0..cy * cw + x1].fill(u);
+                self.planes[2][cy * cw + x0..cy * cw + x1].fill(v);
+            }
+        }
+    }
+
+    fn fill_luma(&mut self, x: usize, y: usize, rw: usize, rh: usize, value: u8) {
+        let (x1, y1) = ((x + rw).min(self.w), (y + rh).min(self.h));
+        for py in y.min(y1)..y1 {
+            if x < x1 {
+                self.planes[0][py * self.w + x..py * self.w + x1].fill(value);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_differ_and_encode() {
+        let mut p = Pattern::new(320, 240);
+        p.render(0, 0);
+        let a = p.planes[0].clone();
+        p.render(1, 40);
+        assert_ne!(a, p.planes[0], "the picture moves");
+        // Tiny and odd-ish sizes must not panic (clipping).
+        for (w, h) in [(16, 16), (18, 2000), (2000, 18)] {
+            let mut p = Pattern::new(w, h);
+            for n in 0..300 {
+                p.render(n, n * 33);
+            }
+        }
+    }
+}

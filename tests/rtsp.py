@@ -145,10 +145,18 @@ class Client:
         for ch, pkt in pending:
             if ch == channel:
                 yield Rtp.parse(pkt)
-        while time.monotonic() < end:
-            m = self.read_message()
-            if isinstance(m, tuple) and m[0] == channel:
-                yield Rtp.parse(m[1])
+        timeout = self.sock.gettimeout()
+        try:
+            while (left := end - time.monotonic()) > 0:
+                self.sock.settimeout(left)
+                try:
+                    m = self.read_message()
+                except (socket.timeout, TimeoutError):
+                    return
+                if isinstance(m, tuple) and m[0] == channel:
+                    yield Rtp.parse(m[1])
+        finally:
+            self.sock.settimeout(timeout)
 
 
 def complete_frames(packets) -> list[tuple[int, list[Rtp]]]:

@@ -15,7 +15,8 @@ W, H = 640, 360
 
 def ffmpeg_client(url: str, transport: str, frames: int, pix_fmt: str, w: int = W, h: int = H) -> list[bytes]:
     raw = run(["ffmpeg", "-v", "error", "-rtsp_transport", transport, "-buffer_size", "8388608",
-               "-i", url, "-frames:v", str(frames), "-f", "rawvideo", "-pix_fmt", pix_fmt, "-"],
+               "-i", url, "-frames:v", str(frames), "-fps_mode", "passthrough",
+               "-f", "rawvideo", "-pix_fmt", pix_fmt, "-"],
               timeout=60).stdout
     from conftest import Media
     return split(raw, Media.frame_size(w, h, pix_fmt))

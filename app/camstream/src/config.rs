@@ -227,8 +227,11 @@ fn read_file(path: &Path) -> Result<Options> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read config {}", path.display()))?;
     toml::from_str(&text).map_err(|e| {
-        // toml's message spans several lines with a caret; keep it, but say which file.
-        anyhow::anyhow!("config {}: {}", path.display(), e.to_string().trim_end())
+        // One line: file, line and column, and what is wrong there.
+        let at = e.span().map_or(0, |s| s.start);
+        let line = text[..at].matches('\n').count() + 1;
+        let column = at - text[..at].rfind('\n').map_or(0, |i| i + 1) + 1;
+        anyhow::anyhow!("config {}:{line}:{column}: {}", path.display(), e.message())
     })
 }
 
@@ -263,6 +266,13 @@ mod tests {
     #[test]
     fn unknown_keys_and_bad_values_are_errors() {
         let e = parse("rtsp_prot = 1").unwrap_err().to_string();
+        let dir =
+            std::env::temp_dir().join(format!("camstream-config-test-{}", std::process::id()));
+        std::fs::write(&dir, "fps = 10\nrtsp_prot = 1\n").unwrap();
+        let one_line = read_file(&dir).unwrap_err().to_string();
+        std::fs::remove_file(&dir).unwrap();
+        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `listen`, `rtsp_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `log_level`"), "{one_line}");
+        assert!(!one_line.contains('\n'));
         assert!(e.contains("unknown field `rtsp_prot`"), "{e}");
         let e = parse("fps = \"fast\"").unwrap_err().to_string();
         assert!(e.contains("invalid type"), "{e}");

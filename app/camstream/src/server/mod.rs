@@ -47,6 +47,11 @@ const CTRL_HIGH_WATER: usize = 64 << 10;
 /// How long a connection closing after an error may take to drain.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 const TICK: Duration = Duration::from_millis(250);
+/// Kernel send buffer of a client connection (Linux doubles it). Without a
+/// limit, autotuning lets a client that stops reading park megabytes of
+/// stale frames in the kernel; with it, the bounded per-client queue is what
+/// decides, and a slow client gets fresh whole frames.
+const TCP_SEND_BUFFER: usize = 256 << 10;
 const STATS_EVERY: Duration = Duration::from_secs(60);
 
 enum Transport {
@@ -297,6 +302,8 @@ impl Server {
                         continue;
                     }
                     let _ = stream.set_nodelay(true);
+                    let _ =
+                        rustix::net::sockopt::set_socket_send_buffer_size(&stream, TCP_SEND_BUFFER);
                     let local = stream
                         .local_addr()
                         .unwrap_or(SocketAddr::new(self.cfg.listen, 0));

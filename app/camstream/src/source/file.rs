@@ -32,6 +32,9 @@ pub struct FileSource {
     end: usize,
     eof: bool,
     frames_this_pass: u64,
+    /// What was skipped, reported once a frame shows the file is MJPEG
+    /// (a file with no frame at all is one error, not a warning too).
+    junk: Option<&'static str>,
     warned_junk: bool,
     timer: OwnedFd,
     info: StreamInfo,
@@ -79,6 +82,7 @@ impl FileSource {
             end: 0,
             eof: false,
             frames_this_pass: 0,
+            junk: None,
             warned_junk: false,
             timer: frame_timer(fps)?,
             info: StreamInfo {
@@ -138,11 +142,8 @@ impl FileSource {
         Ok(())
     }
 
-    fn junk(&mut self, what: &str) {
-        if !self.warned_junk {
-            log::warn!("{}: skipping {what} (warned once)", self.path.display());
-            self.warned_junk = true;
-        }
+    fn junk(&mut self, what: &'static str) {
+        self.junk.get_or_insert(what);
     }
 
     /// The byte range of the next frame in `buf`, looping at end of file.
@@ -176,6 +177,10 @@ impl FileSource {
                     let range = (self.start, self.start + n);
                     self.start += n;
                     self.frames_this_pass += 1;
+                    if let Some(what) = self.junk.take().filter(|_| !self.warned_junk) {
+                        log::warn!("{}: skipping {what} (warned once)", self.path.display());
+                        self.warned_junk = true;
+                    }
                     return Ok(range);
                 }
                 Err(JpegError::Truncated) if !self.eof => {
@@ -261,6 +266,7 @@ mod tests {
             end: 0,
             eof: false,
             frames_this_pass: 0,
+            junk: None,
             warned_junk: false,
             timer: frame_timer(30).unwrap(),
             info: StreamInfo {

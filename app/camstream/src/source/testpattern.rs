@@ -138,7 +138,10 @@ struct Pattern {
     h: usize,
     cw: usize,
     planes: [Vec<u8>; 3],
-    background: [Vec<u8>; 3],
+    /// One row of the colour bars per plane; the picture is redrawn from it
+    /// each frame rather than copied from a stored background (which would
+    /// cost a second full-size image in memory).
+    bar_rows: [Vec<u8>; 3],
     bars_h: usize,
 }
 
@@ -174,29 +177,19 @@ const GLYPHS: [[u8; 7]; 12] = [
 impl Pattern {
     fn new(w: usize, h: usize) -> Pattern {
         let [(_, _), (cw, ch), _] = i420_plane_sizes(w, h);
-        let bars_h = (h * 2 / 3) & !1;
-        let mut bg = [vec![0u8; w * h], vec![128u8; cw * ch], vec![128u8; cw * ch]];
-        for y in 0..h {
-            for x in 0..w {
-                let (yy, u, v) = if y < bars_h {
-                    BARS[x * 8 / w]
-                } else {
-                    (40, 128, 128)
-                };
-                bg[0][y * w + x] = yy;
-                if y % 2 == 0 && x % 2 == 0 {
-                    bg[1][y / 2 * cw + x / 2] = u;
-                    bg[2][y / 2 * cw + x / 2] = v;
-                }
-            }
-        }
+        let bar = |x: usize| BARS[x * 8 / w];
+        let bar_rows = [
+            (0..w).map(|x| bar(x).0).collect(),
+            (0..cw).map(|x| bar((2 * x).min(w - 1)).1).collect(),
+            (0..cw).map(|x| bar((2 * x).min(w - 1)).2).collect(),
+        ];
         Pattern {
             w,
             h,
             cw,
-            planes: bg.clone(),
-            background: bg,
-            bars_h,
+            planes: [vec![0u8; w * h], vec![128u8; cw * ch], vec![128u8; cw * ch]],
+            bar_rows,
+            bars_h: (h * 2 / 3) & !1,
         }
     }
 
@@ -205,10 +198,21 @@ impl Pattern {
     }
 
     fn render(&mut self, n: u64, utc_ms: u64) {
-        for (p, bg) in self.planes.iter_mut().zip(&self.background) {
-            p.copy_from_slice(bg);
-        }
         let (w, h, cw) = (self.w, self.h, self.cw);
+        // Colour bars on top; neutral chroma under them for the ramp.
+        for (i, (p, row)) in self.planes.iter_mut().zip(&self.bar_rows).enumerate() {
+            let (pw, bars) = if i == 0 {
+                (w, self.bars_h)
+            } else {
+                (cw, self.bars_h / 2)
+            };
+            for r in p.chunks_exact_mut(pw).take(bars) {
+                r.copy_from_slice(row);
+            }
+            if i > 0 {
+                p[bars * pw..].fill(128);
+            }
+        }
 
         // A luma ramp scrolling left under the bars.
         let shift = (n as usize * 8) % w;
@@ -274,7 +278,6 @@ impl Pattern {
                 }
             }
         }
-        let _ = cw;
     }
 
     /// Fills a rectangle (clipped), chroma at half resolution.

@@ -1,0 +1,139 @@
+"""Start-up: settings from file and flags, and one clear line and a non-zero
+exit for every mistake; bad frames later are skipped, not fatal."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+
+from conftest import BIN, Camstream, assert_frames_match, free_port
+from rtsp import Client
+from test_interop import H, W, ffmpeg_client
+
+KEYS = ["source", "width", "height", "fps", "quality", "listen", "rtsp_port", "rtp_port", "path", "mtu",
+        "max_clients", "client_queue", "session_timeout", "rtcp_interval", "max_request_size", "log_level"]
+
+
+def fails(*args: str) -> str:
+    """Runs camstream expecting a start-up error; returns its one line."""
+    p = subprocess.run([str(BIN), "--listen", "127.0.0.1", "--rtsp-port", str(free_port()), *args],
+                       capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL)
+    assert p.returncode != 0, p
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("camstream: error: "), lines
+    return lines[0]
+
+
+def test_help_documents_every_setting():
+    out = subprocess.run([str(BIN), "--help"], capture_output=True, text=True, check=True).stdout
+    for key in KEYS + ["config"]:
+        assert f"--{key.replace('_', '-')}" in out, key
+    assert "[default: " in out
+    v = subprocess.run([str(BIN), "--version"], capture_output=True, text=True, check=True).stdout
+    assert v.startswith("camstream ")
+
+
+def test_config_file_and_flags(camstream, tmp_path):
+    cfg = tmp_path / "camstream.toml"
+    cfg.write_text('path = "cam/front"\nwidth = 320\nheight = 240\nfps = 10\n')
+    cs = camstream("--config", str(cfg), "--fps", "12")
+    c = Client(cs.port, path="cam/front")
+    sdp = c.call("DESCRIBE").body.decode()
+    assert "a=framerate:12" in sdp, "the flag wins over the file"
+    assert c.setup_tcp().status == 200
+    assert Client(cs.port).call("DESCRIBE").status == 404, "the old path is gone"
+
+
+def test_config_mistakes(tmp_path):
+    cfg = tmp_path / "camstream.toml"
+    cfg.write_text("fps = 10\nrtsp_prot = 554\n")
+    line = fails("--config", str(cfg))
+    assert f"config {cfg}:2:1: unknown field `rtsp_prot`" in line
+    cfg.write_text('fps = "fast"\n')
+    assert "invalid type" in fails("--config", str(cfg))
+    assert "fps = 500 is out of range (1..=120)" in fails("--fps", "500")
+    assert "cannot read config" in fails("--config", str(tmp_path / "missing.toml"))
+    assert "use testpattern or file:PATH" in fails("--source", "webcam")
+    assert "must be even" in fails("--rtp-port", "5001")
+
+
+def test_port_in_use():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        p = subprocess.run([str(BIN), "--listen", "127.0.0.1", "--rtsp-port", str(port)],
+                           capture_output=True, text=True, timeout=20)
+    assert p.returncode != 0
+    assert p.stderr.strip() == (f"camstream: error: cannot listen on 127.0.0.1:{port} (rtsp_port): "
+                                "Address already in use (os error 98)")
+
+
+def test_unreadable_or_unsupported_files(media, tmp_path):
+    assert "cannot open" in fails("--source", f"file:{tmp_path / 'nope.mjpeg'}")
+    (tmp_path / "text.mjpeg").write_text("hello")
+    assert "no JPEG frames in the file" in fails("--source", f"file:{tmp_path / 'text.mjpeg'}")
+    # FFmpeg's MJPEG encoder optimizes Huffman tables unless told not to.
+    optimized = media.ffmpeg("ffmpeg-optimal-huffman.mjpeg", "320x240", 3, huffman="optimal")
+    assert "non-standard (e.g. optimized) Huffman tables" in fails("--source", f"file:{optimized}")
+    progressive = media.cjpeg("cjpeg-progressive.mjpeg", "320x240", 2, ["-progressive"])
+    assert "progressive JPEG" in fails("--source", f"file:{progressive}")
+    gray = media.cjpeg("cjpeg-grayscale.mjpeg", "320x240", 2, ["-grayscale"])
+    assert "grayscale JPEG" in fails("--source", f"file:{gray}")
+    full = media.cjpeg("cjpeg-444.mjpeg", "320x240", 2, ["-sample", "1x1"])
+    assert "4:4:4 JPEG" in fails("--source", f"file:{full}")
+    ffmpeg422 = media.ffmpeg("ffmpeg-422.mjpeg", "320x240", 2, pix_fmt="yuvj422p")
+    assert "sampling factors RTP/JPEG has no type for" in fails("--source", f"file:{ffmpeg422}")
+
+
+def test_bad_frames_in_the_stream_are_skipped(camstream, media, tmp_path):
+    """A file whose every fourth frame cannot be carried: those are counted
+    and logged, the rest reach the client intact."""
+    good = media.ffmpeg("ffmpeg-testsrc2-640x360-420.mjpeg", f"{W}x{H}", 60).read_bytes()
+    bad = media.cjpeg("cjpeg-progressive-640x360.mjpeg", f"{W}x{H}", 1, ["-progressive"]).read_bytes()
+    frames = [good[i:j] for i, j in zip(*[iter(_frame_offsets(good))] * 2)]
+    mixed = tmp_path / "mixed.mjpeg"
+    with open(mixed, "wb") as f:
+        for i, fr in enumerate(frames):
+            f.write(fr)
+            if i % 4 == 3:
+                f.write(bad)
+            if i % 10 == 9:
+                f.write(fr[: len(fr) // 2])  # truncated, as UVC cameras send
+    cs = camstream("--source", f"file:{mixed}")
+    got = ffmpeg_client(cs.url, "tcp", 60, "yuvj420p")
+    assert_frames_match(got, media.ffmpeg_reference(media.path("ffmpeg-testsrc2-640x360-420.mjpeg"), W, H,
+                                                   "yuvj420p"), min_frames=60)
+    cs.wait_for("frame not sent: progressive JPEG (1 so far")
+    assert cs.alive()
+
+
+def _frame_offsets(data: bytes) -> list[int]:
+    """Start and end of each frame FFmpeg wrote (it writes no JPEG with an
+    embedded thumbnail, so SOI/EOI pairs delimit frames)."""
+    out, pos = [], 0
+    while (start := data.find(b"\xff\xd8", pos)) >= 0:
+        end = data.find(b"\xff\xd9", start) + 2
+        out += [start, end]
+        pos = end
+    return out
+
+
+def test_sigterm_stops_cleanly(camstream):
+    cs = camstream("--width", "160", "--height", "120")
+    c = Client(cs.port)
+    c.setup_tcp()
+    c.play()
+    assert cs.stop() == 0
+    assert "stopping" in cs.log()
+    assert "ended (server stopping)" in cs.log()
+
+
+def test_default_port_and_url_in_the_log():
+    cs = Camstream(["--width", "160", "--height", "120"])
+    try:
+        line = cs.wait_for("streaming ")
+        assert f"rtsp://127.0.0.1:{cs.port}/stream" in line
+    finally:
+        assert cs.stop() == 0

@@ -213,11 +213,20 @@ def test_udp_rtp_and_rtcp(server):
     assert count > 0 and octets > 0
     assert (rtp_time - packets[0].timestamp) & 0xFFFFFFFF < 90000 * 5
     assert data[28 + 1] == 202, "SDES with CNAME follows the SR"
-    # RTCP BYE from the client ends the session.
+    # RTCP BYE from the client stops the stream; TEARDOWN still works.
     bye = struct.pack("!BBHI", 0x81, 203, 1, 0x1234)
     rr = struct.pack("!BBHI", 0x80, 201, 1, 0x1234)
     rtcp.sendto(rr + bye, ("127.0.0.1", server_rtcp))
-    server.wait_for("ended (RTCP BYE)")
+    server.wait_for(f"session {c.session}: RTCP BYE from 127.0.0.1:{c.sock.getsockname()[1]}, stopped sending")
+    rtp.settimeout(0.5)
+    try:
+        while True:
+            rtp.recv(2048)  # what was in flight
+    except TimeoutError:
+        pass
+    with pytest.raises(TimeoutError):
+        rtp.recv(2048)
+    assert c.call("TEARDOWN", c.url + "/").status == 200
 
 
 def test_rtcp_sender_reports_interleaved(server):

@@ -118,23 +118,32 @@ impl Frame {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use camstream_rtp::jpeg::{QuantTable, Subsampling};
+
+    /// A parsed frame of the given size around `scan`, both tables `table`.
+    pub(crate) fn jpeg<'a>(
+        width: u16,
+        height: u16,
+        scan: &'a [u8],
+        table: &'a [u8; 64],
+    ) -> Jpeg<'a> {
+        Jpeg {
+            width,
+            height,
+            subsampling: Subsampling::Yuv420,
+            restart_interval: 0,
+            quant_tables: [QuantTable { data: table }, QuantTable { data: table }],
+            scan,
+            len: 0,
+        }
+    }
 
     #[test]
     fn layout_and_pooling() {
         let scan = vec![7u8; 5000];
-        let t = [1u8; 64];
-        let j = Jpeg {
-            width: 64,
-            height: 64,
-            subsampling: Subsampling::Yuv420,
-            restart_interval: 0,
-            quant_tables: [QuantTable { data: &t }, QuantTable { data: &t }],
-            scan: &scan,
-            len: 0,
-        };
+        let j = jpeg(64, 64, &scan, &[1; 64]);
         let pool = Pool::new(2);
         let mut p = Packetizer::new(5, 100, 1400).unwrap();
         let f = Frame::build(&pool, &mut p, &j, 42, Mono(0));

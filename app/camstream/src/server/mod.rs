@@ -748,7 +748,7 @@ impl Server {
         }
     }
 
-    /// RTCP from a client: proof of life; BYE ends the session.
+    /// RTCP from a client: proof of life; BYE stops the stream to it.
     fn on_rtcp(&mut self, si: usize, data: &[u8]) {
         let Some(s) = self.sessions.get_mut(si) else {
             return;
@@ -776,8 +776,17 @@ impl Server {
                 }
             }
         }
-        if bye {
-            self.end_session(si, "RTCP BYE", false);
+        if bye && s.playing {
+            // The client left the RTP session; the RTSP session stays until
+            // TEARDOWN or timeout, so a TEARDOWN after the BYE still succeeds.
+            log::info!(
+                "session {}: RTCP BYE from {}, stopped sending",
+                s.id,
+                s.peer
+            );
+            s.playing = false;
+            s.queue.clear();
+            s.udp_sent = 0;
         }
     }
 

@@ -115,7 +115,6 @@ mod tests {
     use crate::clock::Mono;
     use crate::server::frame::Pool;
     use camstream_rtp::Packetizer;
-    use camstream_rtp::jpeg::{Jpeg, QuantTable, Subsampling};
 
     /// A writer that takes at most `chunk` bytes per call.
     struct Dribble {
@@ -149,16 +148,7 @@ mod tests {
     #[test]
     fn interleaved_on_other_channels_survives_partial_writes() {
         let scan: Vec<u8> = (0..20_000u32).map(|i| (i % 200) as u8).collect();
-        let t = [3u8; 64];
-        let j = Jpeg {
-            width: 640,
-            height: 480,
-            subsampling: Subsampling::Yuv422,
-            restart_interval: 0,
-            quant_tables: [QuantTable { data: &t }, QuantTable { data: &t }],
-            scan: &scan,
-            len: 0,
-        };
+        let j = crate::server::frame::tests::jpeg(640, 480, &scan, &[3; 64]);
         let f = Frame::build(
             &Pool::new(1),
             &mut Packetizer::new(1, 1, 1000).unwrap(),

@@ -72,10 +72,9 @@ pub fn timer_expirations(fd: &OwnedFd) -> u64 {
 }
 
 impl FileSource {
-    pub fn open(path: &Path, fps: u32) -> Result<FileSource> {
-        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        let mut s = FileSource {
-            path: path.to_owned(),
+    fn new(path: PathBuf, file: File, fps: u32) -> Result<FileSource> {
+        Ok(FileSource {
+            path,
             file,
             buf: Vec::new(),
             start: 0,
@@ -90,7 +89,12 @@ impl FileSource {
                 height: 0,
                 fps,
             },
-        };
+        })
+    }
+
+    pub fn open(path: &Path, fps: u32) -> Result<FileSource> {
+        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let mut s = FileSource::new(path.to_owned(), file, fps)?;
         // The first frame decides the stream's size, and must be one we can send.
         let (a, b) = s.next_frame()?;
         let first = jpeg::parse(&s.buf[a..b]).with_context(|| {
@@ -258,23 +262,7 @@ mod tests {
         std::fs::write(&path, bytes).unwrap();
         let file = File::open(&path).unwrap();
         std::fs::remove_file(&path).unwrap();
-        FileSource {
-            path,
-            file,
-            buf: Vec::new(),
-            start: 0,
-            end: 0,
-            eof: false,
-            frames_this_pass: 0,
-            junk: None,
-            warned_junk: false,
-            timer: frame_timer(30).unwrap(),
-            info: StreamInfo {
-                width: 0,
-                height: 0,
-                fps: 30,
-            },
-        }
+        FileSource::new(path, file, 30).unwrap()
     }
 
     #[test]

@@ -302,3 +302,17 @@ def test_replay_real_client_transcripts(server):
             if method == "SETUP":
                 c.session = r.header("session").split(";")[0]
         c.close()
+
+
+def test_file_source_timestamps_are_evenly_spaced(camstream, media):
+    """Frames are stamped with when their tick was due, not when the loop got
+    to them: 90000 / fps apart, always."""
+    clip = media.ffmpeg("ffmpeg-testsrc2-640x360-420.mjpeg", "640x360", 60)
+    cs = camstream("--source", f"file:{clip}", "--fps", "30")
+    c = Client(cs.port)
+    c.setup_tcp()
+    c.play()
+    frames = complete_frames(list(c.packets(3)))
+    assert len(frames) >= 80
+    steps = {(b[0] - a[0]) & 0xFFFFFFFF for a, b in zip(frames, frames[1:])}
+    assert steps == {3000}, steps

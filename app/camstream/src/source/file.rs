@@ -36,38 +36,58 @@ pub struct FileSource {
     /// (a file with no frame at all is one error, not a warning too).
     junk: Option<&'static str>,
     warned_junk: bool,
-    timer: OwnedFd,
+    timer: FrameTimer,
     info: StreamInfo,
 }
 
-/// A periodic CLOCK_MONOTONIC timer firing `fps` times a second; the kernel
-/// keeps the phase, so the rate does not drift with processing time.
-pub fn frame_timer(fps: u32) -> Result<OwnedFd> {
-    let fd = timerfd_create(
-        TimerfdClockId::Monotonic,
-        TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
-    )?;
-    let period = Duration::from_secs(1) / fps;
-    let spec = Itimerspec {
-        it_interval: Timespec {
-            tv_sec: 0,
-            tv_nsec: period.subsec_nanos().into(),
-        },
-        it_value: Timespec {
-            tv_sec: 0,
-            tv_nsec: 1,
-        },
-    };
-    timerfd_settime(&fd, TimerfdTimerFlags::empty(), &spec)?;
-    Ok(fd)
+/// A periodic CLOCK_MONOTONIC timer firing `fps` times a second. The kernel
+/// keeps the phase, so the rate does not drift with processing time, and
+/// frames are stamped with when their tick was due: evenly spaced RTP
+/// timestamps whatever the scheduling delay.
+pub struct FrameTimer {
+    fd: OwnedFd,
+    start: Mono,
+    period: Duration,
+    ticks: u64,
 }
 
-/// Reads a timer's expiration count (0 if it has not fired).
-pub fn timer_expirations(fd: &OwnedFd) -> u64 {
-    let mut b = [0u8; 8];
-    match rustix::io::read(fd, &mut b) {
-        Ok(8) => u64::from_ne_bytes(b),
-        _ => 0,
+impl FrameTimer {
+    pub fn new(fps: u32) -> Result<FrameTimer> {
+        let fd = timerfd_create(
+            TimerfdClockId::Monotonic,
+            TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+        )?;
+        let period = Duration::from_secs(1) / fps;
+        let spec = Itimerspec {
+            it_interval: Timespec {
+                tv_sec: 0,
+                tv_nsec: period.subsec_nanos().into(),
+            },
+            it_value: Timespec {
+                tv_sec: 0,
+                tv_nsec: 1,
+            },
+        };
+        let start = Mono::now();
+        timerfd_settime(&fd, TimerfdTimerFlags::empty(), &spec)?;
+        Ok(FrameTimer {
+            fd,
+            start,
+            period,
+            ticks: 0,
+        })
+    }
+
+    /// Ticks since the last call (0 if none), and when the latest was due.
+    pub fn expired(&mut self) -> (u64, Mono) {
+        let mut b = [0u8; 8];
+        let n = match rustix::io::read(&self.fd, &mut b) {
+            Ok(8) => u64::from_ne_bytes(b),
+            _ => 0,
+        };
+        self.ticks += n;
+        let due = Mono(self.start.0 + self.period.as_nanos() as u64 * self.ticks.saturating_sub(1));
+        (n, due)
     }
 }
 
@@ -83,7 +103,7 @@ impl FileSource {
             frames_this_pass: 0,
             junk: None,
             warned_junk: false,
-            timer: frame_timer(fps)?,
+            timer: FrameTimer::new(fps)?,
             info: StreamInfo {
                 width: 0,
                 height: 0,
@@ -217,21 +237,20 @@ impl FrameSource for FileSource {
 
     fn register(&mut self, registry: &Registry, token: Token) -> std::io::Result<()> {
         registry.register(
-            &mut SourceFd(&self.timer.as_raw_fd()),
+            &mut SourceFd(&self.timer.fd.as_raw_fd()),
             token,
             Interest::READABLE,
         )
     }
 
     fn ready(&mut self, sink: &mut dyn FnMut(Frame<'_>)) -> Result<()> {
-        let ticks = timer_expirations(&self.timer);
+        let (ticks, captured) = self.timer.expired();
         if ticks == 0 {
             return Ok(());
         }
         if ticks > 1 {
             log::debug!("file source: {} frame periods missed", ticks - 1);
         }
-        let captured = Mono::now();
         let (a, b) = self.next_frame()?;
         sink(Frame {
             jpeg: &self.buf[a..b],

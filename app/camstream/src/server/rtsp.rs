@@ -61,6 +61,11 @@ fn base_url(uri: &Url, path: &str) -> String {
 
 type Reply = (Response<Vec<u8>>, Option<usize>);
 
+/// `Session: ID;timeout=SECONDS` (RFC 2326 12.37).
+fn session_header(s: &Session, timeout: u32) -> String {
+    format!("{};timeout={timeout}", s.id)
+}
+
 impl Server {
     /// Handles a request on connection `ci`; returns the response and, for
     /// PLAY, the session to start streaming once the response is queued.
@@ -98,11 +103,9 @@ impl Server {
             }
             None => None,
         };
+        let timeout = self.cfg.session_timeout;
         let with_session = |b: ResponseBuilder, s: &Session| {
-            b.header(
-                headers::SESSION,
-                format!("{};timeout={}", s.id, self.cfg.session_timeout),
-            )
+            b.header(headers::SESSION, session_header(s, timeout))
         };
 
         match req.method() {
@@ -270,7 +273,7 @@ impl Server {
             .header(headers::TRANSPORT, spec)
             .header(
                 headers::SESSION,
-                format!("{};timeout={}", s.id, self.cfg.session_timeout),
+                session_header(s, self.cfg.session_timeout),
             )
             .build(Vec::new());
         (r, None)
@@ -362,7 +365,7 @@ impl Server {
         let r = response(StatusCode::Ok, Some(cseq))
             .header(
                 headers::SESSION,
-                format!("{};timeout={}", s.id, self.cfg.session_timeout),
+                session_header(s, self.cfg.session_timeout),
             )
             .header(headers::RANGE, "npt=now-")
             .header(

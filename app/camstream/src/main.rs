@@ -5,7 +5,7 @@
 mod clock;
 mod config;
 mod jpegenc;
-mod log;
+mod logger;
 mod server;
 mod source;
 
@@ -15,7 +15,7 @@ use clap::Parser;
 
 fn run() -> anyhow::Result<()> {
     let cfg = config::Config::load(config::Options::parse())?;
-    log::init(cfg.log_level);
+    logger::init(cfg.log_level);
     let source = source::open(&cfg)?;
     let info = source.info();
     let server = server::Server::bind(cfg.clone(), info)?;
@@ -25,7 +25,7 @@ fn run() -> anyhow::Result<()> {
     } else {
         addr.ip().to_string()
     };
-    ::log::info!(
+    log::info!(
         "streaming {}x{} at {} fps from {} on rtsp://{host}:{}/{}",
         info.width,
         info.height,

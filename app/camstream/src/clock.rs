@@ -18,12 +18,6 @@ impl Mono {
         Mono(t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64)
     }
 
-    /// From a `struct timeval` on CLOCK_MONOTONIC (V4L2 buffer timestamps).
-    #[allow(dead_code)] // used by the V4L2 source
-    pub fn from_timeval(sec: i64, usec: i64) -> Mono {
-        Mono(sec.max(0) as u64 * 1_000_000_000 + usec.max(0) as u64 * 1000)
-    }
-
     pub fn saturating_sub(self, earlier: Mono) -> Duration {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }

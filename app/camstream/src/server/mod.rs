@@ -355,7 +355,7 @@ impl Server {
 
     // ---- frames -------------------------------------------------------
 
-    fn on_frame(&mut self, f: source::Frame<'_>) {
+    fn on_frame(&mut self, f: source::CapturedFrame<'_>) {
         self.stats.frames_in += 1;
         let jpeg = match jpeg::parse(f.jpeg) {
             Ok(j) => j,
@@ -928,11 +928,11 @@ impl Server {
         let streamed = st.frames_streamed - st.frames_at_last_log;
         let refused: u64 = st.rejected.iter().sum();
         log::info!(
-            "{:.1} frames/s, {} sessions, {} connections; {} frames refused since start",
+            "{:.1} frames/s, {} sessions, {} connections; {refused} of {} frames refused since start",
             streamed as f64 / elapsed.as_secs_f64(),
             self.sessions.len(),
             self.conns.len(),
-            refused
+            st.frames_in
         );
         st.last_log = Some(now);
         st.frames_at_last_log = st.frames_streamed;

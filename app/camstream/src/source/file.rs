@@ -17,7 +17,7 @@ use rustix::time::{
     timerfd_settime,
 };
 
-use super::{Frame, FrameSource, StreamInfo};
+use super::{CapturedFrame, FrameSource, StreamInfo};
 use crate::clock::Mono;
 
 /// A frame larger than this without an EOI means the file is not MJPEG.
@@ -243,7 +243,7 @@ impl FrameSource for FileSource {
         )
     }
 
-    fn ready(&mut self, sink: &mut dyn FnMut(Frame<'_>)) -> Result<()> {
+    fn ready(&mut self, sink: &mut dyn FnMut(CapturedFrame<'_>)) -> Result<()> {
         let (ticks, captured) = self.timer.expired();
         if ticks == 0 {
             return Ok(());
@@ -252,7 +252,7 @@ impl FrameSource for FileSource {
             log::debug!("file source: {} frame periods missed", ticks - 1);
         }
         let (a, b) = self.next_frame()?;
-        sink(Frame {
+        sink(CapturedFrame {
             jpeg: &self.buf[a..b],
             captured,
         });

@@ -47,7 +47,7 @@ pub struct StreamInfo {
 
 /// One captured frame, borrowed from the source until the callback returns.
 #[derive(Debug, Clone, Copy)]
-pub struct Frame<'a> {
+pub struct CapturedFrame<'a> {
     pub jpeg: &'a [u8],
     /// When the frame was captured (not when it was read).
     pub captured: Mono,
@@ -62,7 +62,7 @@ pub trait FrameSource {
 
     /// Called when `token` fires: hands every frame that is ready to `sink`.
     /// An error stops the daemon.
-    fn ready(&mut self, sink: &mut dyn FnMut(Frame<'_>)) -> Result<()>;
+    fn ready(&mut self, sink: &mut dyn FnMut(CapturedFrame<'_>)) -> Result<()>;
 }
 
 /// Opens the configured source. Errors here are start-up errors (missing

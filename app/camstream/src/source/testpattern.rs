@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, anyhow};
 use mio::{Registry, Token, Waker};
 
-use super::{Frame, FrameSource, StreamInfo};
+use super::{CapturedFrame, FrameSource, StreamInfo};
 use crate::clock::Mono;
 use crate::jpegenc::{YuvEncoder, i420_plane_sizes};
 
@@ -63,14 +63,14 @@ impl FrameSource for TestPattern {
         Ok(())
     }
 
-    fn ready(&mut self, sink: &mut dyn FnMut(Frame<'_>)) -> Result<()> {
+    fn ready(&mut self, sink: &mut dyn FnMut(CapturedFrame<'_>)) -> Result<()> {
         let (Some(frames), Some(recycle)) = (&self.frames, &self.recycle) else {
             return Ok(());
         };
         loop {
             match frames.try_recv() {
                 Ok((buf, captured)) => {
-                    sink(Frame {
+                    sink(CapturedFrame {
                         jpeg: &buf,
                         captured,
                     });

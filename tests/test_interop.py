@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from conftest import assert_frames_match, run, split
+from conftest import Media, assert_frames_match, run, split
 
 W, H = 640, 360
 
@@ -18,7 +18,6 @@ def ffmpeg_client(url: str, transport: str, frames: int, pix_fmt: str, w: int = 
                "-i", url, "-frames:v", str(frames), "-fps_mode", "passthrough",
                "-f", "rawvideo", "-pix_fmt", pix_fmt, "-"],
               timeout=60).stdout
-    from conftest import Media
     return split(raw, Media.frame_size(w, h, pix_fmt))
 
 
@@ -28,7 +27,6 @@ def gst_client(url: str, protocols: str, frames: int, fmt: str, w: int = W, h: i
     run(["gst-launch-1.0", "-q", "rtspsrc", f"location={url}", f"protocols={protocols}", "latency=200",
          "!", "rtpjpegdepay", "!", "jpegdec", "!", f"video/x-raw,format={fmt}",
          "!", "identity", f"eos-after={frames + 1}", "!", "filesink", f"location={out}"], timeout=60)
-    from conftest import Media
     return split(out.read_bytes(), Media.frame_size(w, h, fmt))
 
 

@@ -47,3 +47,46 @@ build_camstream() {
     ensure_rust
     (cd "$ROOT/app" && cargo build --release --locked -p camstream)
 }
+
+# Cross-builds a static aarch64 camstream with Debian's Rust (rustup cannot
+# add targets offline), linking libjpeg-turbo statically. Prints its path.
+build_camstream_aarch64() {
+    dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
+    need_packages rustc-web cargo-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu \
+        libc6-dev:arm64 libturbojpeg0-dev:arm64 >&2
+    (
+        cd "$ROOT/app" || exit
+        RUSTC=/usr/bin/rustc \
+            CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+            CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static" \
+            TURBOJPEG_SOURCE=explicit TURBOJPEG_LIB_DIR=/usr/lib/aarch64-linux-gnu TURBOJPEG_STATIC=1 \
+            /usr/bin/cargo build --release --locked --target aarch64-unknown-linux-gnu \
+            -p camstream --target-dir "$ROOT/output/target" >&2
+    )
+    echo "$ROOT/output/target/aarch64-unknown-linux-gnu/release/camstream"
+}
+
+# Downloads Debian packages (PACKAGE or PACKAGE:ARCH) into $ROOT/output/debs
+# unless a copy is there; records name and version in versions.txt.
+fetch_debs() {
+    debs="$ROOT/output/debs"
+    mkdir -p "$debs"
+    for p in "$@"; do
+        name=${p%%:*}
+        if ! ls "$debs/${name}_"*.deb >/dev/null 2>&1; then
+            # apt warns when it cannot drop privileges for the download.
+            (cd "$debs" && { apt-get download -q "$p" 2>&1 | grep -v '^W: Download is performed unsandboxed' >&2; }) || true
+            ls "$debs/${name}_"*.deb >/dev/null 2>&1 || { echo "cannot download $p" >&2; return 1; }
+        fi
+    done
+    (cd "$debs" && for f in *.deb; do dpkg-deb -f "$f" Package Version Architecture | paste -sd' '; done) \
+        >"$debs/versions.txt"
+}
+
+# The Debian arm64 kernel ABI linux-image-arm64 points at, e.g. 6.1.0-56.
+debian_kernel_abi() {
+    dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
+    apt-cache show linux-image-arm64:arm64 >/dev/null 2>&1 || as_root apt-get update -q >&2
+    apt-cache depends linux-image-arm64:arm64 |
+        sed -n 's/.*Depends: linux-image-\(.*\)-arm64:arm64$/\1/p' | head -n 1
+}

@@ -11,6 +11,7 @@ use clap::Parser;
 use serde::Deserialize;
 
 use crate::source::SourceSpec;
+use crate::source::v4l2::controls::{Setting, Value};
 
 /// Where the daemon looks for its settings when `--config` is not given.
 pub const DEFAULT_CONFIG: &str = "/etc/camstream.toml";
@@ -26,30 +27,43 @@ pub const DEFAULT_CONFIG: &str = "/etc/camstream.toml";
 )]
 #[serde(deny_unknown_fields)]
 pub struct Options {
+    #[command(subcommand)]
+    #[serde(skip)]
+    pub command: Option<Command>,
+
     /// Config file (TOML) [default: /etc/camstream.toml, if it exists]
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
 
-    /// Frame source: testpattern, or file:PATH (a concatenated MJPEG stream, looped) [default: testpattern]
+    /// Frame source: v4l2:/dev/videoN, v4l2:auto (the first camera), testpattern, or file:PATH (a concatenated MJPEG stream, looped) [default: testpattern]
     #[arg(long, value_name = "SOURCE")]
     pub source: Option<String>,
 
-    /// Test pattern width in pixels, even [default: 1280]
+    /// Width in pixels, a multiple of 8 (a camera gives the nearest size it has) [default: 1280]
     #[arg(long)]
     pub width: Option<u32>,
 
-    /// Test pattern height in pixels, even [default: 720]
+    /// Height in pixels, a multiple of 8 (a camera gives the nearest size it has) [default: 720]
     #[arg(long)]
     pub height: Option<u32>,
 
-    /// Frames per second of the test pattern and file sources, 1-120 [default: 30]
+    /// Frames per second, 1-120 (a camera gives the nearest rate it has) [default: 30]
     #[arg(long)]
     pub fps: Option<u32>,
 
-    /// JPEG quality of the test pattern, 1-100 [default: 80]
+    /// Quality of the JPEG camstream encodes (test pattern, raw camera formats, frames it must re-encode), 1-100 [default: 80]
     #[arg(long)]
     pub quality: Option<u32>,
+
+    /// Camera buffers the driver fills while frames are sent, 2-32 [default: 4]
+    #[arg(long, value_name = "COUNT")]
+    pub buffers: Option<u32>,
+
+    /// Camera control, as `camstream probe` lists them, e.g. --control brightness=128 (repeatable; in the file: a [controls] table)
+    #[arg(long = "control", value_name = "NAME=VALUE")]
+    #[serde(default, deserialize_with = "controls_table")]
+    pub controls: Option<Vec<Setting>>,
 
     /// Address to listen on [default: 0.0.0.0]
     #[arg(long, value_name = "ADDRESS")]
@@ -96,10 +110,44 @@ pub struct Options {
     pub log_level: Option<String>,
 }
 
+/// Commands besides serving.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum Command {
+    /// List V4L2 devices with their formats, sizes, frame rates and controls
+    Probe {
+        /// Only this device, e.g. /dev/video0
+        device: Option<PathBuf>,
+    },
+}
+
+/// `[controls]` in the file: `brightness = 128`, `auto_exposure = "Manual Mode"`.
+fn controls_table<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<Setting>>, D::Error> {
+    let table: std::collections::BTreeMap<String, Value> = Deserialize::deserialize(d)?;
+    Ok(Some(
+        table
+            .into_iter()
+            .map(|(name, value)| Setting { name, value })
+            .collect(),
+    ))
+}
+
 impl Options {
-    /// Fills every field not set here from `other`.
+    /// Fills every field not set here from `other`. Controls add up: the
+    /// file's first, then the flags', so a flag wins over the file.
     fn or(self, other: Options) -> Options {
+        let controls = match (other.controls, self.controls) {
+            (Some(mut a), Some(b)) => {
+                a.extend(b);
+                Some(a)
+            }
+            (a, b) => b.or(a),
+        };
         Options {
+            command: self.command.or(other.command),
+            controls,
+            buffers: self.buffers.or(other.buffers),
             config: self.config.or(other.config),
             source: self.source.or(other.source),
             width: self.width.or(other.width),
@@ -129,6 +177,8 @@ pub struct Config {
     pub height: u16,
     pub fps: u32,
     pub quality: u8,
+    pub buffers: u32,
+    pub controls: Vec<Setting>,
     pub listen: IpAddr,
     pub rtsp_port: u16,
     pub rtp_port: u16,
@@ -170,8 +220,9 @@ impl Config {
     pub fn from_options(o: Options) -> Result<Config> {
         let width = in_range("width", o.width.unwrap_or(1280), 16, 8192)?;
         let height = in_range("height", o.height.unwrap_or(720), 16, 8192)?;
-        if width % 2 != 0 || height % 2 != 0 {
-            bail!("width and height must be even (got {width}x{height})");
+        // RTP/JPEG headers carry sizes in units of 8 pixels.
+        if width % 8 != 0 || height % 8 != 0 {
+            bail!("width and height must be multiples of 8 (got {width}x{height})");
         }
         let path = o.path.unwrap_or_else(|| "stream".into());
         let path = path.trim_matches('/').to_string();
@@ -203,6 +254,8 @@ impl Config {
             height: height as u16,
             fps: in_range("fps", o.fps.unwrap_or(30), 1, 120)?,
             quality: in_range("quality", o.quality.unwrap_or(80), 1, 100)? as u8,
+            buffers: in_range("buffers", o.buffers.unwrap_or(4), 2, 32)?,
+            controls: o.controls.unwrap_or_default(),
             listen: o.listen.unwrap_or(IpAddr::from([0, 0, 0, 0])),
             rtsp_port: o.rtsp_port.unwrap_or(8554),
             rtp_port,
@@ -271,7 +324,7 @@ mod tests {
         std::fs::write(&dir, "fps = 10\nrtsp_prot = 1\n").unwrap();
         let one_line = read_file(&dir).unwrap_err().to_string();
         std::fs::remove_file(&dir).unwrap();
-        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `listen`, `rtsp_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `log_level`"), "{one_line}");
+        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `buffers`, `controls`, `listen`, `rtsp_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `log_level`"), "{one_line}");
         assert!(!one_line.contains('\n'));
         assert!(e.contains("unknown field `rtsp_prot`"), "{e}");
         let e = parse("fps = \"fast\"").unwrap_err().to_string();

@@ -50,9 +50,7 @@ impl YuvEncoder {
 
     /// Encodes a 4:2:0 planar image (planes sized as [`i420_plane_sizes`],
     /// rows `width` resp. `width / 2` bytes apart) into `out`, replacing its
-    /// contents. `out` keeps its capacity, so steady-state encoding does not
-    /// allocate; the worst-case capacity is reserved but only the bytes
-    /// written are touched.
+    /// contents.
     pub fn encode_i420(
         &mut self,
         planes: [&[u8]; 3],
@@ -61,35 +59,105 @@ impl YuvEncoder {
         out: &mut Vec<u8>,
     ) -> Result<()> {
         let sizes = i420_plane_sizes(width, height);
-        for (p, (w, h)) in planes.iter().zip(sizes) {
-            assert!(p.len() >= w * h, "plane too small");
+        self.encode_planes(planes, [width, sizes[1].0, sizes[2].0], width, height, out)
+    }
+
+    /// Like [`YuvEncoder::encode_i420`] with rows `strides[i]` bytes apart,
+    /// so planes can be read where the camera left them. `out` keeps its
+    /// capacity, so steady-state encoding does not allocate; the worst-case
+    /// capacity is reserved but only the bytes written are touched.
+    pub fn encode_planes(
+        &mut self,
+        planes: [&[u8]; 3],
+        strides: [usize; 3],
+        width: usize,
+        height: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let sizes = i420_plane_sizes(width, height);
+        for ((p, (w, h)), stride) in planes.iter().zip(sizes).zip(strides) {
+            assert!(
+                stride >= w && p.len() >= stride * (h - 1) + w,
+                "plane too small"
+            );
         }
+        let mut src = [planes[0].as_ptr(), planes[1].as_ptr(), planes[2].as_ptr()];
+        let strides = strides.map(|s| s as libc::c_int);
+        self.compress(out, width, height, |handle, dst, len, quality| {
+            // SAFETY: the planes hold `strides` x plane height bytes (checked
+            // above); the rest as in `compress`.
+            unsafe {
+                raw::tjCompressFromYUVPlanes(
+                    handle,
+                    src.as_mut_ptr(),
+                    width as libc::c_int,
+                    strides.as_ptr(),
+                    height as libc::c_int,
+                    raw::TJSAMP_TJSAMP_420 as libc::c_int,
+                    dst,
+                    len,
+                    quality,
+                    raw::TJFLAG_NOREALLOC as libc::c_int,
+                )
+            }
+        })
+    }
+
+    /// Encodes packed 8-bit RGB or BGR (`bgr`) rows `pitch` bytes apart as
+    /// 4:2:0.
+    pub fn encode_rgb(
+        &mut self,
+        pixels: &[u8],
+        pitch: usize,
+        bgr: bool,
+        width: usize,
+        height: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        assert!(pitch >= width * 3 && pixels.len() >= pitch * (height - 1) + width * 3);
+        let format = if bgr {
+            raw::TJPF_TJPF_BGR
+        } else {
+            raw::TJPF_TJPF_RGB
+        };
+        self.compress(out, width, height, |handle, dst, len, quality| {
+            // SAFETY: `pixels` holds `height` rows of `pitch` bytes (checked).
+            unsafe {
+                raw::tjCompress2(
+                    handle,
+                    pixels.as_ptr(),
+                    width as libc::c_int,
+                    pitch as libc::c_int,
+                    height as libc::c_int,
+                    format as libc::c_int,
+                    dst,
+                    len,
+                    raw::TJSAMP_TJSAMP_420 as libc::c_int,
+                    quality,
+                    raw::TJFLAG_NOREALLOC as libc::c_int,
+                )
+            }
+        })
+    }
+
+    /// Runs one TurboJPEG compression call into `out`, sized for the worst
+    /// case of a `width` x `height` 4:2:0 image.
+    fn compress(
+        &mut self,
+        out: &mut Vec<u8>,
+        width: usize,
+        height: usize,
+        call: impl FnOnce(raw::tjhandle, *mut *mut u8, *mut libc::c_ulong, libc::c_int) -> libc::c_int,
+    ) -> Result<()> {
         let (w, h) = (width as libc::c_int, height as libc::c_int);
         let bound = unsafe { raw::tjBufSize(w, h, raw::TJSAMP_TJSAMP_420 as libc::c_int) } as usize;
         out.clear();
         out.reserve(bound);
-        let mut src = [planes[0].as_ptr(), planes[1].as_ptr(), planes[2].as_ptr()];
-        let strides = [w, sizes[1].0 as libc::c_int, sizes[2].0 as libc::c_int];
         let mut dst = out.as_mut_ptr();
         let mut len = out.capacity() as libc::c_ulong;
-        // SAFETY: the planes are at least as large as the strides and sizes
-        // say; `dst` has `len` writable bytes and NOREALLOC keeps TurboJPEG
-        // from freeing or moving it.
-        let r = unsafe {
-            raw::tjCompressFromYUVPlanes(
-                self.handle,
-                src.as_mut_ptr(),
-                w,
-                strides.as_ptr(),
-                h,
-                raw::TJSAMP_TJSAMP_420 as libc::c_int,
-                &mut dst,
-                &mut len,
-                self.quality,
-                raw::TJFLAG_NOREALLOC as libc::c_int,
-            )
-        };
-        if r != 0 {
+        // `dst` has `len` writable bytes and NOREALLOC keeps TurboJPEG from
+        // freeing or moving it.
+        if call(self.handle, &mut dst, &mut len, self.quality) != 0 {
             bail!("libjpeg-turbo: {}", last_error(self.handle));
         }
         assert!(dst == out.as_mut_ptr() && len as usize <= out.capacity());
@@ -119,6 +187,11 @@ mod tests {
         assert_eq!((j.width, j.height), (322, 180));
         assert_eq!(j.rtp_type(), 1);
         let cap = out.capacity();
+        let rgb: Vec<u8> = (0..w * h * 3).map(|i| (i % 251) as u8).collect();
+        let mut rgb_out = Vec::new();
+        enc.encode_rgb(&rgb, w * 3, true, w, h, &mut rgb_out)
+            .unwrap();
+        assert_eq!(camstream_rtp::jpeg::parse(&rgb_out).unwrap().rtp_type(), 1);
         enc.encode_i420([&planes[0], &planes[1], &planes[2]], w, h, &mut out)
             .unwrap();
         assert_eq!(out.capacity(), cap);

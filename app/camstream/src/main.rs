@@ -4,6 +4,7 @@
 
 mod clock;
 mod config;
+mod convert;
 mod jpegenc;
 mod logger;
 mod server;
@@ -14,7 +15,12 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn run() -> anyhow::Result<()> {
-    let cfg = config::Config::load(config::Options::parse())?;
+    let opts = config::Options::parse();
+    if let Some(config::Command::Probe { device }) = &opts.command {
+        print!("{}", source::v4l2::probe(device.as_deref())?);
+        return Ok(());
+    }
+    let cfg = config::Config::load(opts)?;
     logger::init(cfg.log_level);
     let source = source::open(&cfg)?;
     let info = source.info();
@@ -30,10 +36,7 @@ fn run() -> anyhow::Result<()> {
         info.width,
         info.height,
         info.fps,
-        match &cfg.source {
-            source::SourceSpec::TestPattern => "the test pattern".to_string(),
-            source::SourceSpec::File(p) => p.display().to_string(),
-        },
+        cfg.source,
         addr.port(),
         cfg.path
     );

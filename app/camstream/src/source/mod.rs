@@ -4,6 +4,7 @@
 
 pub mod file;
 pub mod testpattern;
+pub mod v4l2;
 
 use std::path::PathBuf;
 
@@ -20,6 +21,8 @@ pub enum SourceSpec {
     TestPattern,
     /// A concatenated MJPEG stream (as `ffmpeg -f mjpeg` writes), looped.
     File(PathBuf),
+    /// A V4L2 capture device (a USB webcam, a CSI camera's capture node).
+    V4l2(v4l2::DeviceSpec),
 }
 
 impl SourceSpec {
@@ -33,7 +36,24 @@ impl SourceSpec {
             }
             return Ok(SourceSpec::File(path.into()));
         }
-        bail!("source = {s:?}: use testpattern or file:PATH")
+        if let Some(dev) = s.strip_prefix("v4l2:") {
+            return Ok(SourceSpec::V4l2(match dev {
+                "auto" => v4l2::DeviceSpec::Auto,
+                "" => bail!("source = {s:?}: give a device, e.g. v4l2:/dev/video0, or v4l2:auto"),
+                path => v4l2::DeviceSpec::Path(path.into()),
+            }));
+        }
+        bail!("source = {s:?}: use testpattern, file:PATH, v4l2:/dev/videoN or v4l2:auto")
+    }
+}
+
+impl std::fmt::Display for SourceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SourceSpec::TestPattern => f.write_str("the test pattern"),
+            SourceSpec::File(p) => write!(f, "{}", p.display()),
+            SourceSpec::V4l2(d) => d.fmt(f),
+        }
     }
 }
 
@@ -78,5 +98,14 @@ pub fn open(config: &Config) -> Result<Box<dyn FrameSource>> {
             config.quality,
         )?),
         SourceSpec::File(path) => Box::new(file::FileSource::open(path, config.fps)?),
+        SourceSpec::V4l2(device) => Box::new(v4l2::V4l2Source::open(v4l2::Request {
+            device: device.clone(),
+            width: config.width.into(),
+            height: config.height.into(),
+            fps: config.fps,
+            quality: config.quality,
+            buffers: config.buffers,
+            controls: config.controls.clone(),
+        })?),
     })
 }

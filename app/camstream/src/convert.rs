@@ -1,0 +1,136 @@
+//! Pixel conversions into the planar 4:2:0 the JPEG encoder takes. Pure and
+//! allocation-free: callers own the destination planes and reuse them.
+
+/// Which byte of a packed 4:2:2 macropixel holds what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Packed422 {
+    /// Y0 U Y1 V.
+    Yuyv,
+    /// U Y0 V Y1.
+    Uyvy,
+}
+
+/// Packed 4:2:2 rows (`stride` bytes apart) to 4:2:0 planes of `width` and
+/// `width / 2` bytes per row. Chroma of each row pair is averaged. `width`
+/// and `height` must be even.
+pub fn packed422_to_i420(
+    src: &[u8],
+    stride: usize,
+    width: usize,
+    height: usize,
+    layout: Packed422,
+    [y, u, v]: [&mut [u8]; 3],
+) {
+    debug_assert!(width % 2 == 0 && height % 2 == 0);
+    let (yo, uo, vo) = match layout {
+        Packed422::Yuyv => (0, 1, 3),
+        Packed422::Uyvy => (1, 0, 2),
+    };
+    let cw = width / 2;
+    for row in 0..height / 2 {
+        let a = &src[2 * row * stride..][..width * 2];
+        let b = &src[(2 * row + 1) * stride..][..width * 2];
+        let (ya, yb) = y[2 * row * width..][..2 * width].split_at_mut(width);
+        for (x, (pa, pb)) in a.chunks_exact(4).zip(b.chunks_exact(4)).enumerate() {
+            ya[2 * x] = pa[yo];
+            ya[2 * x + 1] = pa[yo + 2];
+            yb[2 * x] = pb[yo];
+            yb[2 * x + 1] = pb[yo + 2];
+            u[row * cw + x] = (u16::from(pa[uo]) + u16::from(pb[uo])).div_ceil(2) as u8;
+            v[row * cw + x] = (u16::from(pa[vo]) + u16::from(pb[vo])).div_ceil(2) as u8;
+        }
+    }
+}
+
+/// Splits an interleaved CbCr plane (NV12) into U and V planes.
+pub fn split_uv(src: &[u8], stride: usize, cw: usize, ch: usize, u: &mut [u8], v: &mut [u8]) {
+    for row in 0..ch {
+        let s = &src[row * stride..][..cw * 2];
+        for (x, p) in s.chunks_exact(2).enumerate() {
+            u[row * cw + x] = p[0];
+            v[row * cw + x] = p[1];
+        }
+    }
+}
+
+/// Resizes a plane by an integer-ish ratio: box average when shrinking,
+/// nearest sample when growing. Used to bring the chroma of 4:4:4, 4:1:1,
+/// 4:4:0, ... JPEGs to 4:2:0.
+pub fn resample_plane(src: &[u8], sw: usize, sh: usize, dst: &mut [u8], dw: usize, dh: usize) {
+    for dy in 0..dh {
+        let y0 = dy * sh / dh;
+        let y1 = ((dy + 1) * sh / dh).max(y0 + 1).min(sh);
+        for dx in 0..dw {
+            let x0 = dx * sw / dw;
+            let x1 = ((dx + 1) * sw / dw).max(x0 + 1).min(sw);
+            let mut sum = 0u32;
+            for r in y0..y1 {
+                sum += src[r * sw + x0..r * sw + x1]
+                    .iter()
+                    .map(|&p| u32::from(p))
+                    .sum::<u32>();
+            }
+            let n = ((y1 - y0) * (x1 - x0)) as u32;
+            dst[dy * dw + dx] = ((sum + n / 2) / n) as u8;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yuyv_and_uyvy() {
+        // 4x2 image: two macropixels per row.
+        let yuyv = [
+            10, 100, 11, 200, 12, 102, 13, 202, //
+            20, 110, 21, 210, 22, 112, 23, 212,
+        ];
+        let (mut y, mut u, mut v) = ([0; 8], [0; 2], [0; 2]);
+        packed422_to_i420(&yuyv, 8, 4, 2, Packed422::Yuyv, [&mut y, &mut u, &mut v]);
+        assert_eq!(y, [10, 11, 12, 13, 20, 21, 22, 23]);
+        assert_eq!(u, [105, 107]);
+        assert_eq!(v, [205, 207]);
+        let uyvy: Vec<u8> = yuyv.chunks_exact(2).flat_map(|p| [p[1], p[0]]).collect();
+        let (mut y2, mut u2, mut v2) = ([0; 8], [0; 2], [0; 2]);
+        packed422_to_i420(&uyvy, 8, 4, 2, Packed422::Uyvy, [&mut y2, &mut u2, &mut v2]);
+        assert_eq!((y2, u2, v2), (y, u, v));
+    }
+
+    #[test]
+    fn strides_are_honoured() {
+        // Rows padded to 12 bytes; padding must not leak in.
+        let mut src = vec![0xee; 24];
+        src[..8].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        src[12..20].copy_from_slice(&[9, 10, 11, 12, 13, 14, 15, 16]);
+        let (mut y, mut u, mut v) = ([0; 8], [0; 2], [0; 2]);
+        packed422_to_i420(&src, 12, 4, 2, Packed422::Yuyv, [&mut y, &mut u, &mut v]);
+        assert_eq!(y, [1, 3, 5, 7, 9, 11, 13, 15]);
+        let nv = [1, 2, 3, 4, 0xee, 5, 6, 7, 8, 0xee];
+        let (mut u, mut v) = ([0; 4], [0; 4]);
+        split_uv(&nv, 5, 2, 2, &mut u, &mut v);
+        assert_eq!((u, v), ([1, 3, 5, 7], [2, 4, 6, 8]));
+    }
+
+    #[test]
+    fn resampling() {
+        // 4:4:4 -> 4:2:0: 2x2 box average.
+        let src = [0, 2, 10, 20, 4, 6, 30, 40];
+        let mut dst = [0; 2];
+        resample_plane(&src, 4, 2, &mut dst, 2, 1);
+        assert_eq!(dst, [3, 25]);
+        // 4:1:1 -> 4:2:0: twice as wide, half as high.
+        let src = [8, 16, 24, 32];
+        let mut dst = [0; 4];
+        resample_plane(&src, 2, 2, &mut dst, 4, 1);
+        assert_eq!(dst, [16, 16, 24, 24]);
+        // Same size: a copy; odd sizes do not panic.
+        let src: Vec<u8> = (0..35).collect();
+        let mut dst = [0; 35];
+        resample_plane(&src, 7, 5, &mut dst, 7, 5);
+        assert_eq!(&dst[..], &src[..]);
+        let mut small = [0; 6];
+        resample_plane(&src, 7, 5, &mut small, 3, 2);
+    }
+}

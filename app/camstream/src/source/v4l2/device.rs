@@ -1,0 +1,619 @@
+//! A V4L2 capture device: ioctls and mmap streaming. Thin and unsafe only
+//! where the kernel API is; choices live in `select` and the source.
+
+use std::ffi::c_void;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+
+use rustix::fs::{Mode, OFlags, open};
+use rustix::ioctl::{Ioctl, IoctlOutput, Opcode, Updater, ioctl};
+use rustix::mm::{MapFlags, ProtFlags, mmap, munmap};
+
+use super::select::{self, Mode as CaptureMode, Sizes};
+use super::sys::*;
+use crate::clock::Mono;
+
+/// An ioctl whose argument the kernel reads and writes.
+unsafe fn update<const OPCODE: Opcode, T>(fd: BorrowedFd<'_>, arg: &mut T) -> io::Result<()> {
+    loop {
+        // SAFETY: the caller pairs OPCODE with its argument type; the
+        // opcode encodes `size_of::<T>()`, so the kernel copies exactly T.
+        match unsafe { ioctl(fd, Updater::<OPCODE, T>::new(arg)) } {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => return r.map_err(io::Error::from),
+        }
+    }
+}
+
+/// STREAMON/STREAMOFF: an `int` buffer type passed by pointer.
+struct StreamSwitch<const OPCODE: Opcode>(u32);
+
+unsafe impl<const OPCODE: Opcode> Ioctl for StreamSwitch<OPCODE> {
+    type Output = ();
+    const IS_MUTATING: bool = false;
+    fn opcode(&self) -> Opcode {
+        OPCODE
+    }
+    fn as_ptr(&mut self) -> *mut c_void {
+        (&mut self.0 as *mut u32).cast()
+    }
+    unsafe fn output_from_ptr(_: IoctlOutput, _: *mut c_void) -> rustix::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn cstr(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).trim().to_string()
+}
+
+/// What VIDIOC_QUERYCAP says.
+#[derive(Debug, Clone)]
+pub struct Caps {
+    pub driver: String,
+    pub card: String,
+    pub bus_info: String,
+    /// The capabilities of this device node.
+    pub device_caps: u32,
+}
+
+impl Caps {
+    pub fn can_capture(&self) -> bool {
+        self.device_caps & V4L2_CAP_VIDEO_CAPTURE != 0
+    }
+    pub fn can_stream(&self) -> bool {
+        self.device_caps & V4L2_CAP_STREAMING != 0
+    }
+}
+
+/// One format with its sizes and, per size, its frame rates.
+#[derive(Debug, Clone)]
+pub struct Format {
+    pub fourcc: u32,
+    pub description: String,
+    pub sizes: Sizes,
+    /// Frame rates offered at each candidate size, fastest first.
+    pub rates: Vec<((u32, u32), Rates)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rates {
+    Discrete(Vec<f64>),
+    /// A continuous or stepwise range of frame rates.
+    Range {
+        min: f64,
+        max: f64,
+    },
+    /// The driver does not enumerate frame intervals.
+    Unknown,
+}
+
+impl Rates {
+    pub fn max(&self) -> Option<f64> {
+        match self {
+            Rates::Discrete(v) => v.iter().copied().reduce(f64::max),
+            Rates::Range { max, .. } => Some(*max),
+            Rates::Unknown => None,
+        }
+    }
+}
+
+/// A control as VIDIOC_QUERYCTRL describes it.
+#[derive(Debug, Clone)]
+pub struct Control {
+    pub id: u32,
+    pub name: String,
+    pub kind: u32,
+    pub min: i64,
+    pub max: i64,
+    pub step: i64,
+    pub default: i64,
+    pub flags: u32,
+    /// Menu items (index, name) of menu controls.
+    pub menu: Vec<(u32, String)>,
+}
+
+/// The pixel format in effect after VIDIOC_S_FMT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PixFormat {
+    pub fourcc: u32,
+    pub width: u32,
+    pub height: u32,
+    pub bytesperline: u32,
+    pub sizeimage: u32,
+}
+
+pub struct Device {
+    fd: OwnedFd,
+    pub path: PathBuf,
+    pub caps: Caps,
+}
+
+impl Device {
+    /// Opens a device node non-blocking and asks what it is.
+    pub fn open(path: &Path) -> io::Result<Device> {
+        let fd = open(
+            path,
+            OFlags::RDWR | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let mut cap: v4l2_capability = zeroed();
+        unsafe { update::<VIDIOC_QUERYCAP, _>(fd.as_fd(), &mut cap)? };
+        let device_caps = if cap.capabilities & V4L2_CAP_DEVICE_CAPS != 0 {
+            cap.device_caps
+        } else {
+            cap.capabilities
+        };
+        Ok(Device {
+            fd,
+            path: path.to_path_buf(),
+            caps: Caps {
+                driver: cstr(&cap.driver),
+                card: cstr(&cap.card),
+                bus_info: cstr(&cap.bus_info),
+                device_caps,
+            },
+        })
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Every capture format with its sizes; rates for the sizes `want`
+    /// selects among (all discrete sizes, or `want` fitted to a range).
+    pub fn formats(&self, want: (u32, u32)) -> io::Result<Vec<Format>> {
+        let mut out = Vec::new();
+        for index in 0.. {
+            let mut d: v4l2_fmtdesc = zeroed();
+            d.index = index;
+            d.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+            match unsafe { update::<VIDIOC_ENUM_FMT, _>(self.fd(), &mut d) } {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc_einval()) => break,
+                Err(e) => return Err(e),
+            }
+            let sizes = self.sizes(d.pixelformat)?;
+            let rates = sizes
+                .candidates(want)
+                .into_iter()
+                .map(|s| Ok((s, self.rates(d.pixelformat, s)?)))
+                .collect::<io::Result<_>>()?;
+            out.push(Format {
+                fourcc: d.pixelformat,
+                description: cstr(&d.description),
+                sizes,
+                rates,
+            });
+        }
+        Ok(out)
+    }
+
+    fn sizes(&self, fourcc: u32) -> io::Result<Sizes> {
+        let mut discrete = Vec::new();
+        for index in 0.. {
+            let mut s: v4l2_frmsizeenum = zeroed();
+            s.index = index;
+            s.pixel_format = fourcc;
+            match unsafe { update::<VIDIOC_ENUM_FRAMESIZES, _>(self.fd(), &mut s) } {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc_einval()) => break,
+                // Some drivers (and loopback devices) cannot enumerate: the
+                // current format's size is all there is.
+                Err(e) if e.raw_os_error() == Some(libc_enotty()) => break,
+                Err(e) => return Err(e),
+            }
+            let w = s.stepwise;
+            match s.type_ {
+                V4L2_FRMSIZE_TYPE_DISCRETE => discrete.push((w.min_width, w.max_width)),
+                _ => {
+                    return Ok(Sizes::Stepwise {
+                        min: (w.min_width, w.min_height),
+                        max: (w.max_width, w.max_height),
+                        step: (w.step_width, w.step_height),
+                    });
+                }
+            }
+        }
+        if discrete.is_empty() {
+            if let Ok(f) = self.format() {
+                if f.fourcc == fourcc {
+                    discrete.push((f.width, f.height));
+                }
+            }
+        }
+        Ok(Sizes::Discrete(discrete))
+    }
+
+    fn rates(&self, fourcc: u32, (width, height): (u32, u32)) -> io::Result<Rates> {
+        let mut discrete = Vec::new();
+        for index in 0.. {
+            let mut i: v4l2_frmivalenum = zeroed();
+            i.index = index;
+            i.pixel_format = fourcc;
+            i.width = width;
+            i.height = height;
+            match unsafe { update::<VIDIOC_ENUM_FRAMEINTERVALS, _>(self.fd(), &mut i) } {
+                Ok(()) => {}
+                Err(e)
+                    if e.raw_os_error() == Some(libc_einval())
+                        || e.raw_os_error() == Some(libc_enotty()) =>
+                {
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+            let s = i.stepwise;
+            if i.type_ == V4L2_FRMIVAL_TYPE_DISCRETE {
+                discrete.extend(select::fps_of(s.min.numerator, s.min.denominator));
+            } else {
+                // min/max are intervals: the shortest is the fastest rate.
+                let fast = select::fps_of(s.min.numerator, s.min.denominator);
+                let slow = select::fps_of(s.max.numerator, s.max.denominator);
+                return Ok(match (slow, fast) {
+                    (Some(min), Some(max)) => Rates::Range { min, max },
+                    _ => Rates::Unknown,
+                });
+            }
+        }
+        discrete.sort_by(|a, b| b.total_cmp(a));
+        Ok(if discrete.is_empty() {
+            Rates::Unknown
+        } else {
+            Rates::Discrete(discrete)
+        })
+    }
+
+    /// Every mode the selector may choose from.
+    pub fn modes(formats: &[Format]) -> Vec<CaptureMode> {
+        formats
+            .iter()
+            .flat_map(|f| {
+                f.rates.iter().map(|&((width, height), ref r)| CaptureMode {
+                    fourcc: f.fourcc,
+                    width,
+                    height,
+                    max_fps: r.max(),
+                })
+            })
+            .collect()
+    }
+
+    pub fn format(&self) -> io::Result<PixFormat> {
+        let mut f: v4l2_format = zeroed();
+        f.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+        unsafe { update::<VIDIOC_G_FMT, _>(self.fd(), &mut f)? };
+        Ok(pix(&f))
+    }
+
+    pub fn set_format(&self, fourcc: u32, width: u32, height: u32) -> io::Result<PixFormat> {
+        let mut f: v4l2_format = zeroed();
+        f.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+        // SAFETY: writing the `pix` member of a zeroed union.
+        unsafe {
+            f.fmt.pix.width = width;
+            f.fmt.pix.height = height;
+            f.fmt.pix.pixelformat = fourcc;
+            f.fmt.pix.field = V4L2_FIELD_NONE;
+            update::<VIDIOC_S_FMT, _>(self.fd(), &mut f)?;
+        }
+        Ok(pix(&f))
+    }
+
+    /// Asks for `fps` frames a second; returns the rate the driver set, or
+    /// None when it has no frame-rate control.
+    pub fn set_fps(&self, fps: u32) -> io::Result<Option<f64>> {
+        let mut p: v4l2_streamparm = zeroed();
+        p.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+        match unsafe { update::<VIDIOC_G_PARM, _>(self.fd(), &mut p) } {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc_enotty()) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        // SAFETY: `capture` is the member for capture buffer types.
+        let cap = unsafe { p.parm.capture };
+        if cap.capability & V4L2_CAP_TIMEPERFRAME == 0 {
+            return Ok(select::fps_of(
+                cap.timeperframe.numerator,
+                cap.timeperframe.denominator,
+            ));
+        }
+        let mut p: v4l2_streamparm = zeroed();
+        p.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+        unsafe {
+            p.parm.capture.timeperframe = v4l2_fract {
+                numerator: 1,
+                denominator: fps,
+            };
+            update::<VIDIOC_S_PARM, _>(self.fd(), &mut p)?;
+            let t = p.parm.capture.timeperframe;
+            Ok(select::fps_of(t.numerator, t.denominator))
+        }
+    }
+
+    /// Every enabled control, menus included.
+    pub fn controls(&self) -> io::Result<Vec<Control>> {
+        let mut out = Vec::new();
+        let mut id = V4L2_CTRL_FLAG_NEXT_CTRL;
+        loop {
+            let mut q: v4l2_queryctrl = zeroed();
+            q.id = id;
+            match unsafe { update::<VIDIOC_QUERYCTRL, _>(self.fd(), &mut q) } {
+                Ok(()) => {}
+                Err(e)
+                    if e.raw_os_error() == Some(libc_einval())
+                        || e.raw_os_error() == Some(libc_enotty()) =>
+                {
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+            id = q.id | V4L2_CTRL_FLAG_NEXT_CTRL;
+            if q.flags & V4L2_CTRL_FLAG_DISABLED != 0 || q.type_ == V4L2_CTRL_TYPE_CTRL_CLASS {
+                continue;
+            }
+            let mut menu = Vec::new();
+            if q.type_ == V4L2_CTRL_TYPE_MENU || q.type_ == V4L2_CTRL_TYPE_INTEGER_MENU {
+                for index in q.minimum.max(0) as u32..=q.maximum.max(0) as u32 {
+                    let mut m: v4l2_querymenu = zeroed();
+                    m.id = q.id;
+                    m.index = index;
+                    // Drivers leave holes in menus (EINVAL for those).
+                    if unsafe { update::<VIDIOC_QUERYMENU, _>(self.fd(), &mut m) }.is_ok() {
+                        let name = if q.type_ == V4L2_CTRL_TYPE_INTEGER_MENU {
+                            let raw = m.name;
+                            i64::from_ne_bytes(raw[..8].try_into().unwrap()).to_string()
+                        } else {
+                            let raw = m.name;
+                            cstr(&raw)
+                        };
+                        menu.push((index, name));
+                    }
+                }
+            }
+            out.push(Control {
+                id: q.id,
+                name: cstr(&q.name),
+                kind: q.type_,
+                min: q.minimum.into(),
+                max: q.maximum.into(),
+                step: q.step.into(),
+                default: q.default_value.into(),
+                flags: q.flags,
+                menu,
+            });
+        }
+        Ok(out)
+    }
+
+    pub fn get_control(&self, c: &Control) -> io::Result<i64> {
+        if c.kind == V4L2_CTRL_TYPE_INTEGER64 {
+            return self.ext_control(c.id, VIDIOC_G_EXT_CTRLS, 0);
+        }
+        let mut v = v4l2_control { id: c.id, value: 0 };
+        unsafe { update::<VIDIOC_G_CTRL, _>(self.fd(), &mut v)? };
+        Ok(v.value.into())
+    }
+
+    /// VIDIOC_S_CTRL, or VIDIOC_S_EXT_CTRLS for 64-bit controls.
+    pub fn set_control(&self, c: &Control, value: i64) -> io::Result<()> {
+        if c.kind == V4L2_CTRL_TYPE_INTEGER64 {
+            return self.ext_control(c.id, VIDIOC_S_EXT_CTRLS, value).map(drop);
+        }
+        let mut v = v4l2_control {
+            id: c.id,
+            value: value as i32,
+        };
+        unsafe { update::<VIDIOC_S_CTRL, _>(self.fd(), &mut v) }
+    }
+
+    fn ext_control(&self, id: u32, op: Opcode, value: i64) -> io::Result<i64> {
+        let mut ctrl = v4l2_ext_control {
+            id,
+            size: 0,
+            reserved2: [0],
+            value64: value,
+        };
+        let mut ctrls: v4l2_ext_controls = zeroed();
+        ctrls.which = V4L2_CTRL_WHICH_CUR_VAL;
+        ctrls.count = 1;
+        ctrls.controls = &mut ctrl;
+        if op == VIDIOC_S_EXT_CTRLS {
+            unsafe { update::<VIDIOC_S_EXT_CTRLS, _>(self.fd(), &mut ctrls)? };
+        } else {
+            unsafe { update::<VIDIOC_G_EXT_CTRLS, _>(self.fd(), &mut ctrls)? };
+        }
+        Ok(ctrl.value64)
+    }
+
+    /// Allocates `count` driver buffers, maps them, queues them and starts
+    /// streaming.
+    pub fn start(&self, count: u32) -> io::Result<Stream> {
+        let mut req: v4l2_requestbuffers = zeroed();
+        req.count = count;
+        req.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+        req.memory = V4L2_MEMORY_MMAP;
+        unsafe { update::<VIDIOC_REQBUFS, _>(self.fd(), &mut req)? };
+        if req.count < 2 {
+            return Err(io::Error::other(format!(
+                "the driver gave {} buffer(s); streaming needs at least 2",
+                req.count
+            )));
+        }
+        let mut stream = Stream {
+            maps: Vec::new(),
+            fd: self.raw_fd(),
+            streaming: false,
+            next_sequence: None,
+        };
+        for index in 0..req.count {
+            let mut b = buffer(index);
+            unsafe { update::<VIDIOC_QUERYBUF, _>(self.fd(), &mut b)? };
+            let len = b.length as usize;
+            // SAFETY: maps the buffer the driver just described; unmapped in
+            // Stream's Drop.
+            let ptr = unsafe {
+                mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    ProtFlags::READ,
+                    MapFlags::SHARED,
+                    self.fd(),
+                    u64::from(b.m.offset),
+                )?
+            };
+            stream.maps.push((NonNull::new(ptr.cast()).unwrap(), len));
+        }
+        for index in 0..req.count {
+            stream.queue(self.fd(), index)?;
+        }
+        unsafe {
+            ioctl(
+                self.fd(),
+                StreamSwitch::<VIDIOC_STREAMON>(V4L2_BUF_TYPE_VIDEO_CAPTURE),
+            )?
+        };
+        stream.streaming = true;
+        Ok(stream)
+    }
+}
+
+fn pix(f: &v4l2_format) -> PixFormat {
+    // SAFETY: capture formats use the `pix` member.
+    let p = unsafe { f.fmt.pix };
+    PixFormat {
+        fourcc: p.pixelformat,
+        width: p.width,
+        height: p.height,
+        bytesperline: p.bytesperline,
+        sizeimage: p.sizeimage,
+    }
+}
+
+fn buffer(index: u32) -> v4l2_buffer {
+    let mut b: v4l2_buffer = zeroed();
+    b.index = index;
+    b.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    b.memory = V4L2_MEMORY_MMAP;
+    b
+}
+
+fn libc_einval() -> i32 {
+    rustix::io::Errno::INVAL.raw_os_error()
+}
+
+fn libc_enotty() -> i32 {
+    rustix::io::Errno::NOTTY.raw_os_error()
+}
+
+/// A dequeued buffer: read `data`, then give it back with [`Stream::queue`].
+#[derive(Debug, Clone, Copy)]
+pub struct Dequeued {
+    pub index: u32,
+    pub bytesused: usize,
+    /// When the sensor captured the frame, if the driver stamps with
+    /// CLOCK_MONOTONIC (all current drivers do).
+    pub captured: Option<Mono>,
+    /// The driver flagged the frame as corrupt (V4L2_BUF_FLAG_ERROR).
+    pub error: bool,
+    /// Frames the driver dropped before this one (sequence-number gap).
+    pub dropped: u32,
+}
+
+/// The mapped buffers of a streaming device. Dropping it stops streaming and
+/// unmaps; the device must outlive it.
+pub struct Stream {
+    maps: Vec<(NonNull<u8>, usize)>,
+    fd: RawFd,
+    streaming: bool,
+    next_sequence: Option<u32>,
+}
+
+impl Stream {
+    pub fn queue(&mut self, fd: BorrowedFd<'_>, index: u32) -> io::Result<()> {
+        let mut b = buffer(index);
+        unsafe { update::<VIDIOC_QBUF, _>(fd, &mut b) }
+    }
+
+    /// The next filled buffer, or None when none is ready.
+    pub fn dequeue(&mut self, fd: BorrowedFd<'_>) -> io::Result<Option<Dequeued>> {
+        let mut b = buffer(0);
+        match unsafe { update::<VIDIOC_DQBUF, _>(fd, &mut b) } {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        let captured = (b.flags & V4L2_BUF_FLAG_TIMESTAMP_MASK
+            == V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC
+            && (b.timestamp.tv_sec != 0 || b.timestamp.tv_usec != 0))
+            .then(|| {
+                Mono(b.timestamp.tv_sec as u64 * 1_000_000_000 + b.timestamp.tv_usec as u64 * 1000)
+            });
+        let dropped = self
+            .next_sequence
+            .map_or(0, |n| b.sequence.wrapping_sub(n))
+            .min(1_000_000);
+        self.next_sequence = Some(b.sequence.wrapping_add(1));
+        let len = self.maps.get(b.index as usize).map_or(0, |m| m.1);
+        Ok(Some(Dequeued {
+            index: b.index,
+            bytesused: (b.bytesused as usize).min(len),
+            captured,
+            error: b.flags & V4L2_BUF_FLAG_ERROR != 0,
+            dropped,
+        }))
+    }
+
+    /// The bytes of a dequeued buffer.
+    pub fn data(&self, d: &Dequeued) -> &[u8] {
+        let (ptr, len) = self.maps[d.index as usize];
+        // SAFETY: the mapping lives as long as `self`; the driver does not
+        // write a buffer while it is dequeued.
+        unsafe { std::slice::from_raw_parts(ptr.as_ptr(), d.bytesused.min(len)) }
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        // SAFETY: the device fd outlives the stream (the source drops the
+        // stream first); on an unplugged device these fail harmlessly.
+        let fd = unsafe { BorrowedFd::borrow_raw(self.fd) };
+        if self.streaming {
+            let _ = unsafe {
+                ioctl(
+                    fd,
+                    StreamSwitch::<VIDIOC_STREAMOFF>(V4L2_BUF_TYPE_VIDEO_CAPTURE),
+                )
+            };
+        }
+        for &(ptr, len) in &self.maps {
+            let _ = unsafe { munmap(ptr.as_ptr().cast(), len) };
+        }
+        let mut req: v4l2_requestbuffers = zeroed();
+        req.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+        req.memory = V4L2_MEMORY_MMAP;
+        let _ = unsafe { update::<VIDIOC_REQBUFS, _>(fd, &mut req) };
+    }
+}
+
+/// Capture device nodes, in numeric order (/dev/video0, video1, ...).
+pub fn list() -> Vec<PathBuf> {
+    let mut v: Vec<(u32, PathBuf)> = std::fs::read_dir("/dev")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let n = name.strip_prefix("video")?.parse().ok()?;
+            Some((n, e.path()))
+        })
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, p)| p).collect()
+}

@@ -1,0 +1,638 @@
+//! `v4l2:/dev/videoN` and `v4l2:auto`: capture straight from a V4L2 device
+//! (ioctls and mmap, no libv4l), in the daemon's event loop. MJPEG goes out
+//! as the camera made it; raw formats are encoded with libjpeg-turbo.
+//!
+//! The camera may come and go (USB unplug, a driver reset): sessions stay
+//! open, the source looks for the device once a second, and streaming
+//! resumes on the same sessions when it is back.
+
+pub mod controls;
+pub mod device;
+pub mod select;
+pub mod sys;
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use mio::unix::SourceFd;
+use mio::{Interest, Registry, Token};
+use rustix::io::Errno;
+use rustix::time::{
+    Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec, timerfd_create,
+    timerfd_settime,
+};
+
+use super::{CapturedFrame, FrameSource, StreamInfo};
+use crate::clock::Mono;
+use crate::convert::{Packed422, packed422_to_i420, split_uv};
+use crate::jpegenc::{YuvEncoder, i420_plane_sizes};
+use controls::Setting;
+use device::{Dequeued, Device, PixFormat, Stream};
+use select::{BGR24, NV12, RGB24, UYVY, YUV420, YUYV, fourcc_name};
+
+/// Which device `--source v4l2:...` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceSpec {
+    /// The first capture device that offers a usable format.
+    Auto,
+    Path(PathBuf),
+}
+
+impl std::fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceSpec::Auto => f.write_str("the first camera"),
+            DeviceSpec::Path(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// What the user asked for.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub device: DeviceSpec,
+    pub width: u32,
+    pub height: u32,
+    pub fps: u32,
+    pub quality: u8,
+    pub buffers: u32,
+    pub controls: Vec<Setting>,
+}
+
+/// How often a missing camera is looked for.
+const RETRY: Duration = Duration::from_secs(1);
+/// At most one line a minute about drops and corrupt frames.
+const REPORT_EVERY: Duration = Duration::from_secs(60);
+
+/// Why a camera could not be opened.
+enum OpenError {
+    /// Not there (yet): wait for it.
+    Absent(String),
+    /// There, but unusable as configured: a start-up error.
+    Unusable(anyhow::Error),
+}
+
+impl From<anyhow::Error> for OpenError {
+    fn from(e: anyhow::Error) -> Self {
+        OpenError::Unusable(e)
+    }
+}
+
+/// An open, streaming camera. `stream` is declared first so it is dropped
+/// (STREAMOFF, munmap) before the device's descriptor is closed.
+struct Camera {
+    stream: Stream,
+    dev: Device,
+    format: PixFormat,
+    fps: Option<f64>,
+    /// Size of the frames sent: the capture size rounded down to a multiple
+    /// of 8, which is what RTP/JPEG headers can express.
+    out_size: (usize, usize),
+}
+
+impl Camera {
+    fn open(req: &Request) -> Result<Camera, OpenError> {
+        let dev = match &req.device {
+            DeviceSpec::Path(p) => open_node(p)?,
+            DeviceSpec::Auto => device::list()
+                .iter()
+                .filter_map(|p| open_node(p).ok())
+                .find(|d| {
+                    d.caps.can_capture()
+                        && d.formats((req.width, req.height))
+                            .is_ok_and(|f| f.iter().any(|f| select::is_supported(f.fourcc)))
+                })
+                .ok_or_else(|| OpenError::Absent("no V4L2 capture device".into()))?,
+        };
+        let name = dev.path.display().to_string();
+        if !dev.caps.can_capture() {
+            let why = if dev.caps.device_caps & sys::V4L2_CAP_VIDEO_CAPTURE_MPLANE != 0 {
+                "is a multi-planar capture device, which camstream does not support"
+            } else {
+                "is not a video capture device"
+            };
+            return Err(anyhow!("{name} ({}) {why}", dev.caps.card).into());
+        }
+        if !dev.caps.can_stream() {
+            return Err(anyhow!("{name} ({}) cannot stream (no mmap I/O)", dev.caps.card).into());
+        }
+        let formats = dev
+            .formats((req.width, req.height))
+            .with_context(|| format!("{name}: listing formats"))?;
+        let modes = Device::modes(&formats);
+        let Some(mode) = select::choose(&modes, (req.width, req.height), req.fps) else {
+            let offered: Vec<String> = formats.iter().map(|f| fourcc_name(f.fourcc)).collect();
+            return Err(anyhow!(
+                "{name} ({}) offers {}; camstream captures MJPEG, JPEG, YU12, NV12, YUYV, UYVY, RGB3 or BGR3",
+                dev.caps.card,
+                if offered.is_empty() { "no formats".into() } else { offered.join(", ") }
+            )
+            .into());
+        };
+        let format = dev
+            .set_format(mode.fourcc, mode.width, mode.height)
+            .with_context(|| format!("{name}: setting {}", fourcc_name(mode.fourcc)))?;
+        if format.fourcc != mode.fourcc {
+            return Err(anyhow!(
+                "{name}: asked for {} but the driver set {}",
+                fourcc_name(mode.fourcc),
+                fourcc_name(format.fourcc)
+            )
+            .into());
+        }
+        let fps = dev
+            .set_fps(req.fps)
+            .with_context(|| format!("{name}: setting the frame rate"))?;
+        if !req.controls.is_empty() {
+            let all = dev
+                .controls()
+                .with_context(|| format!("{name}: listing controls"))?;
+            for (c, v) in controls::resolve(&req.controls, &all).with_context(|| name.clone())? {
+                dev.set_control(c, v)
+                    .with_context(|| format!("{name}: setting {} = {v}", controls::key(&c.name)))?;
+            }
+        }
+        let (w, h) = (format.width as usize, format.height as usize);
+        if !select::is_jpeg(format.fourcc) && (w < 16 || h < 16) {
+            return Err(anyhow!("{name}: {w}x{h} is too small to encode").into());
+        }
+        let stream = dev
+            .start(req.buffers)
+            .with_context(|| format!("{name}: starting to stream"))?;
+        Ok(Camera {
+            stream,
+            dev,
+            format,
+            fps,
+            out_size: (w & !7, h & !7),
+        })
+    }
+
+    fn describe(&self, quality: u8) -> String {
+        let f = &self.format;
+        let rate = self
+            .fps
+            .map_or("at the driver's rate".into(), |r| format!("at {r} fps"));
+        let what = if select::is_jpeg(f.fourcc) {
+            "sending the camera's JPEG".to_string()
+        } else {
+            format!("encoding JPEG 4:2:0 at quality {quality}")
+        };
+        let crop = if self.out_size != (f.width as usize, f.height as usize) {
+            format!(" (cropped to {}x{})", self.out_size.0, self.out_size.1)
+        } else {
+            String::new()
+        };
+        format!(
+            "{} ({}, {}): capturing {} {}x{} {rate}, {what}{crop}",
+            self.dev.path.display(),
+            self.dev.caps.card,
+            self.dev.caps.driver,
+            fourcc_name(f.fourcc),
+            f.width,
+            f.height,
+        )
+    }
+}
+
+fn open_node(path: &Path) -> Result<Device, OpenError> {
+    Device::open(path).map_err(|e| match e.raw_os_error().map(Errno::from_raw_os_error) {
+        Some(Errno::NOENT | Errno::NODEV | Errno::NXIO | Errno::IO) => {
+            OpenError::Absent(format!("{}: {e}", path.display()))
+        }
+        Some(Errno::NOTTY | Errno::INVAL) => {
+            OpenError::Unusable(anyhow!("{} is not a V4L2 device", path.display()))
+        }
+        _ => OpenError::Unusable(anyhow!("{}: {e}", path.display())),
+    })
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    frames: u64,
+    /// Frames the driver dropped (sequence gaps).
+    dropped: u64,
+    /// Buffers the driver flagged as corrupt.
+    corrupt: u64,
+    /// Times the camera went away.
+    lost: u64,
+}
+
+pub struct V4l2Source {
+    req: Request,
+    info: StreamInfo,
+    cam: Option<Camera>,
+    registry: Option<Registry>,
+    token: Token,
+    /// Fires once a second while the camera is missing.
+    retry: OwnedFd,
+    lost_since: Option<Mono>,
+    encoder: YuvEncoder,
+    planes: [Vec<u8>; 3],
+    out: Vec<u8>,
+    counts: Counters,
+    reported: (u64, u64),
+    reported_at: Option<Mono>,
+}
+
+impl V4l2Source {
+    /// Opens the camera. A missing camera is not an error (the source waits
+    /// for it); an unusable one is.
+    pub fn open(req: Request) -> Result<V4l2Source> {
+        let retry = timerfd_create(
+            TimerfdClockId::Monotonic,
+            TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+        )?;
+        let encoder = YuvEncoder::new(req.quality)?;
+        let mut src = V4l2Source {
+            info: StreamInfo {
+                width: (req.width & !7) as u16,
+                height: (req.height & !7) as u16,
+                fps: req.fps,
+            },
+            req,
+            cam: None,
+            registry: None,
+            token: Token(0),
+            retry,
+            lost_since: None,
+            encoder,
+            planes: Default::default(),
+            out: Vec::new(),
+            counts: Counters::default(),
+            reported: (0, 0),
+            reported_at: None,
+        };
+        match Camera::open(&src.req) {
+            Ok(cam) => {
+                log::info!("{}", cam.describe(src.req.quality));
+                src.info = StreamInfo {
+                    width: cam.out_size.0 as u16,
+                    height: cam.out_size.1 as u16,
+                    fps: cam.fps.map_or(src.req.fps, |f| f.round().max(1.0) as u32),
+                };
+                src.cam = Some(cam);
+            }
+            Err(OpenError::Absent(why)) => {
+                log::warn!("{why}; waiting for {}", src.req.device);
+                src.lost_since = Some(Mono::now());
+            }
+            Err(OpenError::Unusable(e)) => return Err(e),
+        }
+        Ok(src)
+    }
+
+    fn arm_retry(&self, on: bool) -> io::Result<()> {
+        let period = if on { RETRY } else { Duration::ZERO };
+        let ts = Timespec {
+            tv_sec: period.as_secs() as _,
+            tv_nsec: 0,
+        };
+        timerfd_settime(
+            &self.retry,
+            TimerfdTimerFlags::empty(),
+            &Itimerspec {
+                it_interval: ts,
+                it_value: ts,
+            },
+        )?;
+        Ok(())
+    }
+
+    fn watch(&mut self) -> io::Result<()> {
+        if let (Some(cam), Some(reg)) = (&self.cam, &self.registry) {
+            reg.register(
+                &mut SourceFd(&cam.dev.raw_fd()),
+                self.token,
+                Interest::READABLE,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The camera failed: close it and start looking for it.
+    fn lose(&mut self, why: &io::Error) {
+        if let Some(cam) = self.cam.take() {
+            if let Some(reg) = &self.registry {
+                let _ = reg.deregister(&mut SourceFd(&cam.dev.raw_fd()));
+            }
+            log::warn!(
+                "{}: camera lost ({why}); sessions stay open, looking for it every {} s",
+                cam.dev.path.display(),
+                RETRY.as_secs()
+            );
+        }
+        self.counts.lost += 1;
+        self.lost_since = Some(Mono::now());
+        if let Err(e) = self.arm_retry(true) {
+            log::error!("camera retry timer: {e}");
+        }
+    }
+
+    fn try_reopen(&mut self) {
+        let mut buf = [0u8; 8];
+        let _ = rustix::io::read(&self.retry, &mut buf);
+        match Camera::open(&self.req) {
+            Ok(cam) => {
+                let away = self
+                    .lost_since
+                    .take()
+                    .map(|t| Mono::now().saturating_sub(t));
+                log::info!(
+                    "{}{}",
+                    cam.describe(self.req.quality),
+                    away.map_or(String::new(), |d| format!(
+                        " (camera back after {:.1} s)",
+                        d.as_secs_f32()
+                    ))
+                );
+                let size = (cam.out_size.0 as u16, cam.out_size.1 as u16);
+                if size != (self.info.width, self.info.height) {
+                    log::warn!(
+                        "the camera now gives {}x{}; clients were told {}x{}",
+                        size.0,
+                        size.1,
+                        self.info.width,
+                        self.info.height
+                    );
+                }
+                self.cam = Some(cam);
+                let _ = self.arm_retry(false);
+                if let Err(e) = self.watch() {
+                    self.lose(&e);
+                }
+            }
+            Err(OpenError::Absent(_)) => {}
+            Err(OpenError::Unusable(e)) => {
+                // Say it once per disappearance, not every second.
+                if self
+                    .lost_since
+                    .is_some_and(|t| Mono::now().saturating_sub(t) < RETRY * 2)
+                {
+                    log::error!("{e:#}");
+                }
+            }
+        }
+    }
+
+    fn report(&mut self) {
+        let c = &self.counts;
+        if (c.dropped, c.corrupt) == self.reported {
+            return;
+        }
+        let now = Mono::now();
+        if self
+            .reported_at
+            .is_some_and(|t| now.saturating_sub(t) < REPORT_EVERY)
+        {
+            return;
+        }
+        log::warn!(
+            "camera: {} frames captured, {} dropped by the driver, {} corrupt (skipped)",
+            c.frames,
+            c.dropped,
+            c.corrupt
+        );
+        self.reported = (c.dropped, c.corrupt);
+        self.reported_at = Some(now);
+    }
+}
+
+/// Encodes a raw frame as JPEG into `out`.
+fn encode(
+    enc: &mut YuvEncoder,
+    planes: &mut [Vec<u8>; 3],
+    f: &PixFormat,
+    (w, h): (usize, usize),
+    data: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let stride = f.bytesperline as usize;
+    let rows = f.height as usize;
+    let sizes = i420_plane_sizes(w, h);
+    let need = |len: usize| -> Result<()> {
+        if data.len() < len {
+            bail!("short buffer: {} bytes, expected {len}", data.len());
+        }
+        Ok(())
+    };
+    match f.fourcc {
+        YUV420 => {
+            let cs = stride / 2;
+            let (ch_full, y_len) = (rows.div_ceil(2), stride * rows);
+            need(y_len + 2 * cs * ch_full)?;
+            let (y, rest) = data.split_at(y_len);
+            let (u, v) = rest.split_at(cs * ch_full);
+            enc.encode_planes([y, u, v], [stride, cs, cs], w, h, out)
+        }
+        NV12 => {
+            let y_len = stride * rows;
+            need(y_len + stride * rows.div_ceil(2))?;
+            let (cw, ch) = sizes[1];
+            for p in &mut planes[1..] {
+                p.resize(cw * ch, 0);
+            }
+            let [_, u, v] = planes;
+            split_uv(&data[y_len..], stride, cw, ch, u, v);
+            enc.encode_planes([&data[..y_len], u, v], [stride, cw, cw], w, h, out)
+        }
+        YUYV | UYVY => {
+            need(stride * rows)?;
+            for (p, (pw, ph)) in planes.iter_mut().zip(sizes) {
+                p.resize(pw * ph, 0);
+            }
+            let layout = if f.fourcc == YUYV {
+                Packed422::Yuyv
+            } else {
+                Packed422::Uyvy
+            };
+            let [y, u, v] = planes;
+            packed422_to_i420(data, stride, w, h, layout, [y, u, v]);
+            enc.encode_i420([y, u, v], w, h, out)
+        }
+        RGB24 | BGR24 => {
+            need(stride * rows)?;
+            enc.encode_rgb(data, stride, f.fourcc == BGR24, w, h, out)
+        }
+        other => bail!("cannot encode {}", fourcc_name(other)),
+    }
+}
+
+impl FrameSource for V4l2Source {
+    fn info(&self) -> StreamInfo {
+        self.info
+    }
+
+    fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        self.registry = Some(registry.try_clone()?);
+        self.token = token;
+        registry.register(
+            &mut SourceFd(&std::os::fd::AsRawFd::as_raw_fd(&self.retry)),
+            token,
+            Interest::READABLE,
+        )?;
+        if self.cam.is_some() {
+            self.watch()?;
+        } else {
+            self.arm_retry(true)?;
+        }
+        Ok(())
+    }
+
+    fn ready(&mut self, sink: &mut dyn FnMut(CapturedFrame<'_>)) -> Result<()> {
+        if self.cam.is_none() {
+            self.try_reopen();
+        }
+        let mut failure = None;
+        if let Some(cam) = &mut self.cam {
+            // Edge-triggered: take every buffer that is ready.
+            loop {
+                let d: Dequeued = match cam.stream.dequeue(cam.dev.fd()) {
+                    Ok(Some(d)) => d,
+                    Ok(None) => break,
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
+                };
+                self.counts.dropped += u64::from(d.dropped);
+                if d.error {
+                    self.counts.corrupt += 1;
+                } else {
+                    self.counts.frames += 1;
+                    let captured = d.captured.unwrap_or_else(Mono::now);
+                    let data = cam.stream.data(&d);
+                    if select::is_jpeg(cam.format.fourcc) {
+                        // Checked (and made conformant if need be) by the
+                        // server, which copies it once into its pool.
+                        sink(CapturedFrame {
+                            jpeg: data,
+                            captured,
+                        });
+                    } else {
+                        match encode(
+                            &mut self.encoder,
+                            &mut self.planes,
+                            &cam.format,
+                            cam.out_size,
+                            data,
+                            &mut self.out,
+                        ) {
+                            Ok(()) => sink(CapturedFrame {
+                                jpeg: &self.out,
+                                captured,
+                            }),
+                            Err(e) => {
+                                self.counts.corrupt += 1;
+                                log::debug!("frame not encoded: {e:#}");
+                            }
+                        }
+                    }
+                }
+                if let Err(e) = cam.stream.queue(cam.dev.fd(), d.index) {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some(e) = failure {
+            self.lose(&e);
+        }
+        self.report();
+        Ok(())
+    }
+}
+
+/// `camstream probe [DEVICE]`: what each capture device offers, like
+/// `v4l2-ctl --list-formats-ext --list-ctrls`.
+pub fn probe(device: Option<&Path>) -> Result<String> {
+    use std::fmt::Write;
+    let paths = match device {
+        Some(p) => vec![p.to_path_buf()],
+        None => device::list(),
+    };
+    if paths.is_empty() {
+        bail!("no V4L2 devices (/dev/video*)");
+    }
+    let mut s = String::new();
+    for path in &paths {
+        let dev = match Device::open(path) {
+            Ok(d) => d,
+            Err(e) if device.is_some() => return Err(anyhow!("{}: {e}", path.display())),
+            Err(e) => {
+                let _ = writeln!(s, "{}: {e}\n", path.display());
+                continue;
+            }
+        };
+        let c = &dev.caps;
+        let mut kinds = Vec::new();
+        if c.can_capture() {
+            kinds.push("video capture");
+        }
+        if c.device_caps & sys::V4L2_CAP_VIDEO_CAPTURE_MPLANE != 0 {
+            kinds.push("multi-planar capture (unsupported)");
+        }
+        if c.can_stream() {
+            kinds.push("streaming");
+        }
+        if kinds.is_empty() {
+            kinds.push("no video capture");
+        }
+        let _ = writeln!(
+            s,
+            "{}: {} (driver {}, {}): {}",
+            path.display(),
+            c.card,
+            c.driver,
+            c.bus_info,
+            kinds.join(", ")
+        );
+        if !c.can_capture() {
+            s.push('\n');
+            continue;
+        }
+        let _ = writeln!(s, "  formats:");
+        for f in dev.formats((u32::MAX, u32::MAX)).unwrap_or_default() {
+            let usable = if select::is_supported(f.fourcc) {
+                ""
+            } else {
+                " (not used by camstream)"
+            };
+            let _ = writeln!(
+                s,
+                "    {} ({}){usable}",
+                fourcc_name(f.fourcc),
+                f.description
+            );
+            if let select::Sizes::Stepwise { min, max, step } = f.sizes {
+                let _ = writeln!(
+                    s,
+                    "      {}x{} to {}x{}, steps {}x{}",
+                    min.0, min.1, max.0, max.1, step.0, step.1
+                );
+                continue;
+            }
+            for ((w, h), rates) in &f.rates {
+                let r = match rates {
+                    device::Rates::Discrete(v) => {
+                        let v: Vec<String> = v.iter().map(|f| format!("{f}")).collect();
+                        format!("{} fps", v.join(", "))
+                    }
+                    device::Rates::Range { min, max } => format!("{min} to {max} fps"),
+                    device::Rates::Unknown => "rates not listed".into(),
+                };
+                let _ = writeln!(s, "      {w}x{h}: {r}");
+            }
+        }
+        let _ = writeln!(s, "  controls:");
+        for ctl in dev.controls().unwrap_or_default() {
+            let cur = dev.get_control(&ctl).ok();
+            let _ = writeln!(s, "    {}", controls::describe(&ctl, cur));
+        }
+        s.push('\n');
+    }
+    Ok(s)
+}

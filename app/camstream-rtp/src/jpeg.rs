@@ -75,6 +75,50 @@ impl Jpeg<'_> {
     }
 }
 
+/// How a frame RTP/JPEG cannot carry as it is can be made carryable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remedy {
+    /// Lossless: re-code the same DCT coefficients as one baseline scan with
+    /// the standard Huffman tables.
+    Transcode,
+    /// Decode and encode again as 4:2:0 (one generation of loss).
+    Reencode,
+    /// Nothing: the frame is broken or cannot be decoded here.
+    None,
+}
+
+/// The size a frame's SOF header declares (any SOF type), without checking
+/// anything else; None when there is no SOF.
+pub fn dimensions(data: &[u8]) -> Option<(u16, u16)> {
+    let mut i = 2;
+    if data.get(..2)? != [0xff, 0xd8] {
+        return None;
+    }
+    while i + 4 <= data.len() {
+        if data[i] != 0xff {
+            return None;
+        }
+        let marker = data[i + 1];
+        if marker == 0xff {
+            i += 1;
+            continue;
+        }
+        let len = usize::from(u16::from_be_bytes([data[i + 2], data[i + 3]]));
+        let is_sof = matches!(marker, 0xc0..=0xcf) && !matches!(marker, 0xc4 | 0xc8 | 0xcc);
+        if is_sof {
+            let seg = data.get(i + 4..i + 2 + len)?;
+            let h = u16::from_be_bytes([*seg.get(1)?, *seg.get(2)?]);
+            let w = u16::from_be_bytes([*seg.get(3)?, *seg.get(4)?]);
+            return Some((w, h));
+        }
+        if marker == 0xda || len < 2 {
+            return None;
+        }
+        i += 2 + len;
+    }
+    None
+}
+
 /// Why a frame cannot be sent as RFC 2435 RTP/JPEG.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum JpegError {
@@ -145,6 +189,34 @@ impl JpegError {
     /// A dense index for per-reason counters.
     pub fn index(self) -> usize {
         self as usize
+    }
+
+    /// What can make such a frame sendable, keeping the picture.
+    pub fn remedy(self) -> Remedy {
+        match self {
+            // The coefficients are fine; only their coding is not.
+            JpegError::NonStandardHuffman
+            | JpegError::Progressive
+            | JpegError::MultipleScans
+            | JpegError::Arithmetic => Remedy::Transcode,
+            // The picture is fine; its colour layout is not.
+            JpegError::Grayscale
+            | JpegError::Subsampling444
+            | JpegError::UnsupportedSampling
+            | JpegError::ChromaQuantTables
+            | JpegError::Rgb => Remedy::Reencode,
+            // Broken, or beyond what an 8-bit decoder reads: never sent.
+            JpegError::NotJpeg
+            | JpegError::Truncated
+            | JpegError::Malformed
+            | JpegError::Lossless
+            | JpegError::Hierarchical
+            | JpegError::Precision
+            | JpegError::ComponentCount
+            | JpegError::MissingQuantTable
+            | JpegError::ZeroSize
+            | JpegError::TooLarge => Remedy::None,
+        }
     }
 
     /// A short, stable name for logs and counters.

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use camstream_rtp::jpeg::Remedy;
 use camstream_rtp::packetize::{self, Packetizer};
 use camstream_rtp::{Depacketizer, JpegError, jpeg};
 
@@ -72,8 +73,10 @@ fn frames_camstream_sends() {
     }
 }
 
+/// The parser refuses these; the daemon repairs them (see the `Remedy`),
+/// which needs their declared size.
 #[test]
-fn frames_camstream_refuses() {
+fn frames_camstream_must_repair() {
     for (name, reason) in [
         (
             "ffmpeg-5.1-mjpeg-yuvj420p-huffman-optimal-160x120.jpg",
@@ -107,8 +110,13 @@ fn frames_camstream_refuses() {
     ] {
         let data = read(name);
         assert_eq!(jpeg::parse(&data), Err(reason), "{name}");
+        assert_ne!(reason.remedy(), Remedy::None, "{name}");
+        assert_eq!(jpeg::dimensions(&data), Some((160, 120)), "{name}");
         // Still a well-formed frame: a stream splitter finds its end.
         assert_eq!(jpeg::frame_len(&data), Ok(data.len()), "{name}");
+        // Cut short: no remedy may be tried on a broken frame.
+        assert_eq!(jpeg::dimensions(&data[..100]), Some((160, 120)), "{name}");
+        assert!(jpeg::dimensions(&data[..10]).is_none(), "{name}");
     }
 }
 

@@ -7,6 +7,7 @@ mod config;
 mod convert;
 mod jpegenc;
 mod logger;
+mod normalize;
 mod server;
 mod source;
 

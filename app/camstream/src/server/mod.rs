@@ -22,6 +22,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use camstream_rtp::jpeg::Remedy;
 use camstream_rtp::{JpegError, Packetizer, jpeg, rtcp};
 use mio::net::{TcpListener, TcpStream, UdpSocket};
 use mio::unix::SourceFd;
@@ -31,6 +32,7 @@ use slab::Slab;
 
 use crate::clock::{Mono, RtpClock, ntp_now};
 use crate::config::Config;
+use crate::normalize::{Fix, Normalizer};
 use crate::source::{self, FrameSource, StreamInfo};
 use frame::{Frame, Pool};
 
@@ -119,6 +121,10 @@ struct Stats {
     frames_streamed: u64,
     rejected: [u64; JpegError::ALL.len()],
     rejected_logged_at: [Option<Mono>; JpegError::ALL.len()],
+    /// Frames made sendable, per reason; the last slot counts crops of
+    /// frames whose size is not a multiple of 8.
+    repaired: [u64; JpegError::ALL.len() + 1],
+    repaired_logged_at: [Option<Mono>; JpegError::ALL.len() + 1],
     last_log: Option<Mono>,
     frames_at_last_log: u64,
 }
@@ -151,6 +157,7 @@ pub struct Server {
     scratch: Vec<usize>,
     stream: Stream,
     stats: Stats,
+    normalizer: Normalizer,
     cname: String,
     signals: UnixStream,
 }
@@ -222,6 +229,7 @@ impl Server {
                 warned_size_change: false,
             },
             stats: Stats::default(),
+            normalizer: Normalizer::new(cfg.quality)?,
             cname: format!("camstream@{}", hostname()),
             signals,
             cfg,
@@ -357,9 +365,31 @@ impl Server {
 
     fn on_frame(&mut self, f: source::CapturedFrame<'_>) {
         self.stats.frames_in += 1;
-        let jpeg = match jpeg::parse(f.jpeg) {
-            Ok(j) => j,
-            Err(e) => return self.reject(e),
+        // Frames RTP/JPEG cannot carry as they are go through the
+        // normalizer; conformant ones are not touched (the pool's copy is
+        // the only one).
+        let fault = match jpeg::parse(f.jpeg) {
+            Ok(j) if j.width % 8 == 0 && j.height % 8 == 0 => None,
+            Ok(_) => Some(None),
+            Err(e) if e.remedy() == Remedy::None => return self.reject(e, None),
+            Err(e) => Some(Some(e)),
+        };
+        let data = match fault {
+            None => f.jpeg,
+            Some(fault) => match self.normalizer.normalize(f.jpeg, fault) {
+                Ok((out, fix)) => {
+                    count_repair(&mut self.stats, fault, fix);
+                    out
+                }
+                Err(why) => {
+                    let e = fault.unwrap_or(JpegError::Malformed);
+                    return self.reject(e, Some(&format!("{why:#}")));
+                }
+            },
+        };
+        let Ok(jpeg) = jpeg::parse(data) else {
+            // The normalizer only returns frames that parse.
+            return self.reject(JpegError::Malformed, Some("repair failed"));
         };
         let s = &mut self.stream;
         if (jpeg.width, jpeg.height) != (s.info.width, s.info.height) && !s.warned_size_change {
@@ -384,7 +414,7 @@ impl Server {
         self.flush_all();
     }
 
-    fn reject(&mut self, e: JpegError) {
+    fn reject(&mut self, e: JpegError, repair_failed: Option<&str>) {
         let i = e.index();
         self.stats.rejected[i] += 1;
         let now = Mono::now();
@@ -392,8 +422,12 @@ impl Server {
         let due =
             self.stats.rejected_logged_at[i].is_none_or(|t| now.saturating_sub(t) >= STATS_EVERY);
         if due {
+            let why = match repair_failed {
+                Some(r) => format!("could not be repaired: {r}"),
+                None => "RTP/JPEG carries baseline 4:2:2/4:2:0 with standard Huffman tables".into(),
+            };
             log::warn!(
-                "frame not sent: {e} ({} so far; RTP/JPEG carries baseline 4:2:2/4:2:0 with standard Huffman tables)",
+                "frame not sent: {e} ({} so far; {why})",
                 self.stats.rejected[i]
             );
             self.stats.rejected_logged_at[i] = Some(now);
@@ -927,8 +961,9 @@ impl Server {
         }
         let streamed = st.frames_streamed - st.frames_at_last_log;
         let refused: u64 = st.rejected.iter().sum();
+        let repaired: u64 = st.repaired.iter().sum();
         log::info!(
-            "{:.1} frames/s, {} sessions, {} connections; {refused} of {} frames refused since start",
+            "{:.1} frames/s, {} sessions, {} connections; of {} frames since start {repaired} repaired, {refused} refused",
             streamed as f64 / elapsed.as_secs_f64(),
             self.sessions.len(),
             self.conns.len(),
@@ -948,6 +983,26 @@ impl Server {
             // Best effort: whatever fits in the socket buffer now.
             self.flush_conn(ci);
         }
+    }
+}
+
+/// Counts a repaired frame; says so for the first of each kind at once,
+/// then at most once a minute.
+fn count_repair(st: &mut Stats, fault: Option<JpegError>, fix: Fix) {
+    let i = fault.map_or(JpegError::ALL.len(), JpegError::index);
+    st.repaired[i] += 1;
+    let now = Mono::now();
+    if st.repaired_logged_at[i].is_none_or(|t| now.saturating_sub(t) >= STATS_EVERY) {
+        let what = fault.map_or_else(
+            || "a size that is not a multiple of 8".to_string(),
+            |e| e.to_string(),
+        );
+        log::info!(
+            "frames with {what}: {} ({} so far)",
+            fix.describe(),
+            st.repaired[i]
+        );
+        st.repaired_logged_at[i] = Some(now);
     }
 }
 

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use camstream_rtp::jpeg::{self, JpegError};
+use camstream_rtp::jpeg::{self, JpegError, Remedy};
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 use rustix::time::{
@@ -115,16 +115,26 @@ impl FileSource {
     pub fn open(path: &Path, fps: u32) -> Result<FileSource> {
         let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         let mut s = FileSource::new(path.to_owned(), file, fps)?;
-        // The first frame decides the stream's size, and must be one we can send.
+        // The first frame decides the stream's size, and must be one we can
+        // send (as it is, or repaired by the normalizer).
         let (a, b) = s.next_frame()?;
-        let first = jpeg::parse(&s.buf[a..b]).with_context(|| {
-            format!(
-                "{}: first frame cannot be streamed as RTP/JPEG",
-                path.display()
-            )
-        })?;
-        s.info.width = first.width;
-        s.info.height = first.height;
+        let frame = &s.buf[a..b];
+        let size = match jpeg::parse(frame) {
+            Ok(j) => Some((j.width, j.height)),
+            Err(e) if e.remedy() != Remedy::None => jpeg::dimensions(frame),
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!(
+                        "{}: first frame cannot be streamed as RTP/JPEG",
+                        path.display()
+                    )
+                });
+            }
+        };
+        let (w, h) = size.context("first frame has no size")?;
+        // Sizes that are not multiples of 8 are cropped to them.
+        s.info.width = w & !7;
+        s.info.height = h & !7;
         // Deliver that frame first too.
         s.start = a;
         s.frames_this_pass = 0;

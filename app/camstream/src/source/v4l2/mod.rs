@@ -62,8 +62,10 @@ pub struct Request {
     pub controls: Vec<Setting>,
 }
 
-/// How often a missing camera is looked for.
+/// How often a missing camera is looked for; the first look comes sooner,
+/// as a driver reset or a quick replug brings the device back at once.
 const RETRY: Duration = Duration::from_secs(1);
+const FIRST_RETRY: Duration = Duration::from_millis(250);
 /// At most one line a minute about drops and corrupt frames.
 const REPORT_EVERY: Duration = Duration::from_secs(60);
 
@@ -286,17 +288,21 @@ impl V4l2Source {
     }
 
     fn arm_retry(&self, on: bool) -> io::Result<()> {
-        let period = if on { RETRY } else { Duration::ZERO };
-        let ts = Timespec {
-            tv_sec: period.as_secs() as _,
-            tv_nsec: 0,
+        let ts = |d: Duration| Timespec {
+            tv_sec: d.as_secs() as _,
+            tv_nsec: d.subsec_nanos() as _,
+        };
+        let (first, every) = if on {
+            (FIRST_RETRY, RETRY)
+        } else {
+            (Duration::ZERO, Duration::ZERO)
         };
         timerfd_settime(
             &self.retry,
             TimerfdTimerFlags::empty(),
             &Itimerspec {
-                it_interval: ts,
-                it_value: ts,
+                it_interval: ts(every),
+                it_value: ts(first),
             },
         )?;
         Ok(())

@@ -136,6 +136,15 @@ class Media:
                     f.write(run(["cjpeg", *args, str(p)]).stdout)
         return out
 
+    def jpegtran(self, name: str, src: Path, args: list[str]) -> Path:
+        """Each frame of `src` through libjpeg-turbo's jpegtran (lossless)."""
+        out = self.path(name)
+        if not out.exists():
+            with open(out, "wb") as f:
+                for frame in frames_of(src.read_bytes()):
+                    f.write(run(["jpegtran", *args], input=frame).stdout)
+        return out
+
     @staticmethod
     def frame_size(w: int, h: int, pix_fmt: str) -> int:
         return {"yuvj420p": w * h * 3 // 2, "yuvj422p": w * h * 2, "I420": w * h * 3 // 2,
@@ -151,8 +160,20 @@ class Media:
         """Frames as GStreamer's jpegdec (libjpeg-turbo) outputs them."""
         out = path.with_suffix(".gst.raw")
         run(["gst-launch-1.0", "-q", "filesrc", f"location={path}", "!", "jpegdec",
-             "!", f"video/x-raw,format={fmt}", "!", "filesink", f"location={out}"])
+             "!", "videoconvert", "!", f"video/x-raw,format={fmt}", "!", "filesink", f"location={out}"])
         return split(out.read_bytes(), self.frame_size(w, h, fmt))
+
+
+def frames_of(data: bytes) -> list[bytes]:
+    """The frames of a concatenated MJPEG stream made by FFmpeg or cjpeg (no
+    embedded thumbnails, so each EOI ends a frame; 0xFFD9 cannot occur in
+    entropy-coded data)."""
+    out, pos = [], 0
+    while (start := data.find(b"\xff\xd8", pos)) >= 0:
+        end = data.find(b"\xff\xd9", start) + 2
+        out.append(data[start:end])
+        pos = end
+    return out
 
 
 def split(raw: bytes, size: int) -> list[bytes]:

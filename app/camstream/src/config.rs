@@ -317,6 +317,42 @@ mod tests {
     }
 
     #[test]
+    fn controls_add_up_and_flags_come_last() {
+        let file = parse(
+            "source = \"v4l2:auto\"\n[controls]\nbrightness = 100\nwhite_balance_automatic = false\npower_line_frequency = \"50 Hz\"\n",
+        )
+        .unwrap();
+        let cli = Options::try_parse_from(["camstream", "--control", "brightness=120"]).unwrap();
+        let c = Config::from_options(cli.or(file)).unwrap();
+        assert!(matches!(
+            c.source,
+            SourceSpec::V4l2(crate::source::v4l2::DeviceSpec::Auto)
+        ));
+        let got: Vec<(&str, &Value)> = c
+            .controls
+            .iter()
+            .map(|s| (s.name.as_str(), &s.value))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("brightness", &Value::Int(100)),
+                ("power_line_frequency", &Value::Text("50 Hz".into())),
+                ("white_balance_automatic", &Value::Bool(false)),
+                ("brightness", &Value::Int(120)),
+            ]
+        );
+        assert_eq!(c.buffers, 4);
+        assert!(Config::from_options(parse("buffers = 1").unwrap()).is_err());
+        let o = parse("source = \"v4l2:/dev/video2\"").unwrap();
+        let c = Config::from_options(o).unwrap();
+        assert!(
+            matches!(c.source, SourceSpec::V4l2(crate::source::v4l2::DeviceSpec::Path(ref p)) if p == Path::new("/dev/video2"))
+        );
+        assert!(Config::from_options(parse("source = \"v4l2:\"").unwrap()).is_err());
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_are_errors() {
         let e = parse("rtsp_prot = 1").unwrap_err().to_string();
         let dir =

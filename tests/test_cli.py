@@ -10,7 +10,7 @@ from conftest import BIN, ROOT, Camstream, assert_frames_match, frames_of, free_
 from rtsp import Client
 from test_interop import H, W, ffmpeg_client
 
-KEYS = ["source", "width", "height", "fps", "quality", "buffers", "listen", "rtsp_port", "rtp_port", "path", "mtu",
+KEYS = ["source", "width", "height", "fps", "quality", "format", "buffers", "listen", "rtsp_port", "rtp_port", "path", "mtu",
         "max_clients", "client_queue", "session_timeout", "rtcp_interval", "max_request_size", "log_level"]
 
 
@@ -55,7 +55,7 @@ def test_config_mistakes(tmp_path):
     assert "fps = 500 is out of range (1..=120)" in fails("--fps", "500")
     assert "cannot read config" in fails("--config", str(tmp_path / "missing.toml"))
     assert "use testpattern, file:PATH, v4l2:/dev/videoN or v4l2:auto" in fails("--source", "webcam")
-    assert "multiples of 8" in fails("--width", "642")
+    assert "must be even" in fails("--width", "641")
     assert "use NAME=VALUE" in subprocess.run([str(BIN), "--control", "brightness"], capture_output=True,
                                               text=True).stderr
     assert "must be even" in fails("--rtp-port", "5001")

@@ -40,11 +40,11 @@ pub struct Options {
     #[arg(long, value_name = "SOURCE")]
     pub source: Option<String>,
 
-    /// Width in pixels, a multiple of 8 (a camera gives the nearest size it has) [default: 1280]
+    /// Width in pixels, even (a camera gives the nearest size it has; frames are cropped to a multiple of 8) [default: 1280]
     #[arg(long)]
     pub width: Option<u32>,
 
-    /// Height in pixels, a multiple of 8 (a camera gives the nearest size it has) [default: 720]
+    /// Height in pixels, even (a camera gives the nearest size it has; frames are cropped to a multiple of 8) [default: 720]
     #[arg(long)]
     pub height: Option<u32>,
 
@@ -55,6 +55,10 @@ pub struct Options {
     /// Quality of the JPEG camstream encodes (test pattern, raw camera formats, frames it must re-encode), 1-100 [default: 80]
     #[arg(long)]
     pub quality: Option<u32>,
+
+    /// Camera pixel format, as `camstream probe` lists it: MJPG, JPEG, YU12, NV12, YUYV, UYVY, RGB3 or BGR3 [default: MJPEG if the camera has it at the size and rate, else the cheapest raw one]
+    #[arg(long, value_name = "FOURCC")]
+    pub format: Option<String>,
 
     /// Camera buffers the driver fills while frames are sent, 2-32 [default: 4]
     #[arg(long, value_name = "COUNT")]
@@ -148,6 +152,7 @@ impl Options {
             command: self.command.or(other.command),
             controls,
             buffers: self.buffers.or(other.buffers),
+            format: self.format.or(other.format),
             config: self.config.or(other.config),
             source: self.source.or(other.source),
             width: self.width.or(other.width),
@@ -178,6 +183,8 @@ pub struct Config {
     pub fps: u32,
     pub quality: u8,
     pub buffers: u32,
+    /// A pixel format the camera must use (fourcc), if the user chose one.
+    pub format: Option<u32>,
     pub controls: Vec<Setting>,
     pub listen: IpAddr,
     pub rtsp_port: u16,
@@ -220,9 +227,8 @@ impl Config {
     pub fn from_options(o: Options) -> Result<Config> {
         let width = in_range("width", o.width.unwrap_or(1280), 16, 8192)?;
         let height = in_range("height", o.height.unwrap_or(720), 16, 8192)?;
-        // RTP/JPEG headers carry sizes in units of 8 pixels.
-        if width % 8 != 0 || height % 8 != 0 {
-            bail!("width and height must be multiples of 8 (got {width}x{height})");
+        if width % 2 != 0 || height % 2 != 0 {
+            bail!("width and height must be even (got {width}x{height})");
         }
         let path = o.path.unwrap_or_else(|| "stream".into());
         let path = path.trim_matches('/').to_string();
@@ -255,6 +261,7 @@ impl Config {
             fps: in_range("fps", o.fps.unwrap_or(30), 1, 120)?,
             quality: in_range("quality", o.quality.unwrap_or(80), 1, 100)? as u8,
             buffers: in_range("buffers", o.buffers.unwrap_or(4), 2, 32)?,
+            format: o.format.as_deref().map(parse_format).transpose()?,
             controls: o.controls.unwrap_or_default(),
             listen: o.listen.unwrap_or(IpAddr::from([0, 0, 0, 0])),
             rtsp_port: o.rtsp_port.unwrap_or(8554),
@@ -273,6 +280,16 @@ impl Config {
             )? as usize,
             log_level,
         })
+    }
+}
+
+fn parse_format(f: &str) -> Result<u32> {
+    use crate::source::v4l2::{select, sys::fourcc};
+    let b = f.as_bytes();
+    let code = (b.len() == 4).then(|| fourcc(&[b[0], b[1], b[2], b[3]]));
+    match code {
+        Some(c) if select::is_supported(c) => Ok(c),
+        _ => bail!("format = {f:?}: use MJPG, JPEG, YU12, NV12, YUYV, UYVY, RGB3 or BGR3"),
     }
 }
 
@@ -343,6 +360,10 @@ mod tests {
             ]
         );
         assert_eq!(c.buffers, 4);
+        assert_eq!(c.format, None);
+        let c = Config::from_options(parse("format = \"YUYV\"").unwrap()).unwrap();
+        assert_eq!(c.format, Some(u32::from_le_bytes(*b"YUYV")));
+        assert!(Config::from_options(parse("format = \"H264\"").unwrap()).is_err());
         assert!(Config::from_options(parse("buffers = 1").unwrap()).is_err());
         let o = parse("source = \"v4l2:/dev/video2\"").unwrap();
         let c = Config::from_options(o).unwrap();
@@ -360,7 +381,7 @@ mod tests {
         std::fs::write(&dir, "fps = 10\nrtsp_prot = 1\n").unwrap();
         let one_line = read_file(&dir).unwrap_err().to_string();
         std::fs::remove_file(&dir).unwrap();
-        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `buffers`, `controls`, `listen`, `rtsp_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `log_level`"), "{one_line}");
+        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `log_level`"), "{one_line}");
         assert!(!one_line.contains('\n'));
         assert!(e.contains("unknown field `rtsp_prot`"), "{e}");
         let e = parse("fps = \"fast\"").unwrap_err().to_string();

@@ -89,10 +89,12 @@ pub trait FrameSource {
 /// file, unsupported first frame, encoder failure).
 pub fn open(config: &Config) -> Result<Box<dyn FrameSource>> {
     Ok(match &config.source {
+        // RTP/JPEG headers count 8-pixel blocks: the pattern is drawn at the
+        // multiple of 8 below the size asked for.
         SourceSpec::TestPattern => Box::new(testpattern::TestPattern::new(
             StreamInfo {
-                width: config.width,
-                height: config.height,
+                width: config.width & !7,
+                height: config.height & !7,
                 fps: config.fps,
             },
             config.quality,
@@ -105,6 +107,7 @@ pub fn open(config: &Config) -> Result<Box<dyn FrameSource>> {
             fps: config.fps,
             quality: config.quality,
             buffers: config.buffers,
+            format: config.format,
             controls: config.controls.clone(),
         })?),
     })

@@ -59,6 +59,8 @@ pub struct Request {
     pub fps: u32,
     pub quality: u8,
     pub buffers: u32,
+    /// Only this pixel format, if set.
+    pub format: Option<u32>,
     pub controls: Vec<Setting>,
 }
 
@@ -124,7 +126,20 @@ impl Camera {
         let formats = dev
             .formats((req.width, req.height))
             .with_context(|| format!("{name}: listing formats"))?;
-        let modes = Device::modes(&formats);
+        let mut modes = Device::modes(&formats);
+        if let Some(only) = req.format {
+            modes.retain(|m| m.fourcc == only);
+            if modes.is_empty() {
+                let offered: Vec<String> = formats.iter().map(|f| fourcc_name(f.fourcc)).collect();
+                return Err(anyhow!(
+                    "{name} ({}) has no {} format (it offers {})",
+                    dev.caps.card,
+                    fourcc_name(only),
+                    offered.join(", ")
+                )
+                .into());
+            }
+        }
         let Some(mode) = select::choose(&modes, (req.width, req.height), req.fps) else {
             let offered: Vec<String> = formats.iter().map(|f| fourcc_name(f.fourcc)).collect();
             return Err(anyhow!(
@@ -504,6 +519,13 @@ impl FrameSource for V4l2Source {
                         break;
                     }
                 };
+                log::trace!(
+                    "buffer {}: {} bytes, {} dropped before it{}",
+                    d.index,
+                    d.bytesused,
+                    d.dropped,
+                    if d.error { ", flagged corrupt" } else { "" }
+                );
                 self.counts.dropped += u64::from(d.dropped);
                 if d.error {
                     self.counts.corrupt += 1;
@@ -546,6 +568,18 @@ impl FrameSource for V4l2Source {
         }
         if let Some(e) = failure {
             self.lose(&e);
+        } else if let (Some(cam), Some(reg)) = (&self.cam, &self.registry) {
+            if cam.dev.caps.driver == "v4l2 loopback" {
+                // v4l2loopback (0.12.x) only hooks a poller onto its wait
+                // queue when no frame is pending at the time it is polled,
+                // so an epoll registration made while a frame was pending
+                // never hears of later ones. Registering again now, with
+                // the queue drained, hooks it (and if a frame slipped in,
+                // the new registration reports it and we come back here).
+                let fd = cam.dev.raw_fd();
+                reg.deregister(&mut SourceFd(&fd))?;
+                reg.register(&mut SourceFd(&fd), self.token, Interest::READABLE)?;
+            }
         }
         self.report();
         Ok(())

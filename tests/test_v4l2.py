@@ -1,0 +1,187 @@
+"""Capture from real V4L2 drivers in Debian's arm64 kernel under QEMU:
+vivid (raw formats, encoded by camstream) and v4l2loopback fed JPEG frames
+(an MJPEG camera), with a client on the host through a forwarded port. An
+unplug is a driver unbind; the RTSP session must survive it."""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+
+import pytest
+
+import guest
+from conftest import assert_frames_match, frames_of
+from rtsp import Client, complete_frames
+from test_interop import ffmpeg_client
+
+
+@pytest.fixture(scope="module")
+def image():
+    return guest.build()
+
+
+@pytest.fixture
+def vm(image):
+    g = guest.Guest(image)
+    yield g
+    g.close()
+
+
+def start(vm: guest.Guest, args: str, log: str = "/tmp/camstream.log") -> str:
+    vm.sh(f"camstream {args} 2>{log} & echo $! >/tmp/camstream.pid")
+    vm.wait_for(f"cat {log}", "streaming |error")
+    out = vm.sh(f"cat {log}")
+    assert "error" not in out, out
+    return out
+
+
+def stop(vm: guest.Guest) -> None:
+    vm.sh("kill $(cat /tmp/camstream.pid); while kill -0 $(cat /tmp/camstream.pid) 2>/dev/null; do sleep 0.1; done")
+
+
+def luma_psnr(a: bytes, b: bytes, n: int) -> float:
+    se = sum((x - y) ** 2 for x, y in zip(a[:n], b[:n]))
+    return math.inf if se == 0 else 10 * math.log10(255 * 255 * n / se)
+
+
+def whole_frames(packets) -> list:
+    """Complete frames among packets read from the middle of a stream."""
+    packets = list(packets)
+    first = next(i for i, p in enumerate(packets) if p.marker) + 1
+    return complete_frames(packets[first:])
+
+
+def test_vivid_every_raw_format(vm):
+    """Each raw format vivid offers goes through camstream's converter and
+    encoder; all must show the same picture (vivid's colour bars)."""
+    vm.sh("modprobe vivid")
+    w, h = 640, 360
+    got = {}
+    for fmt in ["YU12", "NV12", "YUYV", "UYVY", "RGB3", "BGR3"]:
+        log = start(vm, f"--source v4l2:/dev/video0 --format {fmt} --width {w} --height {h} --fps 25")
+        assert re.search(rf"capturing {fmt} {w}x{h} at 25 fps, encoding JPEG 4:2:0", log), log
+        got[fmt] = ffmpeg_client(vm.url, "tcp", 6, "yuvj420p", w, h)
+        stop(vm)
+        assert len(got[fmt]) == 6
+    ref = got["YU12"][-1]
+    for fmt in ["NV12", "YUYV", "UYVY"]:
+        p = luma_psnr(got[fmt][-1], ref, w * h)
+        assert p > 30, f"{fmt}: {p:.1f} dB from YU12"
+        c = luma_psnr(got[fmt][-1][w * h:], ref[w * h:], w * h // 2)
+        assert c > 30, f"{fmt}: chroma {c:.1f} dB from YU12"
+    assert luma_psnr(got["BGR3"][-1], got["RGB3"][-1], w * h) > 30
+    # RGB from vivid is full range, its YUV limited: close, not equal. A
+    # red/blue swap or a wrong stride scores far below this.
+    assert luma_psnr(got["RGB3"][-1], ref, w * h) > 18
+
+
+def test_vivid_chosen_automatically_and_probe(vm):
+    vm.sh("modprobe vivid")
+    probe = vm.sh("camstream probe")
+    assert "/dev/video0: vivid (driver vivid, platform:vivid-000): video capture, streaming" in probe
+    assert "1280x720: 12.5, 10, 5, 4, 2, 1 fps" in probe
+    assert re.search(r"brightness +int +min=0 max=255 step=1 default=128 value=128", probe), probe
+    log = start(vm, "--source v4l2:auto --width 1280 --height 720 --fps 30 --control brightness=200")
+    # vivid is raw only; YU12 needs no conversion; its 720p tops out at 12.5.
+    assert "/dev/video0 (vivid, vivid): capturing YU12 1280x720 at 12.5 fps" in log, log
+    assert "value=200" in vm.sh("camstream probe /dev/video0 | grep '^    brightness'")
+    frames = ffmpeg_client(vm.url, "tcp", 5, "yuvj420p", 1280, 720)
+    assert len(frames) == 5
+    stop(vm)
+    out = vm.sh("camstream --source v4l2:/dev/video0 --control sharpness=3 2>&1", check=False)
+    assert "control \"sharpness\": the camera has no such control; it has: brightness, contrast" in out
+    out = vm.sh("camstream --source v4l2:/dev/video0 --control brightness=999 2>&1", check=False)
+    assert "control brightness = 999: out of range (0..=255)" in out
+
+
+def test_mjpeg_camera_passthrough_and_repair(vm):
+    """v4l2loopback plays FFmpeg's JPEG frames: with standard Huffman tables
+    they reach the client byte-exact (same pixels as decoding the files);
+    with FFmpeg's default optimized tables they are transcoded losslessly."""
+    vm.sh("modprobe v4l2loopback video_nr=10 exclusive_caps=0 max_buffers=4")
+    for kind in ["std", "opt"]:
+        vm.sh(f"v4l2-feed /dev/video10 30 /frames/{kind}-*.jpg 2>/tmp/feed.log & echo $! >/tmp/feed.pid")
+        vm.wait_for("cat /tmp/feed.log", "MJPEG")
+        log = start(vm, "--source v4l2:/dev/video10 --width 640 --height 480")
+        assert "capturing MJPG 640x480 at 30 fps, sending the camera's JPEG" in log, log
+        got = ffmpeg_client(vm.url, "tcp", 40, "yuvj420p", 640, 480)
+        ref = vm.frames(kind)
+        assert_frames_match(got, ref, min_frames=40, consecutive=False)
+        log = vm.sh("cat /tmp/camstream.log")
+        if kind == "opt":
+            assert "non-standard (e.g. optimized) Huffman tables: transcoded losslessly" in log, log
+        else:
+            assert "transcoded" not in log, log
+        stop(vm)
+        vm.sh("kill $(cat /tmp/feed.pid)")
+
+
+def test_unplug_and_replug_keep_the_session(vm):
+    """The driver goes away under a streaming session and comes back, 100
+    times: the session keeps going, frames resume each time, and the daemon
+    ends with the descriptors and memory it started with."""
+    vm.sh("modprobe vivid")
+    # This client sends no RTCP: keep its session for the whole test.
+    start(vm, "--source v4l2:auto --width 320 --height 180 --fps 30 --session-timeout 3600")
+    c = Client(vm.rtsp_port, timeout=30)
+    assert c.setup_tcp().status == 200
+    assert c.play().status == 200
+    assert len(whole_frames(c.packets(2))) >= 20
+    pid = vm.sh("cat /tmp/camstream.pid").strip()
+    # Descriptors, and the heap (RssAnon: VmRSS also counts the camera's
+    # buffers and binary pages the kernel drops and reloads at will).
+    usage = f"ls /proc/{pid}/fd | wc -l; grep RssAnon /proc/{pid}/status"
+
+    # Keep reading while the guest unplugs and replugs.
+    counts: list[int] = []
+    stop_reading = threading.Event()
+
+    def reader():
+        while not stop_reading.is_set():
+            counts.append(sum(p.marker for p in c.packets(0.5)))
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    unbind = "echo vivid.0 > /sys/bus/platform/drivers/vivid/unbind"
+    bind = "echo vivid.0 > /sys/bus/platform/drivers/vivid/bind"
+    vm.sh(unbind)
+    vm.wait_for("cat /tmp/camstream.log", "camera lost")
+    time.sleep(2)
+    quiet = sum(counts[-3:])
+    vm.sh(bind)
+    vm.wait_for("cat /tmp/camstream.log", r"camera back after")
+
+    def cycles(until: int) -> None:
+        """Unplugs and replugs until camstream has had the camera back
+        `until` times, waiting for it each time."""
+        vm.sh(f"n=$(grep -c 'camera back after' /tmp/camstream.log); while [ $n -lt {until} ]; do "
+              f"{unbind}; sleep 0.2; {bind}; "
+              "until [ $(grep -c 'camera back after' /tmp/camstream.log) -gt $n ]; do sleep 0.1; done; "
+              "n=$((n+1)); done", timeout=900)
+
+    # Measured once the heap has settled (it grows over the first ~30).
+    cycles(30)
+    time.sleep(1)
+    before = vm.sh(usage)
+    cycles(100)
+    time.sleep(2)
+    after = vm.sh(usage)
+    stop_reading.set()
+    t.join(5)
+    frames_after = len(whole_frames(c.packets(2)))
+    log = vm.sh("cat /tmp/camstream.log")
+    assert quiet == 0, "no frames while unplugged"
+    assert frames_after >= 20, f"streaming resumed on the same session:\n{log}"
+    assert log.count("camera back after") == 100, log
+    assert "ended" not in log, "the session outlived every unplug"
+    fds_before, rss_before = int(before.split()[0]), int(before.split()[2])
+    fds_after, rss_after = int(after.split()[0]), int(after.split()[2])
+    print(f"unplug/replug cycles 30 -> 100: fds {fds_before} -> {fds_after}, "
+          f"RssAnon {rss_before} -> {rss_after} kB")
+    assert fds_after == fds_before, (before, after)
+    assert rss_after - rss_before < 32, (before, after)
+    c.close()
+    stop(vm)

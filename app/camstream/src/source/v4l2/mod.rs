@@ -676,3 +676,51 @@ pub fn probe(device: Option<&Path>) -> Result<String> {
     }
     Ok(s)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Conversion + encoding throughput for a raw camera format on this
+    /// machine (a figure, not a check):
+    /// `cargo test --release -p camstream -- --ignored --nocapture raw_capture_encode_speed`
+    #[test]
+    #[ignore]
+    fn raw_capture_encode_speed() {
+        let (w, h) = (1280usize, 720usize);
+        for (fourcc, bpp) in [(YUYV, 2), (NV12, 0), (YUV420, 0), (RGB24, 3)] {
+            let stride = if bpp > 0 { w * bpp } else { w };
+            let len = if bpp > 0 { stride * h } else { w * h * 3 / 2 };
+            // Gradients with some sensor-like noise: about what a camera's
+            // 720p frame costs the entropy coder.
+            let mut frame: Vec<u8> = (0..len)
+                .map(|i| {
+                    ((i % stride) / 8 + (i / stride) / 4 + ((i * 2_654_435_761) >> 13) % 12) as u8
+                })
+                .collect();
+            let f = PixFormat {
+                fourcc,
+                width: w as u32,
+                height: h as u32,
+                bytesperline: stride as u32,
+                sizeimage: len as u32,
+            };
+            let mut enc = YuvEncoder::new(80).unwrap();
+            let (mut planes, mut out) = (Default::default(), Vec::new());
+            let n = 150;
+            let t = std::time::Instant::now();
+            for i in 0..n {
+                frame[i] = frame[i].wrapping_add(1);
+                encode(&mut enc, &mut planes, &f, (w, h), &frame, &mut out).unwrap();
+            }
+            let s = t.elapsed().as_secs_f64();
+            println!(
+                "{} {w}x{h}: {:.0} frames/s on one core ({:.2} ms/frame, {} KB/frame)",
+                fourcc_name(fourcc),
+                n as f64 / s,
+                s * 1000.0 / n as f64,
+                out.len() / 1000
+            );
+        }
+    }
+}

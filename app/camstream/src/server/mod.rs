@@ -974,6 +974,32 @@ impl Server {
     }
 
     fn shutdown(&mut self) {
+        let st = &self.stats;
+        let per_reason = |counts: &[u64]| {
+            let parts: Vec<String> = counts
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(i, n)| {
+                    let name = JpegError::ALL
+                        .get(i)
+                        .map_or("size-not-multiple-of-8", |e| e.name());
+                    format!("{name} {n}")
+                })
+                .collect();
+            if parts.is_empty() {
+                "none".to_string()
+            } else {
+                parts.join(", ")
+            }
+        };
+        log::info!(
+            "{} frames in, {} streamed; repaired: {}; refused: {}",
+            st.frames_in,
+            st.frames_streamed,
+            per_reason(&st.repaired),
+            per_reason(&st.rejected)
+        );
         let ids: Vec<usize> = self.sessions.iter().map(|(k, _)| k).collect();
         for si in ids {
             self.end_session(si, "server stopping", true);

@@ -412,10 +412,11 @@ impl V4l2Source {
             return;
         }
         log::warn!(
-            "camera: {} frames captured, {} dropped by the driver, {} corrupt (skipped)",
+            "camera: {} frames captured, {} dropped by the driver, {} corrupt (skipped); lost {} times",
             c.frames,
             c.dropped,
-            c.corrupt
+            c.corrupt,
+            c.lost
         );
         self.reported = (c.dropped, c.corrupt);
         self.reported_at = Some(now);

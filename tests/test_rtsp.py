@@ -306,7 +306,8 @@ def test_replay_real_client_transcripts(server):
 
 def test_file_source_timestamps_are_evenly_spaced(camstream, media):
     """Frames are stamped with when their tick was due, not when the loop got
-    to them: 90000 / fps apart, always."""
+    to them: 90000 / fps apart, or a whole multiple of that when the machine
+    stalled the daemon past a tick (which then skips a frame)."""
     clip = media.ffmpeg("ffmpeg-testsrc2-640x360-420.mjpeg", "640x360", 60)
     cs = camstream("--source", f"file:{clip}", "--fps", "30")
     c = Client(cs.port)
@@ -314,5 +315,6 @@ def test_file_source_timestamps_are_evenly_spaced(camstream, media):
     c.play()
     frames = complete_frames(list(c.packets(3)))
     assert len(frames) >= 80
-    steps = {(b[0] - a[0]) & 0xFFFFFFFF for a, b in zip(frames, frames[1:])}
-    assert steps == {3000}, steps
+    steps = [(b[0] - a[0]) & 0xFFFFFFFF for a, b in zip(frames, frames[1:])]
+    assert all(s > 0 and s % 3000 == 0 for s in steps), steps
+    assert steps.count(3000) >= len(steps) * 3 // 4, steps

@@ -47,7 +47,7 @@ pub struct FileSource {
 pub struct FrameTimer {
     fd: OwnedFd,
     start: Mono,
-    period: Duration,
+    fps: u32,
     ticks: u64,
 }
 
@@ -59,8 +59,10 @@ impl FrameTimer {
         )?;
         let period = Duration::from_secs(1) / fps;
         let spec = Itimerspec {
+            // fps = 1 is a whole second: tv_nsec alone would be 0, which
+            // disarms the interval.
             it_interval: Timespec {
-                tv_sec: 0,
+                tv_sec: period.as_secs() as _,
                 tv_nsec: period.subsec_nanos().into(),
             },
             it_value: Timespec {
@@ -68,12 +70,12 @@ impl FrameTimer {
                 tv_nsec: 1,
             },
         };
-        let start = Mono::now();
+        let start = Mono::now().whole_ms();
         timerfd_settime(&fd, TimerfdTimerFlags::empty(), &spec)?;
         Ok(FrameTimer {
             fd,
             start,
-            period,
+            fps,
             ticks: 0,
         })
     }
@@ -86,7 +88,10 @@ impl FrameTimer {
             _ => 0,
         };
         self.ticks += n;
-        let due = Mono(self.start.0 + self.period.as_nanos() as u64 * self.ticks.saturating_sub(1));
+        // Due times on the exact 1/fps grid (the timer's period is rounded
+        // down to whole nanoseconds; multiplying it would drift).
+        let k = u128::from(self.ticks.saturating_sub(1));
+        let due = Mono(self.start.0 + (k * 1_000_000_000 / u128::from(self.fps)) as u64);
         (n, due)
     }
 }

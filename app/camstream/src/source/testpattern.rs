@@ -101,7 +101,13 @@ fn run(
     let mut encoder = YuvEncoder::new(quality)?;
     let mut free: Vec<Vec<u8>> = (0..BUFFERS).map(|_| Vec::new()).collect();
     let period = Duration::from_secs(1) / info.fps;
-    let mut next = Mono::now();
+    // Frames are due on the exact 1/fps grid from `start`: adding the
+    // rounded-down period would drift off the 90 kHz grid.
+    let (mut start, mut k) = (Mono::now().whole_ms(), 0u64);
+    let due = |start: Mono, k: u64| {
+        Mono(start.0 + (u128::from(k) * 1_000_000_000 / u128::from(info.fps)) as u64)
+    };
+    let mut next = start;
     let mut n = 0u64;
     loop {
         let now = Mono::now();
@@ -110,7 +116,8 @@ fn run(
         } else if now.saturating_sub(next) > period * 2 {
             // Far behind (machine suspended or overloaded): resynchronise
             // rather than send a burst.
-            next = now;
+            (start, k) = (now.whole_ms(), 0);
+            next = start;
         }
         while let Ok(b) = recycle.try_recv() {
             free.push(b);
@@ -128,7 +135,8 @@ fn run(
             waker.wake()?;
         }
         n += 1;
-        next = next.add(period);
+        k += 1;
+        next = due(start, k);
     }
 }
 

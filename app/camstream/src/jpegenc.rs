@@ -22,7 +22,7 @@ impl Drop for YuvEncoder {
     }
 }
 
-fn last_error(handle: raw::tjhandle) -> String {
+pub fn last_error(handle: raw::tjhandle) -> String {
     // SAFETY: TurboJPEG returns a NUL-terminated static or per-handle string.
     unsafe { CStr::from_ptr(raw::tjGetErrorStr2(handle)) }
         .to_string_lossy()

@@ -12,14 +12,12 @@
 //! is the I/O side. Buffers are kept between frames, so a camera whose every
 //! frame needs the same fix does not allocate per frame.
 
-use std::ffi::CStr;
-
 use anyhow::{Result, bail};
-use camstream_rtp::jpeg::{self, JpegError, Remedy};
+use camstream_rtp::jpeg::{self, Jpeg, JpegError, Remedy};
 use turbojpeg::{libc, raw};
 
 use crate::convert::resample_plane;
-use crate::jpegenc::{YuvEncoder, i420_plane_sizes};
+use crate::jpegenc::{YuvEncoder, i420_plane_sizes, last_error};
 
 pub struct Normalizer {
     handle: raw::tjhandle,
@@ -77,10 +75,7 @@ impl Normalizer {
     }
 
     fn error(&self) -> String {
-        // SAFETY: TurboJPEG returns a NUL-terminated per-handle string.
-        unsafe { CStr::from_ptr(raw::tjGetErrorStr2(self.handle)) }
-            .to_string_lossy()
-            .into_owned()
+        last_error(self.handle)
     }
 
     fn header(&self, src: &[u8]) -> Result<Header> {
@@ -109,22 +104,22 @@ impl Normalizer {
     }
 
     /// A frame RTP/JPEG can carry made from `src`, which failed to parse
-    /// with `fault` (None: it parsed, but its size is not a multiple of 8).
-    /// Errors mean the frame cannot be sent.
-    pub fn normalize(&mut self, src: &[u8], fault: Option<JpegError>) -> Result<(&[u8], Fix)> {
+    /// with `fault` (None: it parsed, but its size is not a multiple of 8),
+    /// parsed and ready to packetize. Errors mean the frame cannot be sent.
+    pub fn normalize(&mut self, src: &[u8], fault: Option<JpegError>) -> Result<(Jpeg<'_>, Fix)> {
         let remedy = fault.map_or(Remedy::Transcode, JpegError::remedy);
         let fix = match remedy {
             Remedy::None => bail!("cannot be repaired"),
             Remedy::Transcode => match self.transcode(src) {
-                Ok(()) => match jpeg::parse(&self.out) {
-                    Ok(_) if fault.is_none() => Fix::Cropped,
-                    Ok(_) => Fix::Transcoded,
+                Ok(()) => match jpeg::parse(&self.out).err() {
+                    None if fault.is_none() => Fix::Cropped,
+                    None => Fix::Transcoded,
                     // E.g. progressive 4:4:4: now baseline, still 4:4:4.
-                    Err(e) if e.remedy() == Remedy::Reencode => {
+                    Some(e) if e.remedy() == Remedy::Reencode => {
                         self.reencode(src)?;
                         Fix::Reencoded
                     }
-                    Err(e) => bail!("transcoded frame still unsendable: {e}"),
+                    Some(e) => bail!("transcoded frame still unsendable: {e}"),
                 },
                 // TurboJPEG could not classify the sampling: decode it.
                 Err(_) => {
@@ -137,10 +132,10 @@ impl Normalizer {
                 Fix::Reencoded
             }
         };
-        if let Err(e) = jpeg::parse(&self.out) {
-            bail!("repaired frame still unsendable: {e}");
+        match jpeg::parse(&self.out) {
+            Ok(j) => Ok((j, fix)),
+            Err(e) => bail!("repaired frame still unsendable: {e}"),
         }
-        Ok((&self.out, fix))
     }
 
     /// Lossless: same coefficients, one baseline scan, Annex K Huffman
@@ -373,10 +368,9 @@ mod tests {
         ] {
             let src = testdata(file);
             let fault = jpeg::parse(&src).unwrap_err();
-            let (out, fix) = n.normalize(&src, Some(fault)).unwrap();
-            assert_eq!(fix, want, "{file}");
-            let j = jpeg::parse(out).unwrap();
-            assert_eq!((j.width, j.height), (160, 120), "{file}");
+            let (j, fix) = n.normalize(&src, Some(fault)).unwrap();
+            assert_eq!((j.width, j.height, fix), (160, 120, want), "{file}");
+            let out = &n.out.clone();
             let (a, b) = (rgb(&src), rgb(out));
             if want == Fix::Transcoded {
                 assert!(a.pixels == b.pixels, "{file}: transcoding changed pixels");
@@ -412,10 +406,9 @@ mod tests {
         )
         .unwrap();
         assert!(jpeg::parse(&src).is_ok());
-        let (out, fix) = n.normalize(&src, None).unwrap();
-        assert_eq!(fix, Fix::Cropped);
-        let j = jpeg::parse(out).unwrap();
-        assert_eq!((j.width, j.height), (96, 56));
+        let (j, fix) = n.normalize(&src, None).unwrap();
+        assert_eq!((j.width, j.height, fix), (96, 56, Fix::Cropped));
+        let out = &n.out.clone();
         let (a, b) = (luma(&src), luma(out));
         for y in 0..56 {
             assert_eq!(

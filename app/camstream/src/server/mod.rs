@@ -366,30 +366,26 @@ impl Server {
     fn on_frame(&mut self, f: source::CapturedFrame<'_>) {
         self.stats.frames_in += 1;
         // Frames RTP/JPEG cannot carry as they are go through the
-        // normalizer; conformant ones are not touched (the pool's copy is
-        // the only one).
+        // normalizer; conformant ones are parsed once and not touched (the
+        // pool's copy is the only one).
         let fault = match jpeg::parse(f.jpeg) {
-            Ok(j) if j.width % 8 == 0 && j.height % 8 == 0 => None,
-            Ok(_) => Some(None),
+            Ok(j) if j.width % 8 == 0 && j.height % 8 == 0 => Ok(j),
+            Ok(_) => Err(None),
             Err(e) if e.remedy() == Remedy::None => return self.reject(e, None),
-            Err(e) => Some(Some(e)),
+            Err(e) => Err(Some(e)),
         };
-        let data = match fault {
-            None => f.jpeg,
-            Some(fault) => match self.normalizer.normalize(f.jpeg, fault) {
-                Ok((out, fix)) => {
+        let jpeg = match fault {
+            Ok(j) => j,
+            Err(fault) => match self.normalizer.normalize(f.jpeg, fault) {
+                Ok((j, fix)) => {
                     count_repair(&mut self.stats, fault, fix);
-                    out
+                    j
                 }
                 Err(why) => {
                     let e = fault.unwrap_or(JpegError::Malformed);
                     return self.reject(e, Some(&format!("{why:#}")));
                 }
             },
-        };
-        let Ok(jpeg) = jpeg::parse(data) else {
-            // The normalizer only returns frames that parse.
-            return self.reject(JpegError::Malformed, Some("repair failed"));
         };
         let s = &mut self.stream;
         if (jpeg.width, jpeg.height) != (s.info.width, s.info.height) && !s.warned_size_change {

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 
 use rustix::fs::{Mode, OFlags, open};
+use rustix::io::Errno;
 use rustix::ioctl::{Ioctl, IoctlOutput, Opcode, Updater, ioctl};
 use rustix::mm::{MapFlags, ProtFlags, mmap, munmap};
 
@@ -176,7 +177,7 @@ impl Device {
             d.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
             match unsafe { update::<VIDIOC_ENUM_FMT, _>(self.fd(), &mut d) } {
                 Ok(()) => {}
-                Err(e) if e.raw_os_error() == Some(libc_einval()) => break,
+                Err(e) if end_of_list(&e) => break,
                 Err(e) => return Err(e),
             }
             let sizes = self.sizes(d.pixelformat)?;
@@ -203,10 +204,9 @@ impl Device {
             s.pixel_format = fourcc;
             match unsafe { update::<VIDIOC_ENUM_FRAMESIZES, _>(self.fd(), &mut s) } {
                 Ok(()) => {}
-                Err(e) if e.raw_os_error() == Some(libc_einval()) => break,
-                // Some drivers (and loopback devices) cannot enumerate: the
-                // current format's size is all there is.
-                Err(e) if e.raw_os_error() == Some(libc_enotty()) => break,
+                // Drivers that cannot enumerate sizes (loopback devices):
+                // the current format's size is all there is (below).
+                Err(e) if end_of_list(&e) => break,
                 Err(e) => return Err(e),
             }
             let w = s.stepwise;
@@ -241,12 +241,7 @@ impl Device {
             i.height = height;
             match unsafe { update::<VIDIOC_ENUM_FRAMEINTERVALS, _>(self.fd(), &mut i) } {
                 Ok(()) => {}
-                Err(e)
-                    if e.raw_os_error() == Some(libc_einval())
-                        || e.raw_os_error() == Some(libc_enotty()) =>
-                {
-                    break;
-                }
+                Err(e) if end_of_list(&e) => break,
                 Err(e) => return Err(e),
             }
             let s = i.stepwise;
@@ -313,7 +308,7 @@ impl Device {
         p.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
         match unsafe { update::<VIDIOC_G_PARM, _>(self.fd(), &mut p) } {
             Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc_enotty()) => return Ok(None),
+            Err(e) if e.raw_os_error() == Some(Errno::NOTTY.raw_os_error()) => return Ok(None),
             Err(e) => return Err(e),
         }
         // SAFETY: `capture` is the member for capture buffer types.
@@ -346,12 +341,7 @@ impl Device {
             q.id = id;
             match unsafe { update::<VIDIOC_QUERYCTRL, _>(self.fd(), &mut q) } {
                 Ok(()) => {}
-                Err(e)
-                    if e.raw_os_error() == Some(libc_einval())
-                        || e.raw_os_error() == Some(libc_enotty()) =>
-                {
-                    break;
-                }
+                Err(e) if end_of_list(&e) => break,
                 Err(e) => return Err(e),
             }
             id = q.id | V4L2_CTRL_FLAG_NEXT_CTRL;
@@ -394,7 +384,7 @@ impl Device {
 
     pub fn get_control(&self, c: &Control) -> io::Result<i64> {
         if c.kind == V4L2_CTRL_TYPE_INTEGER64 {
-            return self.ext_control(c.id, VIDIOC_G_EXT_CTRLS, 0);
+            return self.ext_control(c.id, None);
         }
         let mut v = v4l2_control { id: c.id, value: 0 };
         unsafe { update::<VIDIOC_G_CTRL, _>(self.fd(), &mut v)? };
@@ -404,7 +394,7 @@ impl Device {
     /// VIDIOC_S_CTRL, or VIDIOC_S_EXT_CTRLS for 64-bit controls.
     pub fn set_control(&self, c: &Control, value: i64) -> io::Result<()> {
         if c.kind == V4L2_CTRL_TYPE_INTEGER64 {
-            return self.ext_control(c.id, VIDIOC_S_EXT_CTRLS, value).map(drop);
+            return self.ext_control(c.id, Some(value)).map(drop);
         }
         let mut v = v4l2_control {
             id: c.id,
@@ -413,18 +403,19 @@ impl Device {
         unsafe { update::<VIDIOC_S_CTRL, _>(self.fd(), &mut v) }
     }
 
-    fn ext_control(&self, id: u32, op: Opcode, value: i64) -> io::Result<i64> {
+    /// Reads (`set` None) or writes a 64-bit control; returns its value.
+    fn ext_control(&self, id: u32, set: Option<i64>) -> io::Result<i64> {
         let mut ctrl = v4l2_ext_control {
             id,
             size: 0,
             reserved2: [0],
-            value64: value,
+            value64: set.unwrap_or(0),
         };
         let mut ctrls: v4l2_ext_controls = zeroed();
         ctrls.which = V4L2_CTRL_WHICH_CUR_VAL;
         ctrls.count = 1;
         ctrls.controls = &mut ctrl;
-        if op == VIDIOC_S_EXT_CTRLS {
+        if set.is_some() {
             unsafe { update::<VIDIOC_S_EXT_CTRLS, _>(self.fd(), &mut ctrls)? };
         } else {
             unsafe { update::<VIDIOC_G_EXT_CTRLS, _>(self.fd(), &mut ctrls)? };
@@ -504,12 +495,11 @@ fn buffer(index: u32) -> v4l2_buffer {
     b
 }
 
-fn libc_einval() -> i32 {
-    rustix::io::Errno::INVAL.raw_os_error()
-}
-
-fn libc_enotty() -> i32 {
-    rustix::io::Errno::NOTTY.raw_os_error()
+/// How an enumeration ioctl says "no more" (EINVAL past the last index) or
+/// "not supported by this driver" (ENOTTY), both meaning: stop listing.
+fn end_of_list(e: &io::Error) -> bool {
+    let code = e.raw_os_error();
+    code == Some(Errno::INVAL.raw_os_error()) || code == Some(Errno::NOTTY.raw_os_error())
 }
 
 /// A dequeued buffer: read `data`, then give it back with [`Stream::queue`].

@@ -73,10 +73,16 @@ fetch_debs() {
     mkdir -p "$debs"
     for p in "$@"; do
         name=${p%%:*}
-        if ! ls "$debs/${name}_"*.deb >/dev/null 2>&1; then
+        pattern="${name}_*.deb"
+        case "$p" in
+        *:*) pattern="${name}_*_${p#*:}.deb" ;;
+        esac
+        # shellcheck disable=SC2086 # the pattern is meant to expand
+        if ! ls "$debs/"$pattern >/dev/null 2>&1; then
             # apt warns when it cannot drop privileges for the download.
             (cd "$debs" && { apt-get download -q "$p" 2>&1 | grep -v '^W: Download is performed unsandboxed' >&2; }) || true
-            ls "$debs/${name}_"*.deb >/dev/null 2>&1 || { echo "cannot download $p" >&2; return 1; }
+            # shellcheck disable=SC2086
+            ls "$debs/"$pattern >/dev/null 2>&1 || { echo "cannot download $p" >&2; return 1; }
         fi
     done
     (cd "$debs" && for f in *.deb; do dpkg-deb -f "$f" Package Version Architecture | paste -sd' '; done) \

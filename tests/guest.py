@@ -1,44 +1,62 @@
-"""The firmware's kernel under QEMU (aarch64 `virt`, user networking that
-only forwards host->guest), driven over its serial console with pexpect."""
+"""The firmware image booted under QEMU by scripts/qemu (README's main
+command), driven over its serial console with pexpect. Writes go to a
+snapshot QEMU drops at exit; the guest can open no connection out, so the
+host reaches it through forwarded ports only."""
 
 from __future__ import annotations
 
+import json
 import re
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pexpect
 
 from conftest import ROOT, free_port
+from rtsp import Client
 
-OUT = ROOT / "output/qemu-test"
+IMAGE = ROOT / "output/image"
+TESTDRIVE = ROOT / "output/qemu-test"
 PROMPT = "guest# "
 
 
-def build() -> Path:
-    """Builds (or updates) the kernel and initramfs the tests boot."""
+def build() -> None:
+    """Builds (or updates) the firmware image and the tests' extra drive."""
+    subprocess.run([str(ROOT / "scripts/image")], check=True, timeout=1800)
     subprocess.run([str(ROOT / "tests/qemu/build")], check=True, timeout=1800)
-    return OUT
 
 
 class Guest:
-    def __init__(self, out: Path, memory: str = "256M"):
+    def __init__(self, memory: str = "256M", testdrive: bool = True, wait: bool = True):
         self.rtsp_port = free_port()
-        cmd = ["qemu-system-aarch64", "-M", "virt", "-cpu", "cortex-a53", "-smp", "2", "-m", memory,
-               "-nographic", "-no-reboot", "-kernel", str(out / "vmlinuz"),
-               "-initrd", str(out / "initramfs.cpio.gz"), "-append", "console=ttyAMA0 quiet panic=-1",
-               "-netdev", f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{self.rtsp_port}-:8554",
-               "-device", "virtio-net-pci,netdev=n0"]
+        self.qmp_path = f"/tmp/camstream-qmp-{self.rtsp_port}.sock"
+        args = ["--no-build", "--snapshot", "--port", str(self.rtsp_port), "--memory", memory]
+        if testdrive:
+            args += ["--drive", str(TESTDRIVE / "testdrive.tar")]
+        # A PCIe port to hot-plug devices into, and QMP to do it with.
+        args += ["--", "-device", "pcie-root-port,id=hp0,chassis=1",
+                 "-qmp", f"unix:{self.qmp_path},server=on,wait=off"]
         self.console: list[str] = []
-        self.p = pexpect.spawn(cmd[0], cmd[1:], encoding="utf-8", timeout=120, codec_errors="replace")
+        self.testdrive = testdrive
+        self.started = time.monotonic()
+        self.p = pexpect.spawn(str(ROOT / "scripts/qemu"), args, encoding="utf-8", timeout=120,
+                               codec_errors="replace")
         self.p.logfile_read = self
-        self.p.expect("camstream test initramfs")
+        if wait:
+            self.wait_booted()
+
+    def wait_booted(self, timeout: float = 120) -> None:
+        """Waits for the console, opens a shell on it, unpacks the extra drive."""
+        self.p.expect("Please press Enter to activate this console.", timeout=timeout)
+        self.p.sendline("")
         self.p.expect("# ")
-        self.p.sendline(f"export PS1='{PROMPT}' TERM=dumb")
+        self.p.sendline(f"stty cols 4096; export PS1='{PROMPT}' TERM=dumb")
         self.p.expect(PROMPT)
         self.p.expect(PROMPT)
-        self.sh("modprobe virtio_pci && modprobe virtio_net && ip link set lo up && ip link set eth0 up "
-                "&& ip addr add 10.0.2.15/24 dev eth0")
+        if self.testdrive:
+            self.sh("mkdir -p /tmp/t && tar -xf /dev/vdb -C /tmp/t")
 
     # pexpect's log sink
     def write(self, s: str) -> None:
@@ -46,6 +64,10 @@ class Guest:
 
     def flush(self) -> None:
         pass
+
+    @property
+    def console_text(self) -> str:
+        return "".join(self.console)
 
     @property
     def url(self) -> str:
@@ -72,11 +94,47 @@ class Guest:
         assert m, f"no {pattern!r} in guest output:\n{out}"
         return m
 
+    def first_frame(self, timeout: float = 120, path: str = "stream") -> float:
+        """Seconds until a whole RTP frame reaches the host over TCP
+        interleaved (retrying while the guest is not serving yet); the
+        console must be read meanwhile (see `wait_booted`)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                c = Client(self.rtsp_port, path=path, timeout=5)
+                try:
+                    if c.setup_tcp().status == 200 and c.play().status == 200:
+                        for p in c.packets(5):
+                            if p.marker:
+                                return time.monotonic()
+                finally:
+                    c.close()
+            except Exception:  # not up yet: refused, reset, closed early
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"no frame from {self.url} within {timeout} s")
+
+    def qmp(self, command: str, **arguments) -> dict:
+        """One command on QEMU's QMP socket."""
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(self.qmp_path)
+            f = s.makefile("rw")
+            json.loads(f.readline())
+            for cmd in [{"execute": "qmp_capabilities"}, {"execute": command, "arguments": arguments}]:
+                f.write(json.dumps(cmd) + "\n")
+                f.flush()
+                while True:
+                    reply = json.loads(f.readline())
+                    if "event" not in reply:
+                        break
+            assert "return" in reply, reply
+            return reply["return"]
+
     def frames(self, kind: str) -> list[bytes]:
-        """The feeder's frames of `kind` as FFmpeg decodes them (files
-        built into the initramfs, also kept on the host)."""
+        """The feeder's frames of `kind` as FFmpeg decodes them (the files
+        on the extra drive, also kept on the host)."""
         from conftest import run, split
-        clip = b"".join(p.read_bytes() for p in sorted((OUT / "work/rootfs/frames").glob(f"{kind}-*.jpg")))
+        clip = b"".join(p.read_bytes() for p in sorted((TESTDRIVE / "work/drive/frames").glob(f"{kind}-*.jpg")))
         raw = run(["ffmpeg", "-v", "error", "-f", "mjpeg", "-i", "-", "-f", "rawvideo", "-pix_fmt", "yuvj420p",
                    "-"], input=clip).stdout
         return split(raw, 640 * 480 * 3 // 2)
@@ -89,3 +147,4 @@ class Guest:
             except pexpect.TIMEOUT:
                 pass
         self.p.close(force=True)
+        Path(self.qmp_path).unlink(missing_ok=True)

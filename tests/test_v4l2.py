@@ -1,7 +1,8 @@
-"""Capture from real V4L2 drivers in Debian's arm64 kernel under QEMU:
-vivid (raw formats, encoded by camstream) and v4l2loopback fed JPEG frames
-(an MJPEG camera), with a client on the host through a forwarded port. An
-unplug is a driver unbind; the RTSP session must survive it."""
+"""Capture from real V4L2 drivers in the firmware under QEMU (Debian's arm64
+kernel): vivid (raw formats, encoded by camstream) and v4l2loopback fed JPEG
+frames (an MJPEG camera), with a client on the host through a forwarded
+port. An unplug is a driver unbind; the RTSP session must survive it. The
+firmware's own camstream service is stopped; each test runs its own."""
 
 from __future__ import annotations
 
@@ -20,12 +21,13 @@ from test_interop import ffmpeg_client
 
 @pytest.fixture(scope="module")
 def image():
-    return guest.build()
+    guest.build()
 
 
 @pytest.fixture
 def vm(image):
-    g = guest.Guest(image)
+    g = guest.Guest()
+    g.sh("/etc/init.d/S50camstream stop")
     yield g
     g.close()
 
@@ -57,7 +59,6 @@ def whole_frames(packets) -> list:
 def test_vivid_every_raw_format(vm):
     """Each raw format vivid offers goes through camstream's converter and
     encoder; all must show the same picture (vivid's colour bars)."""
-    vm.sh("modprobe vivid")
     w, h = 640, 360
     got = {}
     for fmt in ["YU12", "NV12", "YUYV", "UYVY", "RGB3", "BGR3"]:
@@ -79,7 +80,6 @@ def test_vivid_every_raw_format(vm):
 
 
 def test_vivid_chosen_automatically_and_probe(vm):
-    vm.sh("modprobe vivid")
     probe = vm.sh("camstream probe")
     assert "/dev/video0: vivid (driver vivid, platform:vivid-000): video capture, streaming" in probe
     assert "1280x720: 12.5, 10, 5, 4, 2, 1 fps" in probe
@@ -101,9 +101,9 @@ def test_mjpeg_camera_passthrough_and_repair(vm):
     """v4l2loopback plays FFmpeg's JPEG frames: with standard Huffman tables
     they reach the client byte-exact (same pixels as decoding the files);
     with FFmpeg's default optimized tables they are transcoded losslessly."""
-    vm.sh("modprobe v4l2loopback video_nr=10 exclusive_caps=0 max_buffers=4")
+    vm.sh("insmod /tmp/t/v4l2loopback.ko video_nr=10 exclusive_caps=0 max_buffers=4")
     for kind in ["std", "opt"]:
-        vm.sh(f"v4l2-feed /dev/video10 30 /frames/{kind}-*.jpg 2>/tmp/feed.log & echo $! >/tmp/feed.pid")
+        vm.sh(f"/tmp/t/v4l2-feed /dev/video10 30 /tmp/t/frames/{kind}-*.jpg 2>/tmp/feed.log & echo $! >/tmp/feed.pid")
         vm.wait_for("cat /tmp/feed.log", "MJPEG")
         log = start(vm, "--source v4l2:/dev/video10 --width 640 --height 480")
         assert "capturing MJPG 640x480 at 30 fps, sending the camera's JPEG" in log, log
@@ -123,7 +123,6 @@ def test_unplug_and_replug_keep_the_session(vm):
     """The driver goes away under a streaming session and comes back, 100
     times: the session keeps going, frames resume each time, and the daemon
     ends with the descriptors and memory it started with."""
-    vm.sh("modprobe vivid")
     # This client sends no RTCP: keep its session for the whole test.
     start(vm, "--source v4l2:auto --width 320 --height 180 --fps 30 --session-timeout 3600")
     c = Client(vm.rtsp_port, timeout=30)

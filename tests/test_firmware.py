@@ -1,0 +1,171 @@
+"""The firmware as users get it, booted under QEMU by README's main command
+(scripts/qemu): U-Boot, Debian's arm64 kernel, BusyBox init and mdev, the
+camstream service on vivid, clients on the host through the forwarded port
+(TCP interleaved: the guest may not send to host addresses)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+
+import guest
+from conftest import ROOT, run
+from rtsp import Client, complete_frames
+from test_interop import gst_client
+
+SERVICE = "/etc/init.d/S50camstream"
+
+
+@pytest.fixture(scope="module")
+def fw():
+    guest.build()
+    g = guest.Guest(testdrive=False, wait=False)
+    # The console must be read while the host waits for the first frame.
+    first: list[float] = []
+    t = threading.Thread(target=lambda: first.append(g.first_frame()), daemon=True)
+    t.start()
+    try:
+        g.wait_booted()
+        t.join(150)
+        g.boot_to_frame = first[0] - g.started if first else None
+        yield g
+    finally:
+        g.close()
+
+
+def streams(g: guest.Guest, seconds: float = 5, path: str = "stream") -> int:
+    """Whole frames a host client gets in `seconds` (0 when refused)."""
+    try:
+        c = Client(g.rtsp_port, path=path, timeout=10)
+        try:
+            if c.setup_tcp().status != 200 or c.play().status != 200:
+                return 0
+            return len(complete_frames(list(c.packets(seconds))))
+        finally:
+            c.close()
+    except Exception:  # refused or closed: not serving
+        return 0
+
+
+def test_boots_to_streaming(fw):
+    assert fw.boot_to_frame is not None, "no frame reached the host"
+    print(f"\nQEMU start to first RTP frame at the host: {fw.boot_to_frame:.1f} s")
+    console = fw.console_text
+    assert "Starting camstream: OK" in console, console
+    assert f"camstream: under QEMU, open {fw.url} on the host" in console, console
+    assert re.search(r"camstream: rtsp://10\.0\.2\.15:8554/stream", console), console
+    assert "camstream is running" in fw.sh(f"{SERVICE} status")
+    log = fw.sh("logread | grep 'camstream'")
+    assert "/dev/video0 (vivid, vivid): capturing YU12 1280x720 at 12.5 fps" in log, log
+
+
+def test_read_only_root_and_data_partition(fw):
+    mounts = fw.sh("cat /proc/mounts")
+    assert re.search(r"^/dev/vda2 / ext4 ro[ ,]", mounts, re.M), mounts
+    assert re.search(r"^/dev/vda4 /data ext4 rw[ ,]", mounts, re.M), mounts
+    assert "Read-only file system" in fw.sh("touch /usr/x 2>&1", check=False)
+    # Settings are seeded onto the data partition on first boot.
+    fw.sh("cmp /etc/camstream.toml /data/etc/camstream.toml")
+    # Every BusyBox applet is installed (the links are made at build time).
+    assert fw.sh("for a in $(busybox --list-full | grep /); do [ -e /$a ] || echo missing /$a; done") == ""
+    # Only the modules the image needs, with a modules.dep for them.
+    mods = fw.sh("find /lib/modules -name '*.ko' | wc -l")
+    assert 10 < int(mods) < 100, mods
+    assert "virtio_net" in fw.sh("lsmod"), "the NIC's driver came from its modalias at boot"
+
+
+def test_ffprobe_and_gstreamer_decode_over_tcp(fw, tmp_path):
+    out = run(["ffprobe", "-v", "error", "-rtsp_transport", "tcp", "-select_streams", "v:0", "-count_frames",
+               "-read_intervals", "%+4", "-show_entries", "stream=codec_name,width,height,nb_read_frames",
+               "-of", "csv=p=0", fw.url], timeout=60).stdout.decode()
+    codec, w, h, n = out.strip().split(",")
+    assert (codec, w, h) == ("mjpeg", "1280", "720"), out
+    assert int(n) >= 25, out
+    frames = gst_client(fw.url, "tcp", 10, "I420", 1280, 720, tmp=tmp_path)
+    assert len(frames) == 10
+    # vivid's test pattern, not a flat picture.
+    assert len(set(frames[-1][: 1280 * 720])) > 16
+
+
+def test_init_script_stops_and_starts(fw):
+    fw.sh(f"{SERVICE} stop")
+    assert fw.sh("pidof camstream", check=False).strip() == ""
+    assert "camstream is stopped" in fw.sh(f"{SERVICE} status", check=False)
+    assert streams(fw, 2) == 0
+    fw.sh(f"{SERVICE} start")
+    fw.wait_for("logread | grep camstream | tail -n 3", "streaming")
+    assert streams(fw) >= 25
+
+
+def test_killed_daemon_is_back_within_seconds(fw):
+    assert streams(fw, 2) > 0
+    pid = fw.sh("pidof camstream").strip()
+    t0 = time.monotonic()
+    fw.sh("kill -9 $(pidof camstream)")
+    fw.first_frame(timeout=30)
+    back = time.monotonic() - t0
+    print(f"\nkill -9 camstream to frames again at the host: {back:.1f} s")
+    assert fw.sh("pidof camstream").strip() not in ("", pid)
+    assert "camstream killed by signal 9; restarting in 1 s" in fw.sh("logread | grep camstream")
+    assert back < 10
+
+
+def test_memory_streaming_to_two_clients(fw):
+    clients = [Client(fw.rtsp_port, timeout=10) for _ in range(2)]
+    for c in clients:
+        assert c.setup_tcp().status == 200 and c.play().status == 200
+    got = [0, 0]
+
+    def read(i):
+        got[i] = len(complete_frames(list(clients[i].packets(8))))
+
+    readers = [threading.Thread(target=read, args=(i,)) for i in range(2)]
+    for r in readers:
+        r.start()
+    time.sleep(4)
+    free = fw.sh("free -k")
+    status = fw.sh("cat /proc/$(pidof camstream)/status")
+    for r in readers:
+        r.join(30)
+    for c in clients:
+        c.close()
+    assert min(got) >= 60, got
+    used = int(re.search(r"Mem:\s+\d+\s+(\d+)", free).group(1))
+    rss = int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1))
+    hwm = int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1))
+    size = (guest.IMAGE / "disk.img").stat().st_size
+    slot = (guest.IMAGE / "rootfs.ext4").stat().st_size
+    files = int(run(["du", "-s", "--apparent-size", "-k", str(guest.IMAGE / "rootfs")]).stdout.split()[0])
+    df = fw.sh("df -k / | tail -n 1").split()
+    print(f"\nguest memory used (free) streaming 720p to 2 clients: {used / 1024:.1f} MiB of 256 MiB\n"
+          f"camstream in the guest: VmRSS {rss} kB, VmHWM {hwm} kB\n"
+          f"disk image {size >> 20} MiB; root slot {slot >> 20} MiB holding {files / 1024:.1f} MiB of files "
+          f"(df: {int(df[2]) >> 10} MiB used)")
+    # Memory is the product's promise; this bound only catches gross leaks.
+    assert rss < 32 * 1024, status
+
+
+def test_hotplugged_device_gets_its_driver(fw):
+    """mdev loads the driver of a device that appears after boot, from its
+    modalias (a USB webcam and uvcvideo work the same way)."""
+    assert "virtio_rng" not in fw.sh("lsmod")
+    fw.qmp("device_add", driver="virtio-rng-pci", bus="hp0", id="rng")
+    fw.wait_for("lsmod", "virtio_rng", timeout=30)
+    assert "virtio_rng" in fw.sh("cat /sys/class/misc/hw_random/rng_available")
+
+
+def test_settings_on_data_partition_survive_reboot(fw):
+    fw.sh("sed -i 's|^#path = \"stream\"|path = \"cam\"|' /data/etc/camstream.toml")
+    fw.sh("grep -x 'path = \"cam\"' /data/etc/camstream.toml")
+    fw.p.sendline("reboot")
+    fw.wait_booted()
+    assert "camstream: rtsp://10.0.2.15:8554/cam" in fw.console_text
+    try:
+        fw.first_frame(timeout=30, path="cam")
+    except TimeoutError:
+        raise AssertionError(fw.sh("logread | tail -n 20; ps"))
+    assert streams(fw, path="cam") >= 25
+    assert streams(fw, 2) == 0

@@ -85,7 +85,8 @@ fetch_debs() {
             ls "$debs/"$pattern >/dev/null 2>&1 || { echo "cannot download $p" >&2; return 1; }
         fi
     done
-    (cd "$debs" && for f in *.deb; do dpkg-deb -f "$f" Package Version Architecture | paste -sd' '; done) \
+    # shellcheck disable=SC2016 # dpkg-deb's fields, not the shell's
+    (cd "$debs" && for f in *.deb; do dpkg-deb --show --showformat='${Package} ${Version} ${Architecture}\n' "$f"; done) \
         >"$debs/versions.txt"
 }
 

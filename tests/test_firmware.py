@@ -136,7 +136,7 @@ def test_memory_streaming_to_two_clients(fw):
     used = int(re.search(r"Mem:\s+\d+\s+(\d+)", free).group(1))
     rss = int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1))
     hwm = int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1))
-    size = (guest.IMAGE / "disk.img").stat().st_size
+    size = (guest.IMAGE / "sdcard.img").stat().st_size
     slot = (guest.IMAGE / "rootfs.ext4").stat().st_size
     files = int(run(["du", "-s", "--apparent-size", "-k", str(guest.IMAGE / "rootfs")]).stdout.split()[0])
     df = fw.sh("df -k / | tail -n 1").split()

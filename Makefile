@@ -1,0 +1,48 @@
+# Builds the camstream firmware with Buildroot, on any connected Linux
+# machine: `make rpi4_64` downloads the pinned Buildroot release, builds and
+# leaves output/<board>/images/sdcard.img with sdcard.img.sha256 beside it.
+# Boards: rpi3_64 rpi4_64 rpi5 rpizero2w_64 qemu_aarch64.
+# BR2_DL_DIR (downloads, default output/dl) and BR2_CCACHE_DIR (compiler
+# cache, default ~/.buildroot-ccache) can be shared between builds.
+# See docs/BUILDROOT.md.
+
+BUILDROOT_VERSION = 2026.05.1
+BUILDROOT_SHA256 = ae7f706f087b9ae9083a10a587368dfbf53103c28bf81c2d690198dc4090cb58
+BUILDROOT_URL = https://buildroot.org/downloads/buildroot-$(BUILDROOT_VERSION).tar.xz
+BOARDS = rpi3_64 rpi4_64 rpi5 rpizero2w_64 qemu_aarch64
+
+OUTPUT = $(CURDIR)/output
+BR2_DL_DIR ?= $(OUTPUT)/dl
+export BR2_DL_DIR
+BUILDROOT = $(OUTPUT)/buildroot-$(BUILDROOT_VERSION)
+BR_MAKE = $(MAKE) -C $(BUILDROOT) BR2_EXTERNAL=$(CURDIR)/buildroot-external
+
+.PHONY: help $(BOARDS) $(addsuffix -menuconfig,$(BOARDS)) buildroot
+
+help:
+	@echo "usage: make BOARD   (BOARD: $(BOARDS))"
+	@echo "       make BOARD-menuconfig"
+	@echo "The image: output/BOARD/images/sdcard.img (+ .sha256). See docs/BUILDROOT.md."
+
+buildroot: $(BUILDROOT)/Makefile
+
+# The release tarball, checked against the recorded sha256 before use.
+$(BUILDROOT)/Makefile:
+	mkdir -p $(BR2_DL_DIR) $(OUTPUT)
+	if [ ! -f $(BR2_DL_DIR)/buildroot-$(BUILDROOT_VERSION).tar.xz ]; then \
+		wget -nv -O $(BR2_DL_DIR)/buildroot-$(BUILDROOT_VERSION).tar.xz.part $(BUILDROOT_URL) && \
+		mv $(BR2_DL_DIR)/buildroot-$(BUILDROOT_VERSION).tar.xz.part \
+			$(BR2_DL_DIR)/buildroot-$(BUILDROOT_VERSION).tar.xz; \
+	fi
+	echo "$(BUILDROOT_SHA256)  $(BR2_DL_DIR)/buildroot-$(BUILDROOT_VERSION).tar.xz" | sha256sum -c -
+	tar -C $(OUTPUT) -xf $(BR2_DL_DIR)/buildroot-$(BUILDROOT_VERSION).tar.xz
+	touch $@
+
+$(BOARDS): %: $(BUILDROOT)/Makefile
+	test -f $(OUTPUT)/$*/.config || $(BR_MAKE) O=$(OUTPUT)/$* camstream_$*_defconfig
+	$(BR_MAKE) O=$(OUTPUT)/$*
+	@echo "Image: $(OUTPUT)/$*/images/sdcard.img"
+
+$(addsuffix -menuconfig,$(BOARDS)): %-menuconfig: $(BUILDROOT)/Makefile
+	test -f $(OUTPUT)/$*/.config || $(BR_MAKE) O=$(OUTPUT)/$* camstream_$*_defconfig
+	$(BR_MAKE) O=$(OUTPUT)/$* menuconfig

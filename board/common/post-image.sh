@@ -1,0 +1,49 @@
+#!/bin/sh
+# Buildroot post-image script of every camstream image: checks the root
+# filesystem against its budget, lays out the disk with genimage (boot,
+# root A, root B, data; docs/IMAGE.md) and writes its sha256 next to it.
+# usage: post-image.sh BINARIES_DIR BUDGET_MIB
+# The boot partition gets boot.scr and, on a Raspberry Pi, the Pi's
+# firmware, its device trees and U-Boot. TARGET_DIR and BUILD_DIR come from
+# Buildroot's environment (or scripts/image).
+set -eu
+binaries=$1 budget_mib=$2
+
+# The size gate: files in the root filesystem, against the board's budget.
+used_kib=$(du -s -k --apparent-size "$TARGET_DIR" | cut -f1)
+if [ "$used_kib" -gt $((budget_mib * 1024)) ]; then
+    echo "root filesystem: $((used_kib / 1024)) MiB of files, over the budget of $budget_mib MiB" >&2
+    exit 1
+fi
+
+files=""
+for f in "$binaries/boot.scr" "$binaries"/*.dtb "$binaries"/rpi-firmware/*; do
+    [ -e "$f" ] || continue
+    files="$files			\"${f#"$binaries/"}\",
+"
+done
+if [ -d "$binaries/rpi-firmware" ]; then
+    # The Pi's firmware starts U-Boot (config.txt: kernel=u-boot.bin).
+    files="$files			\"u-boot.bin\",
+"
+fi
+cfg=$binaries/genimage.cfg
+: >"$cfg"
+while IFS= read -r line; do
+    if [ "$line" = "#BOOT_FILES#" ]; then
+        printf '%s' "$files" >>"$cfg"
+    else
+        printf '%s\n' "$line" >>"$cfg"
+    fi
+done <"$(dirname "$0")/genimage.cfg.in"
+
+rootpath=$(mktemp -d)
+trap 'rm -rf "$rootpath"' EXIT
+rm -rf "$BUILD_DIR/genimage.tmp"
+genimage --rootpath "$rootpath" --tmppath "$BUILD_DIR/genimage.tmp" \
+    --inputpath "$binaries" --outputpath "$binaries" --config "$cfg"
+
+image=$(sed -n 's/^image \([^ ]*\.img\) {.*/\1/p' "$cfg")
+(cd "$binaries" && sha256sum "$image" >"$image.sha256")
+echo "$binaries/$image: $(($(stat -c %s "$binaries/$image") / 1048576)) MiB;" \
+    "root filesystem $((used_kib / 1024)) MiB of files (budget $budget_mib MiB)"

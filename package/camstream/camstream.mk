@@ -1,0 +1,51 @@
+################################################################################
+#
+# camstream
+#
+################################################################################
+
+# The source is this tree itself; the version is the crate's (app/Cargo.toml).
+CAMSTREAM_VERSION = 0.1.0
+CAMSTREAM_SITE = $(BR2_EXTERNAL_CAMSTREAM_PATH)/..
+CAMSTREAM_SITE_METHOD = local
+CAMSTREAM_SUBDIR = app/camstream
+CAMSTREAM_LICENSE = MIT
+CAMSTREAM_LICENSE_FILES = LICENSE
+CAMSTREAM_DEPENDENCIES = jpeg
+CAMSTREAM_OVERRIDE_SRCDIR_RSYNC_EXCLUSIONS = \
+	--exclude=/output --exclude=/app/target --exclude=/app/fuzz
+
+# A local source skips the download step, where Buildroot vendors the crates
+# of cargo packages; do the same here, before the build: cargo vendor
+# fetches the crates Cargo.lock pins (checking the sha256 it records) into
+# the download directory's cargo home once, and writes the configuration
+# that makes the build use them offline. See docs/BUILDROOT.md.
+define CAMSTREAM_VENDOR_CRATES
+	$(TARGET_MAKE_ENV) CARGO_HOME=$(BR_CARGO_HOME) \
+		sh $(CAMSTREAM_PKGDIR)/vendor-crates $(@D)/app
+endef
+CAMSTREAM_PRE_CONFIGURE_HOOKS += CAMSTREAM_VENDOR_CRATES
+
+# turbojpeg-sys links the libjpeg-turbo built here (its Rust bindings are
+# pregenerated); camstream's measured release profile (LTO, one codegen
+# unit, -O3) wins over the generic one.
+CAMSTREAM_CARGO_ENV = \
+	TURBOJPEG_SOURCE=explicit \
+	TURBOJPEG_LIB_DIR=$(STAGING_DIR)/usr/lib \
+	TURBOJPEG_DYNAMIC=1 \
+	CARGO_PROFILE_RELEASE_LTO=true \
+	CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
+	CARGO_PROFILE_RELEASE_OPT_LEVEL=3
+
+define CAMSTREAM_INSTALL_INIT_SYSV
+	$(INSTALL) -D -m 0755 $(@D)/rootfs-overlay/etc/init.d/S50camstream \
+		$(TARGET_DIR)/etc/init.d/S50camstream
+endef
+
+define CAMSTREAM_INSTALL_CONFIG
+	$(INSTALL) -D -m 0644 $(@D)/rootfs-overlay/etc/camstream.toml \
+		$(TARGET_DIR)/etc/camstream.toml
+endef
+CAMSTREAM_POST_INSTALL_TARGET_HOOKS += CAMSTREAM_INSTALL_CONFIG
+
+$(eval $(cargo-package))

@@ -19,9 +19,11 @@ CAMSTREAM_OVERRIDE_SRCDIR_RSYNC_EXCLUSIONS = \
 # of cargo packages; do the same here, before the build: cargo vendor
 # fetches the crates Cargo.lock pins (checking the sha256 it records) into
 # the download directory's cargo home once, and writes the configuration
-# that makes the build use them offline. See docs/BUILDROOT.md.
+# that makes the build use them offline (the lock, as Buildroot's, guards the
+# shared cargo home). See docs/BUILDROOT.md.
 define CAMSTREAM_VENDOR_CRATES
-	$(TARGET_MAKE_ENV) CARGO_HOME=$(BR_CARGO_HOME) \
+	mkdir -p $(BR_CARGO_HOME)
+	$(TARGET_MAKE_ENV) CARGO_HOME=$(BR_CARGO_HOME) flock $(BR_CARGO_HOME)/.br-lock \
 		sh $(CAMSTREAM_PKGDIR)/vendor-crates $(@D)/app
 endef
 CAMSTREAM_PRE_CONFIGURE_HOOKS += CAMSTREAM_VENDOR_CRATES

@@ -164,8 +164,8 @@ def test_settings_on_data_partition_survive_reboot(fw):
     fw.wait_booted()
     assert "camstream: rtsp://10.0.2.15:8554/cam" in fw.console_text
     try:
-        fw.first_frame(timeout=30, path="cam")
+        fw.first_frame(timeout=90, path="cam")
     except TimeoutError:
-        raise AssertionError(fw.sh("logread | tail -n 20; ps"))
+        raise AssertionError(fw.sh("logread | tail -n 30; netstat -tn; ip addr; ps"))
     assert streams(fw, path="cam") >= 25
     assert streams(fw, 2) == 0

@@ -13,10 +13,10 @@ need_packages() {
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
     done
     if [ -n "$missing" ]; then
-        echo "Installing Debian packages:$missing"
-        as_root apt-get update -q
+        echo "Installing Debian packages:$missing" >&2
+        as_root apt-get update -q >&2
         # shellcheck disable=SC2086 # one word per package
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing >&2
     fi
 }
 
@@ -64,6 +64,45 @@ build_camstream_aarch64() {
             -p camstream --target-dir "$ROOT/output/target" >&2
     )
     echo "$ROOT/output/target/aarch64-unknown-linux-gnu/release/camstream"
+}
+
+# RAUC for the QEMU image, cross-built from Debian's source of the rauc
+# package with the features Buildroot's rauc package leaves out by default
+# also left out here: no D-Bus service (so no dbus-daemon on the board), no
+# network, streaming, JSON or bundle creation. Debian's own arm64 build has
+# all of them and needs systemd's and curl's libraries. Prints its path.
+RAUC_VERSION=1.8
+RAUC_SHA256=d233247c1763b1c56c851d0adef2094b7aa2fcd72decf524a8ac0419188e0978
+build_rauc_aarch64() {
+    out="$ROOT/output/rauc/$RAUC_VERSION"
+    if [ ! -x "$out/rauc" ]; then
+        dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
+        need_packages gcc-aarch64-linux-gnu libc6-dev:arm64 make pkgconf libglib2.0-dev:arm64 libssl-dev:arm64
+        src="$ROOT/output/debs/rauc_$RAUC_VERSION.orig.tar.xz"
+        if [ ! -f "$src" ]; then
+            # Where this machine's apt gets the rauc package, the source next to it.
+            pool=$(apt-get download --print-uris -q rauc 2>/dev/null | sed -n "s|^'\([^']*\)/rauc_[^/]*' .*|\1|p")
+            [ -n "$pool" ] || { echo "cannot locate Debian's rauc package" >&2 && return 1; }
+            mkdir -p "$ROOT/output/debs"
+            /usr/lib/apt/apt-helper download-file "$pool/rauc_$RAUC_VERSION.orig.tar.xz" "$src" \
+                "SHA256:$RAUC_SHA256" >&2
+        fi
+        rm -rf "$out.build"
+        mkdir -p "$out.build"
+        tar -xf "$src" -C "$out.build" --strip-components=1
+        (
+            cd "$out.build" &&
+                PKG_CONFIG=aarch64-linux-gnu-pkg-config ./configure -q --host=aarch64-linux-gnu \
+                    --prefix=/usr --sysconfdir=/etc --disable-service --disable-network \
+                    --disable-streaming --disable-json --disable-create --disable-code-coverage &&
+                make -s -j"$(nproc)" rauc
+        ) >"$out.log" 2>&1 || { tail -n 30 "$out.log" >&2 && return 1; }
+        mkdir -p "$out"
+        aarch64-linux-gnu-strip -o "$out/rauc.tmp" "$out.build/rauc"
+        mv "$out/rauc.tmp" "$out/rauc"
+        rm -rf "$out.build"
+    fi
+    echo "$out/rauc"
 }
 
 # Downloads Debian packages (PACKAGE or PACKAGE:ARCH) into $ROOT/output/debs

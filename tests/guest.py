@@ -29,11 +29,19 @@ def build() -> None:
 
 
 class Guest:
-    def __init__(self, memory: str = "256M", testdrive: bool = True, wait: bool = True):
+    def __init__(self, memory: str = "256M", testdrive: bool = True, wait: bool = True,
+                 image: Path | None = None, drive: Path | None = None):
+        """`image`: a disk image of the test's own, booted without a snapshot
+        (its writes stay, as on a real board); `drive`: a read-only second
+        disk instead of the test drive."""
         self.rtsp_port = free_port()
         self.qmp_path = f"/tmp/camstream-qmp-{self.rtsp_port}.sock"
-        args = ["--no-build", "--snapshot", "--port", str(self.rtsp_port), "--memory", memory]
-        if testdrive:
+        args = ["--no-build", "--port", str(self.rtsp_port), "--memory", memory]
+        args += ["--image", str(image)] if image else ["--snapshot"]
+        if drive:
+            args += ["--drive", str(drive)]
+            testdrive = False
+        elif testdrive:
             args += ["--drive", str(TESTDRIVE / "testdrive.tar")]
         # A PCIe port to hot-plug devices into, and QMP to do it with.
         args += ["--", "-device", "pcie-root-port,id=hp0,chassis=1",

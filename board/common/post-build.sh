@@ -1,20 +1,25 @@
 #!/bin/sh
 # Buildroot post-build script of every camstream image; scripts/image runs
 # it too, for the QEMU image from Debian's packages.
-# usage: post-build.sh TARGET_DIR [VARIANT]
+# usage: post-build.sh TARGET_DIR BOARD [VARIANT]
+# BOARD names the defconfig (rpi4_64, qemu_aarch64, ...): RAUC's compatible
+# string is camstream-BOARD. The update keyring is $CAMSTREAM_KEYRING (a
+# PEM certificate file) or else the development certificate scripts/dev-key
+# makes under output/keys (docs/UPDATE.md).
 set -eu
-target=$1 variant=${2:-Buildroot}
+target=$1 board=${2:?usage: post-build.sh TARGET_DIR BOARD [VARIANT]} variant=${3:-Buildroot}
+here=$(cd "$(dirname "$0")" && pwd)
 
 # Our S01syslogd starts klogd too; a seed file kept by S*seedrng/S*urandom
 # would sit on the read-only root (the boards have a hardware RNG).
 rm -f "$target/etc/init.d/S02klogd" "$target/etc/init.d/S01seedrng" \
     "$target/etc/init.d/S20seedrng" "$target/etc/init.d/S20urandom"
 
-# The data partition's mount point.
-mkdir -p "$target/data"
+# Mount points: the data partition, the boot partition (U-Boot's A/B state).
+mkdir -p "$target/data" "$target/boot/firmware"
 
 # The root filesystem says which camstream it carries.
-version=$(git -C "$(dirname "$0")" describe --always --dirty 2>/dev/null || echo unknown)
+version=$(git -C "$here" describe --always --dirty 2>/dev/null || echo unknown)
 cat >"$target/etc/os-release" <<OS
 NAME=camstream
 ID=camstream
@@ -22,3 +27,16 @@ VERSION_ID=$version
 PRETTY_NAME="camstream $version"
 VARIANT="$variant"
 OS
+
+# RAUC: the slots of this board's disk, and the certificate bundles must be
+# signed with.
+case "$board" in
+qemu*) disk=/dev/vda ;;
+rpi*) disk=/dev/mmcblk0p ;;
+*) echo "post-build.sh: unknown board $board" >&2 && exit 1 ;;
+esac
+mkdir -p "$target/etc/rauc"
+sed -e "s|@BOARD@|$board|" -e "s|@DISK@|$disk|" "$here/rauc-system.conf.in" >"$target/etc/rauc/system.conf"
+keyring=${CAMSTREAM_KEYRING:-$(sh "$here/../../scripts/dev-key")}
+cp "$keyring" "$target/etc/rauc/keyring.pem"
+chmod 644 "$target/etc/rauc/keyring.pem"

@@ -122,6 +122,16 @@ pub enum Command {
         /// Only this device, e.g. /dev/video0
         device: Option<PathBuf>,
     },
+    /// Receive one frame from an RTSP server (RTP over TCP) and decode it;
+    /// exit status 0 if that works within the timeout
+    Check {
+        /// Stream to check
+        #[arg(default_value = "rtsp://127.0.0.1:8554/stream")]
+        url: String,
+        /// Give up after this many seconds
+        #[arg(long, default_value_t = 30)]
+        timeout: u64,
+    },
 }
 
 /// `[controls]` in the file: `brightness = 128`, `auto_exposure = "Manual Mode"`.

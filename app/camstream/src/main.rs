@@ -2,6 +2,7 @@
 //! (test pattern, MJPEG file, camera), are checked and packetized as RFC 2435
 //! RTP/JPEG once, and are fanned out to every client.
 
+mod check;
 mod clock;
 mod config;
 mod convert;
@@ -19,6 +20,17 @@ fn run() -> anyhow::Result<()> {
     let opts = config::Options::parse();
     if let Some(config::Command::Probe { device }) = &opts.command {
         print!("{}", source::v4l2::probe(device.as_deref())?);
+        return Ok(());
+    }
+    if let Some(config::Command::Check { url, timeout }) = &opts.command {
+        let seen = check::run(url, std::time::Duration::from_secs(*timeout))?;
+        println!(
+            "{url}: {}x{} frame, {} bytes, after {} ms",
+            seen.width,
+            seen.height,
+            seen.bytes,
+            seen.elapsed.as_millis()
+        );
         return Ok(());
     }
     let cfg = config::Config::load(opts)?;

@@ -1,0 +1,90 @@
+# U-Boot script of every camstream board (QEMU's virt board and the
+# Raspberry Pis), run from the boot partition: picks root slot A or B by the
+# boot-attempt scheme RAUC's U-Boot backend documents, and boots the kernel
+# that slot carries (docs/UPDATE.md).
+#
+# State: BOOT_ORDER ("A B": try A first) and BOOT_A_LEFT / BOOT_B_LEFT
+# (attempts left) in bootstate.env on this partition, a checksummed U-Boot
+# environment that RAUC changes through fw_setenv (/etc/fw_env.config). Each
+# boot takes one attempt from the slot it boots; userspace gives them back
+# once the slot proved good (camstream-health), so a slot that keeps failing
+# to get there runs out and the next slot in BOOT_ORDER boots.
+
+setenv BOOT_ORDER
+setenv BOOT_A_LEFT
+setenv BOOT_B_LEFT
+if load ${devtype} ${devnum}:1 ${kernel_addr_r} bootstate.env; then
+	env import -c ${kernel_addr_r} ${filesize} BOOT_ORDER BOOT_A_LEFT BOOT_B_LEFT
+fi
+if test -z "${BOOT_ORDER}"; then
+	echo "bootstate.env missing or damaged: starting again from slot A"
+	setenv BOOT_ORDER "A B"
+	setenv BOOT_A_LEFT 3
+	setenv BOOT_B_LEFT 3
+fi
+
+setenv slot
+for s in ${BOOT_ORDER}; do
+	if test -z "${slot}"; then
+		if test "${s}" = "A" && test ${BOOT_A_LEFT} -gt 0; then
+			setexpr BOOT_A_LEFT ${BOOT_A_LEFT} - 1
+			setenv slot A
+			setenv part 2
+			setenv left ${BOOT_A_LEFT}
+		elif test "${s}" = "B" && test ${BOOT_B_LEFT} -gt 0; then
+			setexpr BOOT_B_LEFT ${BOOT_B_LEFT} - 1
+			setenv slot B
+			setenv part 3
+			setenv left ${BOOT_B_LEFT}
+		fi
+	fi
+done
+if test -z "${slot}"; then
+	# Both slots failed three times: rather than stop, start counting again
+	# (a camera that lost power during every attempt is not broken).
+	echo "No root slot has attempts left: giving both three again"
+	setenv BOOT_A_LEFT 3
+	setenv BOOT_B_LEFT 3
+fi
+env export -c -s 0x4000 ${kernel_addr_r} BOOT_ORDER BOOT_A_LEFT BOOT_B_LEFT
+fatwrite ${devtype} ${devnum}:1 ${kernel_addr_r} bootstate.env 0x4000
+if test -z "${slot}"; then
+	reset
+fi
+echo "Booting root slot ${slot} (partition ${part}; ${left} more attempts after this one)"
+
+# The disk the kernel sees, and the device tree: QEMU's own, or the one the
+# Pi's firmware prepared (config.txt overlays) with its command line
+# (cmdline.txt).
+if test "${board}" = "qemu-arm"; then
+	setenv rootdisk /dev/vda
+	setenv fdt ${fdtcontroladdr}
+	setenv bootargs "console=ttyAMA0 quiet loglevel=3"
+else
+	setenv rootdisk /dev/mmcblk${devnum}p
+	setenv fdt ${fdt_addr}
+	fdt addr ${fdt}
+	fdt get value bootargs /chosen bootargs
+fi
+setenv bootargs "${bootargs} root=${rootdisk}${part} rauc.slot=${slot} rootwait ro panic=5"
+
+# The kernel (and, where it needs one, its initramfs) lives in the slot, so
+# an update replaces them together with the modules they load. A slot
+# without a kernel (never written, or cut off while being written) cannot
+# boot: it gets no more attempts.
+if load ${devtype} ${devnum}:${part} ${kernel_addr_r} /boot/Image; then
+	if load ${devtype} ${devnum}:${part} ${ramdisk_addr_r} /boot/initrd.img; then
+		booti ${kernel_addr_r} ${ramdisk_addr_r}:${filesize} ${fdt}
+	else
+		booti ${kernel_addr_r} - ${fdt}
+	fi
+fi
+echo "Slot ${slot} has no bootable kernel"
+if test "${slot}" = "A"; then
+	setenv BOOT_A_LEFT 0
+else
+	setenv BOOT_B_LEFT 0
+fi
+env export -c -s 0x4000 ${kernel_addr_r} BOOT_ORDER BOOT_A_LEFT BOOT_B_LEFT
+fatwrite ${devtype} ${devnum}:1 ${kernel_addr_r} bootstate.env 0x4000
+reset

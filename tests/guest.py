@@ -55,9 +55,14 @@ class Guest:
         if wait:
             self.wait_booted()
 
-    def wait_booted(self, timeout: float = 120) -> None:
-        """Waits for the console, opens a shell on it, unpacks the extra drive."""
-        self.p.expect("Please press Enter to activate this console.", timeout=timeout)
+    def wait_booted(self, timeout: float = 120, since: int | None = None) -> None:
+        """Waits for the console, opens a shell on it, unpacks the extra drive.
+        `since`: a position in `console_text` after which the console's
+        invitation may already have gone by (read while waiting for
+        something else)."""
+        invitation = "Please press Enter to activate this console."
+        if since is None or invitation not in self.console_text[since:]:
+            self.p.expect(invitation, timeout=timeout)
         self.p.sendline("")
         self.p.expect("# ")
         self.p.sendline(f"stty cols 4096; export PS1='{PROMPT}' TERM=dumb")

@@ -161,3 +161,19 @@ def test_camera_mistakes():
         assert c.call("PLAY").status == 200
     finally:
         assert cs.stop() == 0
+
+
+def test_check_gets_a_frame_or_says_why(camstream):
+    """`camstream check`, the firmware's health check after an update: one
+    whole frame over RTP/TCP, decoded; a clear reason when there is none."""
+    cs = camstream("--source", "testpattern", "--width", "640", "--height", "480")
+    ok = subprocess.run([str(BIN), "check", cs.url, "--timeout", "10"], capture_output=True, text=True, timeout=30)
+    assert ok.returncode == 0, ok.stderr
+    assert f"{cs.url}: 640x480 frame, " in ok.stdout, ok.stdout
+    bad = subprocess.run([str(BIN), "check", cs.url + "/nothing", "--timeout", "2"], capture_output=True, text=True,
+                         timeout=30)
+    assert bad.returncode == 1 and "DESCRIBE answered 404" in bad.stderr, bad.stderr
+    url = f"rtsp://127.0.0.1:{free_port()}/stream"
+    gone = subprocess.run([str(BIN), "check", url, "--timeout", "2"], capture_output=True, text=True, timeout=30)
+    assert gone.returncode == 1, gone
+    assert gone.stderr.startswith(f"camstream: error: no frame from {url} within 2 s: connecting"), gone.stderr

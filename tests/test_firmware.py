@@ -77,6 +77,22 @@ def test_read_only_root_and_data_partition(fw):
     assert "virtio_net" in fw.sh("lsmod"), "the NIC's driver came from its modalias at boot"
 
 
+def test_update_machinery_is_in_place(fw):
+    """What updates rely on (tests/test_ota.py does the updates): the boot
+    partition with U-Boot's A/B state, RAUC seeing the slots, the watchdog
+    fed once the slot was marked good."""
+    mounts = fw.sh("cat /proc/mounts")
+    assert re.search(r"^/dev/vda1 /boot/firmware vfat rw[ ,]", mounts, re.M), mounts
+    assert "rauc.slot=A" in fw.sh("cat /proc/cmdline")
+    state = fw.sh("fw_printenv")
+    assert "BOOT_ORDER=A B" in state and "BOOT_A_LEFT=3" in state, state
+    status = fw.sh("rauc status --output-format=shell 2>/dev/null")
+    assert "RAUC_SYSTEM_BOOTED_BOOTNAME='A'" in status, status
+    assert "RAUC_SYSTEM_COMPATIBLE='camstream-qemu_aarch64'" in status, status
+    assert "i6300esb" in fw.sh("lsmod"), "the watchdog's driver came from its modalias"
+    assert "watchdog -F -T 30 -t 5 /dev/watchdog" in fw.sh("ps")
+
+
 def test_ffprobe_and_gstreamer_decode_over_tcp(fw, tmp_path):
     out = run(["ffprobe", "-v", "error", "-rtsp_transport", "tcp", "-select_streams", "v:0", "-count_frames",
                "-read_intervals", "%+4", "-show_entries", "stream=codec_name,width,height,nb_read_frames",

@@ -1,0 +1,263 @@
+"""Over-the-air updates on the firmware under QEMU (docs/UPDATE.md): signed
+RAUC bundles made by scripts/bundle, installed by camstream-update into the
+other root slot, chosen by U-Boot's A/B boot script, kept or rolled back by
+the boot-time health check. Each test boots its own copy of the disk
+without a snapshot, so writes stay as on a board; bundles come in on a
+read-only second drive (and through a web server inside the guest for the
+URL path: the guest can reach nothing outside)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import guest
+from conftest import ROOT
+
+HTTP = "http://127.0.0.1:8080"
+
+
+def debugfs(image: Path, commands: str) -> None:
+    subprocess.run(["debugfs", "-w", "-f", "-", str(image)], input=commands, text=True, check=True,
+                   capture_output=True)
+
+
+def ext4_file(image: Path, path: str) -> str:
+    return subprocess.run(["debugfs", "-R", f"cat {path}", str(image)], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def variant(work: Path, name: str, version: str, replace: dict[str, bytes] | None = None) -> Path:
+    """A copy of the built root filesystem that says it is `version`, with
+    files replaced."""
+    rootfs = work / f"{name}.ext4"
+    shutil.copyfile(ROOT / "output/image/rootfs.ext4", rootfs)
+    os_release = re.sub(r"(?m)^VERSION_ID=.*$", f"VERSION_ID={version}",
+                        ext4_file(rootfs, "/etc/os-release"))
+    files = {"/etc/os-release": os_release.encode(), **(replace or {})}
+    cmds = []
+    for i, (path, content) in enumerate(files.items()):
+        src = work / f"{name}-{i}"
+        src.write_bytes(content)
+        src.chmod(0o755 if path.startswith("/usr/bin/") else 0o644)
+        # (rm of a file that is not there only makes debugfs complain.)
+        cmds += [f"rm {path}", f"write {src} {path}"]
+    debugfs(rootfs, "\n".join(cmds) + "\n")
+    return rootfs
+
+
+def bundle(rootfs: Path, out: Path, *extra: str) -> Path:
+    subprocess.run([str(ROOT / "scripts/bundle"), "--output", str(out), *extra, str(rootfs)], check=True,
+                   capture_output=True, timeout=300)
+    return out
+
+
+@pytest.fixture(scope="module")
+def ota(tmp_path_factory):
+    """v1 is the built image; bundles of v2 and of what must be refused."""
+    guest.build()
+    work = tmp_path_factory.mktemp("ota")
+    drive = work / "drive"
+    drive.mkdir()
+    v1 = re.search(r"(?m)^VERSION_ID=(.*)$", ext4_file(ROOT / "output/image/rootfs.ext4", "/etc/os-release"))[1]
+    v2 = variant(work, "v2", f"{v1}-v2")
+    bundle(v2, drive / "v2.raucb")
+    # A v2 whose camstream cannot start (its daemon exits at once), while
+    # `camstream check`, which the health check runs, still works.
+    camstream = subprocess.run(["debugfs", "-R", "cat /usr/bin/camstream", str(ROOT / "output/image/rootfs.ext4")],
+                               capture_output=True, check=True).stdout
+    wrapper = (b'#!/bin/sh\n[ "${1:-}" = check ] && exec /usr/bin/camstream-real "$@"\n'
+               b'echo "camstream: error: this build cannot start" >&2\nexit 1\n')
+    broken = variant(work, "broken", f"{v1}-broken",
+                     {"/usr/bin/camstream": wrapper, "/usr/bin/camstream-real": camstream})
+    bundle(broken, drive / "broken.raucb")
+    # Signed with a key the board does not trust.
+    key, cert = work / "other.key.pem", work / "other.cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-subj",
+                    "/CN=not camstream", "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    other_key = variant(work, "otherkey", f"{v1}-otherkey",
+                        {"/etc/rauc/keyring.pem": cert.read_bytes()})
+    bundle(other_key, drive / "otherkey.raucb", "--key", str(key), "--cert", str(cert))
+    # Cut off in the middle (an interrupted copy).
+    data = (drive / "v2.raucb").read_bytes()
+    (drive / "truncated.raucb").write_bytes(data[: len(data) // 2])
+    # Made for another board.
+    conf = ext4_file(ROOT / "output/image/rootfs.ext4", "/etc/rauc/system.conf")
+    rpi = variant(work, "rpi", f"{v1}-rpi",
+                  {"/etc/rauc/system.conf": conf.replace("camstream-qemu_aarch64", "camstream-rpi4_64").encode()})
+    bundle(rpi, drive / "rpi.raucb")
+    image = work / "bundles.ext4"
+    subprocess.run(["mke2fs", "-q", "-t", "ext4", "-d", str(drive), str(image), "160M"], check=True)
+    ota = type("Ota", (), {})()
+    ota.work, ota.drive, ota.v1, ota.v2 = work, image, v1, f"{v1}-v2"
+    ota.v2_size = (drive / "v2.raucb").stat().st_size
+    return ota
+
+
+class Board:
+    """A guest on its own disk, with the bundle drive mounted at /tmp/b."""
+
+    def __init__(self, ota, disk: Path | None = None):
+        self.ota = ota
+        if disk is None:
+            disk = ota.work / f"disk-{time.monotonic_ns()}.img"
+            subprocess.run(["cp", "--sparse=always", str(ROOT / "output/image/sdcard.img"), str(disk)], check=True)
+        self.disk = disk
+        self.g = guest.Guest(image=disk, drive=ota.drive)
+        self.mount()
+
+    def mount(self) -> None:
+        self.g.sh("mkdir -p /tmp/b && mount -t ext4 -o ro /dev/vdb /tmp/b")
+
+    def sh(self, cmd: str, **kw) -> str:
+        return self.g.sh(cmd, **kw)
+
+    def update(self, source: str, timeout: float = 300) -> tuple[int, str]:
+        """camstream-update SOURCE, where it does not reboot: exit status, output."""
+        self.g.p.sendline(f"camstream-update {source} 2>&1; echo \"__rc=$?\"")
+        self.g.p.expect(r"__rc=(\d+)\r*\n", timeout=timeout)
+        out, rc = self.g.p.before, int(self.g.p.match.group(1))
+        self.g.p.expect(guest.PROMPT)
+        return rc, out.replace("\r", "")
+
+    def slot(self) -> str:
+        return re.search(r"rauc\.slot=(\w)", self.sh("cat /proc/cmdline"))[1]
+
+    def version(self) -> str:
+        return self.sh("sed -n 's/^VERSION_ID=//p' /etc/os-release").strip()
+
+    def boot_state(self) -> dict[str, str]:
+        return dict(line.split("=", 1) for line in self.sh("fw_printenv").split("\n") if "=" in line)
+
+    def wait_reboot_to_frame(self, timeout: float = 300) -> float:
+        """After a reboot began: waits for the console and a frame at the host;
+        returns when the frame came."""
+        first: list[float] = []
+        t = threading.Thread(target=lambda: first.append(self.g.first_frame(timeout=timeout)), daemon=True)
+        time.sleep(3)  # the old system's camstream may still answer
+        t.start()
+        self.g.wait_booted(timeout=timeout)
+        t.join(timeout)
+        assert first, f"no frame after the reboot:\n{self.g.console_text[-4000:]}"
+        self.mount()
+        return first[0]
+
+    def close(self) -> None:
+        self.g.close()
+
+
+@pytest.fixture
+def board(ota):
+    b = Board(ota)
+    yield b
+    b.close()
+    b.disk.unlink(missing_ok=True)
+
+
+def test_update_over_the_network_and_keep(board):
+    b = board
+    assert b.slot() == "A" and b.version() == b.ota.v1
+    # A setting the user changed, on the data partition.
+    b.sh("sed -i 's/^#* *fps *=.*/fps = 25/' /data/etc/camstream.toml; grep -q '^fps = 25' /data/etc/camstream.toml "
+         "|| echo 'fps = 25' >>/data/etc/camstream.toml")
+    settings = b.sh("md5sum /data/etc/camstream.toml")
+    # A web server inside the guest stands in for the user's.
+    b.sh("httpd -p 127.0.0.1:8080 -h /tmp/b")
+    start = time.monotonic()
+    b.g.p.sendline(f"camstream-update {HTTP}/v2.raucb")
+    b.g.p.expect("rebooting into slot B", timeout=300)
+    installed = time.monotonic()
+    framed = b.wait_reboot_to_frame()
+    print(f"\nupdate of a {b.ota.v2_size / 1048576:.1f} MiB bundle: download+install {installed - start:.1f} s, "
+          f"to the first frame from the new slot {framed - start:.1f} s")
+    b.g.wait_for("camstream-update status", "kept", timeout=90)
+    assert b.slot() == "B"
+    assert b.version() == b.ota.v2
+    status = b.sh("rauc status --output-format=shell 2>/dev/null")
+    assert "RAUC_SYSTEM_BOOTED_BOOTNAME='B'" in status, status
+    slots = dict(re.findall(r"RAUC_SLOT_BOOTNAME_(\d+)='(\w)'", status))
+    booted = {v: k for k, v in slots.items()}["B"]
+    assert f"RAUC_SLOT_BOOT_STATUS_{booted}='good'" in status, status
+    assert b.boot_state()["BOOT_ORDER"].startswith("B")
+    assert b.sh("md5sum /data/etc/camstream.toml") == settings
+    assert "update to " + b.ota.v2 + " is good" in b.g.console_text
+    # No download left behind.
+    assert "download.raucb" not in b.sh("ls /data/ota")
+
+
+def test_refused_bundles_change_nothing(board):
+    b = board
+    before_state = b.boot_state()
+    running = b.sh("md5sum /dev/vda2", timeout=300)
+    b.sh("httpd -p 127.0.0.1:8080 -h /tmp/b")
+    cases = [
+        ("/tmp/b/otherkey.raucb", 5, "signature is not from a key this board trusts"),
+        ("/tmp/b/truncated.raucb", 7, "not a valid bundle"),
+        ("/tmp/b/rpi.raucb", 6, "the bundle is for 'camstream-rpi4_64', this board is 'camstream-qemu_aarch64'"),
+        ("/tmp/b/missing.raucb", 2, "no bundle at"),
+        (f"{HTTP}/missing.raucb", 3, "download of"),
+    ]
+    for source, code, message in cases:
+        rc, out = b.update(source)
+        print(f"\ncamstream-update {source}: exit {rc}: {out.strip().splitlines()[-1]}")
+        assert rc == code, out
+        assert message in out, out
+    # Not enough room on /data for the download.
+    free_kib = int(b.sh("df -Pk /data | awk 'NR == 2 {print $4}'"))
+    fill = max(0, free_kib - b.ota.v2_size // 1024 // 2)
+    b.sh(f"dd if=/dev/zero of=/data/fill bs=1024 count={fill} 2>/dev/null")
+    rc, out = b.update(f"{HTTP}/v2.raucb")
+    b.sh("rm /data/fill")
+    print(f"camstream-update with {free_kib - fill} KiB free: exit {rc}: {out.strip().splitlines()[-1]}")
+    assert rc == 4 and "not enough space on /data" in out, out
+    assert b.boot_state() == before_state
+    assert b.sh("md5sum /dev/vda2", timeout=300) == running
+    assert b.sh("ls /data/ota 2>/dev/null | grep -c raucb || true").strip() == "0"
+    assert b.g.first_frame(timeout=30)
+
+
+def test_new_slot_that_cannot_stream_rolls_back(board):
+    b = board
+    start = time.monotonic()
+    b.g.p.sendline("camstream-update /tmp/b/broken.raucb")
+    b.g.p.expect("rebooting into slot B", timeout=300)
+    # Slot B boots, the check fails, the board goes back to A by itself.
+    b.g.p.expect("failed its check", timeout=300)
+    b.g.p.expect(r"was rolled back \((.*)\): running (\S+) in slot A again", timeout=300)
+    reason, running = b.g.p.match.group(1), b.g.p.match.group(2)
+    back = time.monotonic()
+    assert running == b.ota.v1
+    b.g.wait_booted(since=b.g.console_text.rfind("Starting kernel"))
+    b.mount()
+    assert b.g.first_frame(timeout=60)
+    print(f"\nrolled back after {back - start:.0f} s: {reason}")
+    assert b.slot() == "A" and b.version() == b.ota.v1
+    assert "rolled back" in b.sh("camstream-update status")
+    assert "B" not in b.boot_state()["BOOT_ORDER"]
+
+
+def test_power_cut_while_writing_keeps_the_old_slot(board):
+    b = board
+    b.g.p.sendline("camstream-update /tmp/b/v2.raucb")
+    b.g.p.expect("Copying image to rootfs.1", timeout=300)
+    os.kill(b.g.p.pid, signal.SIGKILL)  # scripts/qemu exec'd QEMU: this is QEMU
+    b.g.p.close(force=True)
+    cut = time.monotonic()
+    b.g = guest.Guest(image=b.disk, drive=b.ota.drive)
+    b.mount()
+    assert b.slot() == "A" and b.version() == b.ota.v1
+    state = b.boot_state()
+    assert state["BOOT_ORDER"].split()[0] == "A", state
+    framed = b.g.first_frame(timeout=60)
+    print(f"\npower cut while writing slot B: back to streaming from slot A {framed - cut:.1f} s after")
+    # And the next update goes through.
+    rc, out = b.update("--no-reboot /tmp/b/v2.raucb")
+    assert rc == 0, out

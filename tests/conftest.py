@@ -210,3 +210,20 @@ def media(tmp_path_factory) -> Media:
     for tool in ("ffmpeg", "gst-launch-1.0", "cjpeg"):
         assert shutil.which(tool), f"{tool} is missing: run ci/test, which installs it"
     return Media(tmp_path_factory.mktemp("media"))
+
+
+FIGURES: list[str] = []
+
+
+def figure(line: str) -> None:
+    """A measured figure: printed with the test's output and again in the
+    run's summary, so that CI logs show it."""
+    print(line)
+    FIGURES.append(line)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if FIGURES:
+        terminalreporter.section("measured")
+        for line in FIGURES:
+            terminalreporter.write_line(line)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import guest
-from conftest import ROOT
+from conftest import ROOT, figure
 
 HTTP = "http://127.0.0.1:8080"
 
@@ -176,8 +176,8 @@ def test_update_over_the_network_and_keep(board):
     b.g.p.expect("rebooting into slot B", timeout=300)
     installed = time.monotonic()
     framed = b.wait_reboot_to_frame()
-    print(f"\nupdate of a {b.ota.v2_size / 1048576:.1f} MiB bundle: download+install {installed - start:.1f} s, "
-          f"to the first frame from the new slot {framed - start:.1f} s")
+    figure(f"OTA: update with a {b.ota.v2_size / 1048576:.1f} MiB bundle: download+install {installed - start:.1f} s, "
+           f"to the first frame from the new slot {framed - start:.1f} s")
     b.g.wait_for("camstream-update status", "kept", timeout=90)
     assert b.slot() == "B"
     assert b.version() == b.ota.v2
@@ -238,7 +238,7 @@ def test_new_slot_that_cannot_stream_rolls_back(board):
     b.g.wait_booted(since=b.g.console_text.rfind("Starting kernel"))
     b.mount()
     assert b.g.first_frame(timeout=60)
-    print(f"\nrolled back after {back - start:.0f} s: {reason}")
+    figure(f"OTA: update whose camstream cannot start rolled back after {back - start:.0f} s: {reason}")
     assert b.slot() == "A" and b.version() == b.ota.v1
     assert "rolled back" in b.sh("camstream-update status")
     assert "B" not in b.boot_state()["BOOT_ORDER"]
@@ -257,7 +257,7 @@ def test_power_cut_while_writing_keeps_the_old_slot(board):
     state = b.boot_state()
     assert state["BOOT_ORDER"].split()[0] == "A", state
     framed = b.g.first_frame(timeout=60)
-    print(f"\npower cut while writing slot B: back to streaming from slot A {framed - cut:.1f} s after")
+    figure(f"OTA: power cut while writing slot B: back to streaming from slot A {framed - cut:.1f} s after")
     # And the next update goes through.
     rc, out = b.update("--no-reboot /tmp/b/v2.raucb")
     assert rc == 0, out

@@ -86,15 +86,19 @@ class Guest:
     def url(self) -> str:
         return f"rtsp://127.0.0.1:{self.rtsp_port}/stream"
 
-    def sh(self, command: str, timeout: float = 120, check: bool = True) -> str:
-        """Runs a shell command in the guest; returns its output."""
+    def run(self, command: str, timeout: float = 120) -> tuple[int, str]:
+        """Runs a shell command in the guest; returns its exit status and output."""
         self.p.sendline(f"{command}; echo \"__rc=$?\"")
         self.p.expect(r"__rc=(\d+)\r*\n", timeout=timeout)
         out, rc = self.p.before, int(self.p.match.group(1))
         self.p.expect(PROMPT)
         # Drop the echoed command line.
         out = out.split("\n", 1)[1] if "\n" in out else ""
-        out = out.replace("\r", "")
+        return rc, out.replace("\r", "")
+
+    def sh(self, command: str, timeout: float = 120, check: bool = True) -> str:
+        """Runs a shell command in the guest; returns its output."""
+        rc, out = self.run(command, timeout)
         if check and rc != 0:
             raise AssertionError(f"guest: {command!r} exited {rc}:\n{out}")
         return out

@@ -122,11 +122,7 @@ class Board:
 
     def update(self, source: str, timeout: float = 300) -> tuple[int, str]:
         """camstream-update SOURCE, where it does not reboot: exit status, output."""
-        self.g.p.sendline(f"camstream-update {source} 2>&1; echo \"__rc=$?\"")
-        self.g.p.expect(r"__rc=(\d+)\r*\n", timeout=timeout)
-        out, rc = self.g.p.before, int(self.g.p.match.group(1))
-        self.g.p.expect(guest.PROMPT)
-        return rc, out.replace("\r", "")
+        return self.g.run(f"camstream-update {source} 2>&1", timeout)
 
     def slot(self) -> str:
         return re.search(r"rauc\.slot=(\w)", self.sh("cat /proc/cmdline"))[1]

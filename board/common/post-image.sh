@@ -4,8 +4,9 @@
 # root A, root B, data; docs/IMAGE.md) and writes its sha256 next to it.
 # usage: post-image.sh BINARIES_DIR BUDGET_MIB
 # The boot partition gets boot.scr, the A/B boot state (bootstate.env) and,
-# on a Raspberry Pi, the Pi's firmware, its device trees and U-Boot. TARGET_DIR and BUILD_DIR come from
-# Buildroot's environment (or scripts/image).
+# on a Raspberry Pi, the Pi's firmware, its device trees and U-Boot.
+# TARGET_DIR and BUILD_DIR come from Buildroot's environment (or
+# scripts/image).
 set -eu
 binaries=$1 budget_mib=$2
 
@@ -17,8 +18,7 @@ if [ "$used_kib" -gt $((budget_mib * 1024)) ]; then
 fi
 
 # A fresh disk boots slot A; slot B is empty until the first update.
-printf 'BOOT_ORDER=A B\nBOOT_A_LEFT=3\nBOOT_B_LEFT=0\n' >"$binaries/bootstate.txt"
-mkenvimage -s 0x4000 -o "$binaries/bootstate.env" "$binaries/bootstate.txt"
+printf 'BOOT_ORDER=A B\nBOOT_A_LEFT=3\nBOOT_B_LEFT=0\n' | mkenvimage -s 0x4000 -o "$binaries/bootstate.env" -
 
 files=""
 for f in "$binaries/boot.scr" "$binaries/bootstate.env" "$binaries"/*.dtb "$binaries"/rpi-firmware/*; do

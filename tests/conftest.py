@@ -227,3 +227,12 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("measured")
         for line in FIGURES:
             terminalreporter.write_line(line)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    # Kept on the test item, so fixtures can tell in teardown whether the
+    # test failed (and leave evidence, such as a guest's console).
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report

@@ -118,12 +118,16 @@ class Guest:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                c = Client(self.rtsp_port, path=path, timeout=5)
+                # A short wait for the answer to SETUP: while the guest
+                # reboots, QEMU accepts the connection and nothing answers.
+                c = Client(self.rtsp_port, path=path, timeout=2)
                 try:
-                    if c.setup_tcp().status == 200 and c.play().status == 200:
-                        for p in c.packets(5):
-                            if p.marker:
-                                return time.monotonic()
+                    if c.setup_tcp().status == 200:
+                        c.sock.settimeout(5)
+                        if c.play().status == 200:
+                            for p in c.packets(5):
+                                if p.marker:
+                                    return time.monotonic()
                 finally:
                     c.close()
             except Exception:  # not up yet: refused, reset, closed early

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import threading
 
 from conftest import BIN, ROOT, Camstream, assert_frames_match, frames_of, free_port
 from rtsp import Client
@@ -177,3 +178,77 @@ def test_check_gets_a_frame_or_says_why(camstream):
     gone = subprocess.run([str(BIN), "check", url, "--timeout", "2"], capture_output=True, text=True, timeout=30)
     assert gone.returncode == 1, gone
     assert gone.stderr.startswith(f"camstream: error: no frame from {url} within 2 s: connecting"), gone.stderr
+
+
+def silent_server(answer_until: str | None) -> tuple[socket.socket, str]:
+    """A server that answers RTSP requests until `answer_until` (a method; None
+    answers nothing) and then says nothing more, keeping the connection open:
+    a daemon stuck on its way up or a stream that never starts."""
+    sdp = b"v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=x\r\nt=0 0\r\nm=video 0 RTP/AVP 26\r\na=control:track1\r\n"
+    listener = socket.create_server(("127.0.0.1", 0))
+    url = f"rtsp://127.0.0.1:{listener.getsockname()[1]}/stream"
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            buf = b""
+            while answer_until:
+                while b"\r\n\r\n" not in buf:
+                    data = conn.recv(4096)
+                    if not data:
+                        return
+                    buf += data
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                method = head.split()[0].decode()
+                cseq = next(line for line in head.split(b"\r\n") if line.lower().startswith(b"cseq:")).split(b":")[1]
+                body = sdp if method == "DESCRIBE" else b""
+                conn.sendall(b"RTSP/1.0 200 OK\r\nCSeq:" + cseq + b"\r\nSession: 1\r\nContent-Type: application/sdp\r\n"
+                             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+                if method == answer_until:
+                    break
+            while conn.recv(4096):  # until the client gives up
+                pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, url
+
+
+def test_check_says_where_a_server_went_silent():
+    for answer_until, said in [(None, "waiting for the answer to DESCRIBE: the server sent nothing for "),
+                               ("PLAY", "0 RTP packets but no whole frame in the ")]:
+        listener, url = silent_server(answer_until)
+        with listener:
+            p = subprocess.run([str(BIN), "check", url, "--timeout", "2"], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 1, p
+        assert said in p.stderr, p.stderr
+
+
+def test_check_tries_a_new_connection_after_a_silent_one(camstream):
+    """One connection that stays silent (a stuck session) does not fail the
+    check while the server can still serve a fresh one; it is told on stderr."""
+    cs = camstream("--source", "testpattern", "--width", "640", "--height", "480")
+    listener = socket.create_server(("127.0.0.1", 0))
+    url = f"rtsp://127.0.0.1:{listener.getsockname()[1]}/stream"
+
+    def pipe(a: socket.socket, b: socket.socket) -> None:
+        while data := a.recv(65536):
+            b.sendall(data)
+        b.shutdown(socket.SHUT_WR)
+
+    def serve() -> None:
+        silent, _ = listener.accept()
+        with silent:
+            second, _ = listener.accept()
+            upstream = socket.create_connection(("127.0.0.1", cs.port))
+            threading.Thread(target=pipe, args=(upstream, second), daemon=True).start()
+            pipe(second, upstream)
+
+    threading.Thread(target=serve, daemon=True).start()
+    with listener:
+        p = subprocess.run([str(BIN), "check", url, "--timeout", "30"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert f"{url}: 640x480 frame, " in p.stdout, p.stdout
+    notes = p.stderr.strip().splitlines()
+    assert len(notes) == 1, p.stderr
+    assert notes[0].startswith("camstream check: waiting for the answer to DESCRIBE: the server sent nothing for 10."), notes
+    assert notes[0].endswith("trying again"), notes

@@ -138,7 +138,8 @@ class Board:
         returns when the frame came."""
         first: list[float] = []
         t = threading.Thread(target=lambda: first.append(self.g.first_frame(timeout=timeout)), daemon=True)
-        time.sleep(3)  # the old system's camstream may still answer
+        # Only once U-Boot runs again: the old system may still be serving.
+        self.g.p.expect("U-Boot 20", timeout=timeout)
         t.start()
         self.g.wait_booted(timeout=timeout)
         t.join(timeout)
@@ -151,9 +152,13 @@ class Board:
 
 
 @pytest.fixture
-def board(ota):
+def board(ota, request):
     b = Board(ota)
     yield b
+    call = getattr(request.node, "report_call", None)
+    if call is not None and call.failed:
+        # The guest's own account (boot, health check, rollback) of what went wrong.
+        print(f"--- guest console, last 12000 characters ---\n{b.g.console_text[-12000:]}")
     b.close()
     b.disk.unlink(missing_ok=True)
 
@@ -185,6 +190,9 @@ def test_update_over_the_network_and_keep(board):
     assert b.boot_state()["BOOT_ORDER"].startswith("B")
     assert b.sh("md5sum /data/etc/camstream.toml") == settings
     assert "update to " + b.ota.v2 + " is good" in b.g.console_text
+    # A connection the check gave up on is not a failure, but worth seeing.
+    for note in re.findall(r"camstream check: [^\r\n]*", b.g.console_text):
+        figure(f"OTA: the health check tried again: {note}")
     # No download left behind.
     assert "download.raucb" not in b.sh("ls /data/ota")
 
@@ -227,6 +235,8 @@ def test_new_slot_that_cannot_stream_rolls_back(board):
     b.g.p.expect("rebooting into slot B", timeout=300)
     # Slot B boots, the check fails, the board goes back to A by itself.
     b.g.p.expect("failed its check", timeout=300)
+    # With what camstream itself logged, for whoever reads the console.
+    b.g.p.expect("camstream's log: .*this build cannot start", timeout=30)
     b.g.p.expect(r"was rolled back \((.*)\): running (\S+) in slot A again", timeout=300)
     reason, running = b.g.p.match.group(1), b.g.p.match.group(2)
     back = time.monotonic()
@@ -257,3 +267,29 @@ def test_power_cut_while_writing_keeps_the_old_slot(board):
     # And the next update goes through.
     rc, out = b.update("--no-reboot /tmp/b/v2.raucb")
     assert rc == 0, out
+
+
+def test_rauc_dying_is_told_apart_from_a_failed_install(board):
+    """RAUC killed by a signal (seen once: glibc's "double free" as RAUC 1.8
+    exits) after it activated the new slot: the update carries on to its
+    trial boot. Killed before: exit 8, the old slot stays first."""
+    b = board
+    b.sh("cp /usr/bin/rauc /tmp/rauc-real && printf '%s\\n' '#!/bin/sh' "
+         "'/tmp/rauc-real \"$@\"; rc=$?' '[ \"$1\" = install ] && kill -ABRT $$' 'exit $rc' >/tmp/rauc-dies-after "
+         "&& printf '%s\\n' '#!/bin/sh' '/tmp/rauc-real \"$@\" & pid=$!' "
+         "'[ \"$1\" = install ] && sleep 2 && kill -ABRT $pid' 'wait $pid' >/tmp/rauc-dies-during "
+         "&& chmod +x /tmp/rauc-dies-after /tmp/rauc-dies-during")
+    b.sh("mount --bind /tmp/rauc-dies-after /usr/bin/rauc")
+    rc, out = b.update("--no-reboot /tmp/b/v2.raucb")
+    assert rc == 0, out
+    assert "RAUC exited with signal 6 after it had written, verified and activated slot B" in out, out
+    assert b.boot_state()["BOOT_ORDER"].startswith("B"), b.boot_state()
+    assert "pending: " + b.ota.v2 + " in slot B" in b.sh("camstream-update status")
+    # Undo: slot A first again, nothing pending.
+    b.sh("umount /usr/bin/rauc && rauc status mark-active booted >/dev/null 2>&1 && rm /data/ota/pending")
+    b.sh("mount --bind /tmp/rauc-dies-during /usr/bin/rauc")
+    rc, out = b.update("--no-reboot /tmp/b/v2.raucb")
+    assert rc == 8, out
+    assert "installing failed, slot A is unchanged and still boots" in out, out
+    assert b.boot_state()["BOOT_ORDER"].startswith("A"), b.boot_state()
+    assert "pending" not in b.sh("camstream-update status")

@@ -3,7 +3,7 @@
 //! firmware's health check runs it against the local daemon after an update
 //! (docs/UPDATE.md); anyone can run it against any RFC 2435 server.
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
@@ -19,13 +19,19 @@ pub struct Seen {
     pub elapsed: Duration,
 }
 
+/// A connection that stays silent this long is given up and a new one
+/// made: a frame comes every few hundred milliseconds at the slowest.
+const SILENCE: Duration = Duration::from_secs(10);
+
 /// Tries until `timeout` has passed: the server may still be starting.
+/// Attempts that failed after connecting are told on stderr.
 pub fn run(url: &str, timeout: Duration) -> Result<Seen> {
     let start = Instant::now();
     let deadline = start + timeout;
     let mut last = anyhow!("no attempt made");
     while Instant::now() < deadline {
-        match attempt(url, deadline) {
+        let mut connected = false;
+        match attempt(url, deadline, &mut connected) {
             Ok((width, height, bytes)) => {
                 return Ok(Seen {
                     width,
@@ -34,7 +40,15 @@ pub fn run(url: &str, timeout: Duration) -> Result<Seen> {
                     elapsed: start.elapsed(),
                 });
             }
-            Err(e) => last = e,
+            Err(e) => {
+                if connected && Instant::now() < deadline {
+                    eprintln!(
+                        "camstream check: {e:#} ({:.1} s in); trying again",
+                        start.elapsed().as_secs_f32()
+                    );
+                }
+                last = e;
+            }
         }
         std::thread::sleep(
             Duration::from_millis(500).min(deadline.saturating_duration_since(Instant::now())),
@@ -51,23 +65,42 @@ struct Conn {
     buf: Vec<u8>,
     cseq: u32,
     deadline: Instant,
+    /// What the next read waits for ("...: "), for the message when nothing comes.
+    waiting_for: String,
+    /// When the last bytes came (or the connection was made).
+    heard: Instant,
 }
 
 impl Conn {
     fn fill(&mut self) -> Result<()> {
         let left = self.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            bail!("timed out");
+        let silent = || {
+            anyhow!(
+                "{}the server sent nothing for {:.1} s",
+                self.waiting_for,
+                self.heard.elapsed().as_secs_f32()
+            )
+        };
+        if left.is_zero() || self.heard.elapsed() >= SILENCE {
+            return Err(silent());
         }
-        self.stream.set_read_timeout(Some(left))?;
+        let wait = left.min(SILENCE.saturating_sub(self.heard.elapsed()));
+        self.stream.set_read_timeout(Some(wait))?;
         let mut chunk = [0u8; 16384];
-        let n = self
-            .stream
-            .read(&mut chunk)
-            .context("reading from the server")?;
+        let n = match self.stream.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return Err(silent());
+            }
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("{}reading from the server", self.waiting_for));
+            }
+        };
         if n == 0 {
-            bail!("the server closed the connection");
+            bail!("{}the server closed the connection", self.waiting_for);
         }
+        self.heard = Instant::now();
         self.buf.extend_from_slice(&chunk[..n]);
         Ok(())
     }
@@ -79,7 +112,10 @@ impl Conn {
             "{method} {url} RTSP/1.0\r\nCSeq: {}\r\nUser-Agent: camstream-check\r\n{extra}\r\n",
             self.cseq
         );
-        self.stream.write_all(req.as_bytes())?;
+        self.stream
+            .write_all(req.as_bytes())
+            .with_context(|| format!("sending {method}"))?;
+        self.waiting_for = format!("waiting for the answer to {method}: ");
         loop {
             match Message::<Vec<u8>>::parse(&self.buf) {
                 Ok((msg, used)) => {
@@ -98,7 +134,7 @@ impl Conn {
     }
 }
 
-fn attempt(url: &str, deadline: Instant) -> Result<(u16, u16, usize)> {
+fn attempt(url: &str, deadline: Instant, connected: &mut bool) -> Result<(u16, u16, usize)> {
     let parsed = rtsp_types::Url::parse(url).with_context(|| format!("bad URL {url}"))?;
     if parsed.scheme() != "rtsp" {
         bail!("{url} is not an rtsp:// URL");
@@ -115,12 +151,15 @@ fn attempt(url: &str, deadline: Instant) -> Result<(u16, u16, usize)> {
         .max(Duration::from_millis(1));
     let stream =
         TcpStream::connect_timeout(&addr, left).with_context(|| format!("connecting to {addr}"))?;
-    stream.set_write_timeout(Some(left))?;
+    *connected = true;
+    stream.set_write_timeout(Some(left.min(SILENCE)))?;
     let mut c = Conn {
         stream,
         buf: Vec::new(),
         cseq: 0,
         deadline,
+        waiting_for: String::new(),
+        heard: Instant::now(),
     };
 
     let describe = c.request("DESCRIBE", url, "Accept: application/sdp\r\n")?;
@@ -170,11 +209,19 @@ fn attempt(url: &str, deadline: Instant) -> Result<(u16, u16, usize)> {
     )?;
 
     // Interleaved records: '$', channel, 16-bit length, RTP or RTCP.
+    let playing = Instant::now();
+    c.waiting_for.clear(); // said by the context below
+    let mut packets = 0u32;
     loop {
         while c.buf.len() < 4
             || c.buf.len() < 4 + usize::from(u16::from_be_bytes([c.buf[2], c.buf[3]]))
         {
-            c.fill()?;
+            c.fill().with_context(|| {
+                format!(
+                    "{packets} RTP packets but no whole frame in the {:.1} s after PLAY",
+                    playing.elapsed().as_secs_f32()
+                )
+            })?;
         }
         if c.buf[0] != b'$' {
             bail!("the server sent something other than interleaved RTP after PLAY");
@@ -185,6 +232,7 @@ fn attempt(url: &str, deadline: Instant) -> Result<(u16, u16, usize)> {
         if channel != 0 {
             continue;
         }
+        packets += 1;
         if let Some(frame) = depack
             .push(&packet)
             .map_err(|e| anyhow!("bad RTP/JPEG packet: {e}"))?

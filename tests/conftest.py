@@ -82,9 +82,10 @@ class Camstream:
 
 
 @pytest.fixture
-def camstream():
+def camstream(request):
     """Starts camstream with extra arguments; stops it after the test and
-    checks it stopped cleanly (exit status 0 on SIGTERM)."""
+    checks it stopped cleanly (exit status 0 on SIGTERM). Prints its log
+    when the test failed."""
     started: list[Camstream] = []
 
     def start(*args: str, wait: bool = True) -> Camstream:
@@ -93,7 +94,10 @@ def camstream():
         return c
 
     yield start
+    call = getattr(request.node, "report_call", None)
     for c in started:
+        if call is not None and call.failed:
+            print(f"--- camstream {' '.join(c.args[1:])}:\n{c.log()[-8000:]}")
         was_running = c.alive()
         code = c.stop()
         if was_running:
@@ -101,7 +105,12 @@ def camstream():
 
 
 def run(cmd: list[str], timeout: float = 120, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, check=True, timeout=timeout, capture_output=True, **kw)
+    p = subprocess.run(cmd, timeout=timeout, capture_output=True, **kw)
+    if p.returncode != 0:
+        # What the program said, not only that it failed.
+        err = p.stderr if isinstance(p.stderr, str) else p.stderr.decode(errors="replace")
+        raise AssertionError(f"{' '.join(map(str, cmd))}\nexited {p.returncode}:\n{err[-4000:]}")
+    return p
 
 
 class Media:

@@ -135,6 +135,15 @@ class Guest:
             time.sleep(0.2)
         raise TimeoutError(f"no frame from {self.url} within {timeout} s")
 
+    def diagnose(self) -> str:
+        """What the guest's camstream is doing, for a failure message: its
+        state and kernel wait point, the system log's end, connections to
+        it and what takes the CPU."""
+        return self.sh(
+            "for p in $(pidof camstream); do echo \"camstream $p: $(grep State /proc/$p/status)"
+            " wchan=$(cat /proc/$p/wchan) syscall=$(cat /proc/$p/syscall)\"; done; "
+            "logread | tail -n 30; netstat -tn | head -n 12; top -b -n 1 | head -n 15", check=False)
+
     def qmp(self, command: str, **arguments) -> dict:
         """One command on QEMU's QMP socket."""
         with socket.socket(socket.AF_UNIX) as s:

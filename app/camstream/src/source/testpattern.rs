@@ -67,7 +67,10 @@ impl FrameSource for TestPattern {
         let (Some(frames), Some(recycle)) = (&self.frames, &self.recycle) else {
             return Ok(());
         };
-        loop {
+        // At most the frames that exist: if sending a frame ever took longer
+        // than the frame period, looping until the channel is empty would
+        // never return to the event loop. The rest wake it again.
+        for _ in 0..BUFFERS {
             match frames.try_recv() {
                 Ok((buf, captured)) => {
                     sink(CapturedFrame {
@@ -87,6 +90,7 @@ impl FrameSource for TestPattern {
                 }
             }
         }
+        Ok(())
     }
 }
 

@@ -234,6 +234,9 @@ struct Counters {
     dropped: u64,
     /// Buffers the driver flagged as corrupt.
     corrupt: u64,
+    /// Raw frames not encoded because a newer one was ready too (the CPU
+    /// could not keep up with the camera).
+    skipped: u64,
     /// Times the camera went away.
     lost: u64,
 }
@@ -250,8 +253,10 @@ pub struct V4l2Source {
     encoder: YuvEncoder,
     planes: [Vec<u8>; 3],
     out: Vec<u8>,
+    /// Buffers dequeued in one turn (reused: no allocation per frame).
+    ready: Vec<Dequeued>,
     counts: Counters,
-    reported: (u64, u64),
+    reported: (u64, u64, u64),
     reported_at: Option<Mono>,
 }
 
@@ -279,8 +284,9 @@ impl V4l2Source {
             encoder,
             planes: Default::default(),
             out: Vec::new(),
+            ready: Vec::with_capacity(32),
             counts: Counters::default(),
-            reported: (0, 0),
+            reported: (0, 0, 0),
             reported_at: None,
         };
         match Camera::open(&src.req) {
@@ -401,7 +407,7 @@ impl V4l2Source {
 
     fn report(&mut self) {
         let c = &self.counts;
-        if (c.dropped, c.corrupt) == self.reported {
+        if (c.dropped, c.corrupt, c.skipped) == self.reported {
             return;
         }
         let now = Mono::now();
@@ -412,13 +418,15 @@ impl V4l2Source {
             return;
         }
         log::warn!(
-            "camera: {} frames captured, {} dropped by the driver, {} corrupt (skipped); lost {} times",
+            "camera: {} frames captured, {} dropped by the driver, {} corrupt (skipped), \
+             {} not encoded (a newer frame was ready: the CPU is behind); lost {} times",
             c.frames,
             c.dropped,
             c.corrupt,
+            c.skipped,
             c.lost
         );
-        self.reported = (c.dropped, c.corrupt);
+        self.reported = (c.dropped, c.corrupt, c.skipped);
         self.reported_at = Some(now);
     }
 }
@@ -510,16 +518,27 @@ impl FrameSource for V4l2Source {
         }
         let mut failure = None;
         if let Some(cam) = &mut self.cam {
-            // Edge-triggered: take every buffer that is ready.
+            // Edge-triggered: take every buffer that is ready now, and only
+            // then work on them, so one call does bounded work. Encoding
+            // buffer by buffer while the driver keeps filling them never
+            // returns to the event loop once encoding is slower than the
+            // camera (a busy CPU): no connection would be served again.
+            let ready = &mut self.ready;
+            ready.clear();
             loop {
-                let d: Dequeued = match cam.stream.dequeue(cam.dev.fd()) {
-                    Ok(Some(d)) => d,
+                match cam.stream.dequeue(cam.dev.fd()) {
+                    Ok(Some(d)) => ready.push(d),
                     Ok(None) => break,
                     Err(e) => {
                         failure = Some(e);
                         break;
                     }
-                };
+                }
+            }
+            let jpeg = select::is_jpeg(cam.format.fourcc);
+            // Raw frames cost an encode each: only the newest is worth it.
+            let newest_good = ready.iter().rposition(|d| !d.error);
+            for (i, d) in ready.iter().enumerate() {
                 log::trace!(
                     "buffer {}: {} bytes, {} dropped before it{}",
                     d.index,
@@ -530,40 +549,45 @@ impl FrameSource for V4l2Source {
                 self.counts.dropped += u64::from(d.dropped);
                 if d.error {
                     self.counts.corrupt += 1;
-                } else {
-                    self.counts.frames += 1;
-                    let captured = d.captured.unwrap_or_else(Mono::now);
-                    let data = cam.stream.data(&d);
-                    if select::is_jpeg(cam.format.fourcc) {
-                        // Checked (and made conformant if need be) by the
-                        // server, which copies it once into its pool.
-                        sink(CapturedFrame {
-                            jpeg: data,
-                            captured,
-                        });
-                    } else {
-                        match encode(
-                            &mut self.encoder,
-                            &mut self.planes,
-                            &cam.format,
-                            cam.out_size,
-                            data,
-                            &mut self.out,
-                        ) {
-                            Ok(()) => sink(CapturedFrame {
-                                jpeg: &self.out,
-                                captured,
-                            }),
-                            Err(e) => {
-                                self.counts.corrupt += 1;
-                                log::debug!("frame not encoded: {e:#}");
-                            }
-                        }
+                    continue;
+                }
+                self.counts.frames += 1;
+                if !jpeg && Some(i) != newest_good {
+                    self.counts.skipped += 1;
+                    continue;
+                }
+                let captured = d.captured.unwrap_or_else(Mono::now);
+                let data = cam.stream.data(d);
+                if jpeg {
+                    // Checked (and made conformant if need be) by the
+                    // server, which copies it once into its pool.
+                    sink(CapturedFrame {
+                        jpeg: data,
+                        captured,
+                    });
+                    continue;
+                }
+                match encode(
+                    &mut self.encoder,
+                    &mut self.planes,
+                    &cam.format,
+                    cam.out_size,
+                    data,
+                    &mut self.out,
+                ) {
+                    Ok(()) => sink(CapturedFrame {
+                        jpeg: &self.out,
+                        captured,
+                    }),
+                    Err(e) => {
+                        self.counts.corrupt += 1;
+                        log::debug!("frame not encoded: {e:#}");
                     }
                 }
+            }
+            for d in ready.iter() {
                 if let Err(e) = cam.stream.queue(cam.dev.fd(), d.index) {
-                    failure = Some(e);
-                    break;
+                    failure.get_or_insert(e);
                 }
             }
         }

@@ -6,7 +6,7 @@
 //! write restart markers).
 
 use camstream_rtp::packetize::{self, Packetizer};
-use camstream_rtp::{Depacketizer, jpeg, rtp};
+use camstream_rtp::{Depacketizer, JpegError, jpeg, rtp};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone, Copy)]
@@ -166,7 +166,20 @@ fn check(c: &Case) {
     if c.sixteen_bit_tables {
         src = widen_quant_tables(&src);
     }
-    let j = jpeg::parse(&src).unwrap_or_else(|e| panic!("{c:?}: {e}"));
+    let j = match jpeg::parse(&src) {
+        Ok(j) => j,
+        // RFC 2435's 24-bit fragment offset: noise at quality 100 and 4K
+        // 4:2:2 can outgrow it, and must be refused, not cut.
+        Err(JpegError::TooLarge) => {
+            assert!(
+                src.len() > 1 << 24,
+                "{c:?}: refused as too large at {} bytes",
+                src.len()
+            );
+            return;
+        }
+        Err(e) => panic!("{c:?}: {e}"),
+    };
     assert_eq!(j.rtp_type() & 1, u8::from(c.yuv420));
     assert_eq!(j.quant_tables[0].is_16bit(), c.sixteen_bit_tables);
 
@@ -243,4 +256,25 @@ fn fixed_corners() {
             }
         }
     }
+}
+
+/// A frame RFC 2435 cannot carry (found by the random cases: 4K 4:2:2 noise
+/// at quality 100 has more than 16 MiB of entropy-coded data) is refused.
+#[test]
+fn beyond_the_fragment_offset_is_refused() {
+    let c = Case {
+        width: 3840,
+        height: 2160,
+        yuv420: false,
+        quality: 100,
+        encoder: Encoder::LibjpegTurbo,
+        sixteen_bit_tables: false,
+        mtu: 500,
+        seed: 0,
+        ssrc: 0,
+        sequence: 0,
+    };
+    let src = encode(&c);
+    assert!(src.len() > 1 << 24, "{} bytes", src.len());
+    assert_eq!(jpeg::parse(&src).err(), Some(JpegError::TooLarge));
 }

@@ -7,6 +7,7 @@ mod clock;
 mod config;
 mod convert;
 mod jpegenc;
+mod latency;
 mod logger;
 mod normalize;
 mod server;

@@ -43,6 +43,8 @@ pub struct Frame {
     pub timestamp: u32,
     pub first_sequence: u16,
     pub captured: Mono,
+    /// When the source handed it to the server (send latency starts here).
+    pub entered: Mono,
     /// RTP payload bytes (what RTCP octet counts add up).
     pub payload_octets: u32,
 }
@@ -64,6 +66,7 @@ impl Frame {
         jpeg: &Jpeg<'_>,
         timestamp: u32,
         captured: Mono,
+        entered: Mono,
     ) -> Rc<Frame> {
         let mut bufs = pool.free.borrow_mut().pop().unwrap_or_default();
         bufs.wire.clear();
@@ -85,6 +88,7 @@ impl Frame {
             timestamp,
             first_sequence,
             captured,
+            entered,
             payload_octets,
         })
     }
@@ -146,7 +150,7 @@ pub(crate) mod tests {
         let j = jpeg(64, 64, &scan, &[1; 64]);
         let pool = Pool::new(2);
         let mut p = Packetizer::new(5, 100, 1400).unwrap();
-        let f = Frame::build(&pool, &mut p, &j, 42, Mono(0));
+        let f = Frame::build(&pool, &mut p, &j, 42, Mono(0), Mono(0));
         assert_eq!(f.first_sequence, 100);
         assert_eq!(f.packets(), 4);
         let mut total = 0;
@@ -166,7 +170,7 @@ pub(crate) mod tests {
         assert_eq!(f.payload_octets as usize, 5000 + 4 * 8 + 4 + 128);
         drop(f);
         assert_eq!(pool.free.borrow().len(), 1);
-        let f2 = Frame::build(&pool, &mut p, &j, 43, Mono(0));
+        let f2 = Frame::build(&pool, &mut p, &j, 43, Mono(0), Mono(0));
         assert_eq!(pool.free.borrow().len(), 0);
         assert_eq!(f2.first_sequence, 104);
     }

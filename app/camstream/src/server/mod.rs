@@ -32,6 +32,7 @@ use slab::Slab;
 
 use crate::clock::{Mono, RtpClock, ntp_now};
 use crate::config::Config;
+use crate::latency::Histogram;
 use crate::normalize::{Fix, Normalizer};
 use crate::source::{self, FrameSource, StreamInfo};
 use frame::{Frame, Pool};
@@ -41,6 +42,7 @@ const RTP: Token = Token(1);
 const RTCP: Token = Token(2);
 const SOURCE: Token = Token(3);
 const SIGNAL: Token = Token(4);
+const REPORT_SIGNAL: Token = Token(5);
 const FIRST_CONNECTION: usize = 16;
 
 /// Unsent response and RTCP bytes after which a connection's requests are
@@ -160,6 +162,10 @@ pub struct Server {
     normalizer: Normalizer,
     cname: String,
     signals: UnixStream,
+    /// SIGUSR1: log the send latency and start a new measurement.
+    report_signal: UnixStream,
+    send_latency: Histogram,
+    latency_since: Mono,
 }
 
 fn random_u64() -> u64 {
@@ -205,6 +211,9 @@ impl Server {
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
             signal_hook::low_level::pipe::register(sig, signal_writer.try_clone()?)?;
         }
+        let (report_signal, report_writer) = UnixStream::pair()?;
+        report_signal.set_nonblocking(true)?;
+        signal_hook::low_level::pipe::register(signal_hook::consts::SIGUSR1, report_writer)?;
         let mut server = Server {
             poll,
             listener,
@@ -232,6 +241,9 @@ impl Server {
             normalizer: Normalizer::new(cfg.quality)?,
             cname: format!("camstream@{}", hostname()),
             signals,
+            report_signal,
+            send_latency: Histogram::default(),
+            latency_since: Mono::now(),
             cfg,
         };
         let r = server.poll.registry();
@@ -245,6 +257,11 @@ impl Server {
         r.register(
             &mut SourceFd(&server.signals.as_raw_fd()),
             SIGNAL,
+            Interest::READABLE,
+        )?;
+        r.register(
+            &mut SourceFd(&server.report_signal.as_raw_fd()),
+            REPORT_SIGNAL,
             Interest::READABLE,
         )?;
         Ok(server)
@@ -288,6 +305,11 @@ impl Server {
                         log::info!("stopping");
                         self.shutdown();
                         return Ok(());
+                    }
+                    REPORT_SIGNAL => {
+                        let mut buf = [0u8; 16];
+                        while matches!((&self.report_signal).read(&mut buf), Ok(n) if n > 0) {}
+                        self.log_send_latency();
                     }
                     Token(t) => {
                         let ci = t - FIRST_CONNECTION;
@@ -364,6 +386,7 @@ impl Server {
     // ---- frames -------------------------------------------------------
 
     fn on_frame(&mut self, f: source::CapturedFrame<'_>) {
+        let entered = Mono::now();
         self.stats.frames_in += 1;
         // Frames RTP/JPEG cannot carry as they are go through the
         // normalizer; conformant ones are parsed once and not touched (the
@@ -399,7 +422,7 @@ impl Server {
             s.warned_size_change = true;
         }
         let ts = s.clock.timestamp(f.captured);
-        let frame = Frame::build(&s.pool, &mut s.packetizer, &jpeg, ts, f.captured);
+        let frame = Frame::build(&s.pool, &mut s.packetizer, &jpeg, ts, f.captured, entered);
         s.last = Some(frame.clone());
         self.stats.frames_streamed += 1;
 
@@ -480,6 +503,8 @@ impl Server {
         while let Some(f) = s.queue.front() {
             match net::send_udp(&self.rtp_socket, rtp, f, s.udp_sent) {
                 Ok(n) if n == f.packets() => {
+                    self.send_latency
+                        .record(Mono::now().saturating_sub(f.entered));
                     s.packets = s.packets.wrapping_add(n as u32);
                     s.octets = s.octets.wrapping_add(f.payload_octets);
                     s.frames_sent += 1;
@@ -529,7 +554,11 @@ impl Server {
             };
             if let Some((frame, channel, pos)) = &mut conn.current {
                 match net::write_interleaved(&mut conn.stream, frame, *channel, *pos) {
-                    Ok(p) if p == frame.wire().len() => conn.current = None,
+                    Ok(p) if p == frame.wire().len() => {
+                        self.send_latency
+                            .record(Mono::now().saturating_sub(frame.entered));
+                        conn.current = None;
+                    }
                     Ok(p) => {
                         *pos = p;
                         return;
@@ -969,7 +998,20 @@ impl Server {
         st.frames_at_last_log = st.frames_streamed;
     }
 
+    /// The send latency since the last report, then a new measurement.
+    fn log_send_latency(&mut self) {
+        let now = Mono::now();
+        log::info!(
+            "send latency (frame in to its last packet written, per client) over {:.1} s: {}",
+            now.saturating_sub(self.latency_since).as_secs_f64(),
+            self.send_latency
+        );
+        self.send_latency.reset();
+        self.latency_since = now;
+    }
+
     fn shutdown(&mut self) {
+        self.log_send_latency();
         let st = &self.stats;
         let per_reason = |counts: &[u64]| {
             let parts: Vec<String> = counts

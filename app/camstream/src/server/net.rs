@@ -155,6 +155,7 @@ mod tests {
             &j,
             0,
             Mono(0),
+            Mono(0),
         );
         for chunk in [1, 3, 7, 1000, 100_000] {
             let mut w = Dribble {

@@ -1,0 +1,555 @@
+//! One RTSP session: the request sequence, then the RTP packets it receives.
+
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use camstream_rtp::rtp;
+use mio::event::Event;
+use mio::net::{TcpStream, UdpSocket};
+use mio::{Interest, Registry, Token};
+use rtsp_types::{Message, ParseError, StatusCode};
+
+use crate::Transport;
+
+/// Keep-alive period (servers end sessions after 60 s without requests).
+const KEEPALIVE: Duration = Duration::from_secs(20);
+const RTP_JPEG: u8 = 26;
+const UDP_RECV_BUFFER: usize = 4 << 20;
+/// Room for one whole interleaved record ('$', channel, length, 64 KiB).
+const RECORD_MAX: usize = 4 + 65535;
+
+pub struct Target {
+    pub url: String,
+    pub addr: SocketAddr,
+}
+
+impl Target {
+    pub fn parse(url: &str) -> Result<Target> {
+        let parsed = rtsp_types::Url::parse(url).with_context(|| format!("bad URL {url}"))?;
+        if parsed.scheme() != "rtsp" {
+            bail!("{url} is not an rtsp:// URL");
+        }
+        let host = parsed
+            .host_str()
+            .ok_or_else(|| anyhow!("no host in {url}"))?;
+        let addr = (host.trim_matches(['[', ']']), parsed.port().unwrap_or(554))
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| anyhow!("{host} has no address"))?;
+        Ok(Target {
+            url: url.to_owned(),
+            addr,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Connecting,
+    Describe,
+    Setup,
+    Play,
+    Playing,
+}
+
+/// Where the current frame's packets have got to.
+#[derive(Default)]
+struct FrameCheck {
+    /// The RTP timestamp and the offset the next packet must have.
+    current: Option<(u32, usize)>,
+    next_seq: Option<u16>,
+}
+
+#[derive(Default)]
+pub struct Counts {
+    pub packets: u64,
+    pub bytes: u64,
+    pub frames: u64,
+    /// Frames with a packet missing or out of order.
+    pub broken: u64,
+    /// Packets missing, by sequence number (whole frames included).
+    pub lost: u64,
+    pub not_jpeg: u64,
+}
+
+pub struct Client {
+    pub id: usize,
+    ctrl: TcpStream,
+    transport: Transport,
+    udp: Option<(UdpSocket, UdpSocket)>,
+    step: Step,
+    pub error: Option<String>,
+    inbuf: Vec<u8>,
+    out: Vec<u8>,
+    cseq: u32,
+    session: Option<String>,
+    control_url: String,
+    last_request: Instant,
+    check: FrameCheck,
+    pub played_at: Option<Instant>,
+    /// Everything since PLAY, and what fell inside the measuring window.
+    pub total: Counts,
+    pub window: Counts,
+    window_span: Option<(Instant, Instant)>,
+    /// Arrival times of whole frames inside the window.
+    pub arrivals: Vec<Instant>,
+}
+
+impl Client {
+    pub fn connect(
+        id: usize,
+        target: &Target,
+        transport: Transport,
+        registry: &Registry,
+    ) -> Result<Client> {
+        let mut ctrl = TcpStream::connect(target.addr)?;
+        registry.register(
+            &mut ctrl,
+            Token(2 * id),
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        Ok(Client {
+            id,
+            ctrl,
+            transport,
+            udp: None,
+            step: Step::Connecting,
+            error: None,
+            inbuf: Vec::with_capacity(RECORD_MAX),
+            out: Vec::new(),
+            cseq: 0,
+            session: None,
+            control_url: target.url.clone(),
+            last_request: Instant::now(),
+            check: FrameCheck::default(),
+            played_at: None,
+            total: Counts::default(),
+            window: Counts::default(),
+            window_span: None,
+            arrivals: Vec::new(),
+        })
+    }
+
+    pub fn playing(&self) -> bool {
+        self.step == Step::Playing && self.error.is_none()
+    }
+
+    pub fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+
+    pub fn give_up_setup(&mut self, now: Instant) {
+        if self.error.is_none() && self.step != Step::Playing {
+            self.error = Some(format!(
+                "{:?} not done {:.1} s after the start",
+                self.step,
+                now.elapsed().as_secs_f64()
+            ));
+        }
+    }
+
+    pub fn measure_from(&mut self, begin: Instant, end: Instant) {
+        self.window_span = Some((begin, end));
+    }
+
+    fn fail(&mut self, why: String) {
+        if self.error.is_none() {
+            self.error = Some(why);
+        }
+    }
+
+    fn request(&mut self, method: &str, url: &str, extra: &str) {
+        self.cseq += 1;
+        let _ = write!(
+            self.out,
+            "{method} {url} RTSP/1.0\r\nCSeq: {}\r\nUser-Agent: camstream-load\r\n{extra}{}\r\n",
+            self.cseq,
+            self.session
+                .as_ref()
+                .map(|s| format!("Session: {s}\r\n"))
+                .unwrap_or_default()
+        );
+        self.last_request = Instant::now();
+        self.flush();
+    }
+
+    fn flush(&mut self) {
+        while !self.out.is_empty() {
+            match self.ctrl.write(&self.out) {
+                Ok(n) => {
+                    self.out.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return self.fail(format!("write: {e}")),
+            }
+        }
+    }
+
+    pub fn on_control(
+        &mut self,
+        ev: &Event,
+        target: &Target,
+        buf: &mut [u8],
+        now: Instant,
+        registry: &Registry,
+    ) {
+        if self.error.is_some() {
+            return;
+        }
+        if self.step == Step::Connecting && ev.is_writable() {
+            if let Err(e) = self.ctrl.peer_addr() {
+                return self.fail(format!("connect: {e}"));
+            }
+            self.step = Step::Describe;
+            self.request(
+                "DESCRIBE",
+                &target.url.clone(),
+                "Accept: application/sdp\r\n",
+            );
+        }
+        if ev.is_writable() {
+            self.flush();
+        }
+        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+            loop {
+                let room = RECORD_MAX.saturating_sub(self.inbuf.len()).min(buf.len());
+                match self.ctrl.read(&mut buf[..room]) {
+                    Ok(0) => return self.fail("the server closed the connection".into()),
+                    Ok(n) => {
+                        self.inbuf.extend_from_slice(&buf[..n]);
+                        self.process(target, now, registry);
+                        if self.error.is_some() {
+                            return;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return self.fail(format!("read: {e}")),
+                }
+            }
+        }
+    }
+
+    /// Interleaved records and responses in the input.
+    fn process(&mut self, target: &Target, now: Instant, registry: &Registry) {
+        let mut used = 0;
+        while used < self.inbuf.len() {
+            let rest = &self.inbuf[used..];
+            if rest[0] == b'$' {
+                if rest.len() < 4 {
+                    break;
+                }
+                let len = usize::from(u16::from_be_bytes([rest[2], rest[3]]));
+                if rest.len() < 4 + len {
+                    break;
+                }
+                if rest[1] == 0 {
+                    let packet = &self.inbuf[used + 4..used + 4 + len];
+                    let (verdict, gap) = check_packet(&mut self.check, packet);
+                    self.count(verdict, gap, packet.len(), now);
+                }
+                used += 4 + len;
+                continue;
+            }
+            match Message::<Vec<u8>>::parse(rest) {
+                Ok((Message::Response(resp), n)) => {
+                    used += n;
+                    if let Err(e) = self.on_response(&resp, target, registry) {
+                        self.inbuf.clear();
+                        return self.fail(format!("{e:#}"));
+                    }
+                }
+                Ok((_, n)) => used += n,
+                Err(ParseError::Incomplete(_)) => break,
+                Err(ParseError::Error) => {
+                    self.inbuf.clear();
+                    return self.fail("unparseable data from the server".into());
+                }
+            }
+        }
+        self.inbuf.drain(..used);
+    }
+
+    fn on_response(
+        &mut self,
+        resp: &rtsp_types::Response<Vec<u8>>,
+        target: &Target,
+        registry: &Registry,
+    ) -> Result<()> {
+        if resp.status() != StatusCode::Ok {
+            bail!("{:?} answered {}", self.step, u16::from(resp.status()));
+        }
+        match self.step {
+            Step::Describe => {
+                let sdp =
+                    sdp_types::Session::parse(resp.body()).map_err(|e| anyhow!("bad SDP: {e}"))?;
+                let media = sdp
+                    .medias
+                    .iter()
+                    .find(|m| m.media == "video" && m.fmt.split(' ').any(|f| f == "26"))
+                    .ok_or_else(|| anyhow!("no RTP/JPEG (payload type 26) in the SDP"))?;
+                let base = resp
+                    .header(&rtsp_types::headers::CONTENT_BASE)
+                    .map(|v| v.as_str().to_owned())
+                    .unwrap_or_else(|| target.url.clone());
+                let control = media
+                    .get_first_attribute_value("control")
+                    .flatten()
+                    .unwrap_or("*");
+                self.control_url = base.clone();
+                let track = if control.starts_with("rtsp://") {
+                    control.to_owned()
+                } else if control == "*" {
+                    base
+                } else {
+                    format!("{}/{control}", base.trim_end_matches('/'))
+                };
+                let transport = match self.transport {
+                    Transport::Tcp => "RTP/AVP/TCP;unicast;interleaved=0-1".to_owned(),
+                    Transport::Udp => {
+                        let port = self.bind_udp(target, registry)?;
+                        format!("RTP/AVP;unicast;client_port={port}-{}", port + 1)
+                    }
+                };
+                self.step = Step::Setup;
+                self.request("SETUP", &track, &format!("Transport: {transport}\r\n"));
+            }
+            Step::Setup => {
+                let session = resp
+                    .header(&rtsp_types::headers::SESSION)
+                    .map(|v| v.as_str().split(';').next().unwrap_or("").trim().to_owned())
+                    .ok_or_else(|| anyhow!("SETUP answered without a Session"))?;
+                self.session = Some(session);
+                self.step = Step::Play;
+                let url = self.control_url.clone();
+                self.request("PLAY", &url, "Range: npt=0.000-\r\n");
+            }
+            Step::Play => {
+                self.step = Step::Playing;
+                self.played_at = Some(Instant::now());
+            }
+            // Keep-alive answers.
+            Step::Playing | Step::Connecting => {}
+        }
+        Ok(())
+    }
+
+    /// An even/odd UDP port pair for RTP and RTCP.
+    fn bind_udp(&mut self, target: &Target, registry: &Registry) -> Result<u16> {
+        let ip = match target.addr {
+            SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            SocketAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+        };
+        for _ in 0..64 {
+            let mut rtp = UdpSocket::bind(SocketAddr::new(ip, 0))?;
+            let port = rtp.local_addr()?.port();
+            if port % 2 != 0 {
+                continue;
+            }
+            if let Ok(rtcp) = UdpSocket::bind(SocketAddr::new(ip, port + 1)) {
+                // A frame arrives as a burst of a few hundred packets: the
+                // default receive buffer (208 KiB) would drop its end.
+                // As root the system's limit (net.core.rmem_max, 208 KiB
+                // by default) does not apply.
+                if rustix::net::sockopt::set_socket_recv_buffer_size_force(&rtp, UDP_RECV_BUFFER)
+                    .is_err()
+                {
+                    let _ =
+                        rustix::net::sockopt::set_socket_recv_buffer_size(&rtp, UDP_RECV_BUFFER);
+                }
+                registry.register(&mut rtp, Token(2 * self.id + 1), Interest::READABLE)?;
+                self.udp = Some((rtp, rtcp));
+                return Ok(port);
+            }
+        }
+        bail!("no free UDP port pair")
+    }
+
+    pub fn on_udp(&mut self, buf: &mut [u8], now: Instant) {
+        loop {
+            let Some((rtp, _)) = &self.udp else { return };
+            match rtp.recv(buf) {
+                Ok(n) => {
+                    let (verdict, gap) = check_packet(&mut self.check, &buf[..n]);
+                    self.count(verdict, gap, n, now);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return self.fail(format!("UDP receive: {e}")),
+            }
+        }
+    }
+
+    fn count(&mut self, verdict: Verdict, gap: u16, len: usize, now: Instant) {
+        let inside = self
+            .window_span
+            .is_some_and(|(begin, end)| now >= begin && now < end);
+        let targets: &mut [&mut Counts] = if inside {
+            &mut [&mut self.total, &mut self.window]
+        } else {
+            &mut [&mut self.total]
+        };
+        for c in targets.iter_mut() {
+            c.packets += 1;
+            c.bytes += len as u64;
+            c.lost += u64::from(gap);
+            match verdict {
+                Verdict::Part => {}
+                Verdict::Frame => c.frames += 1,
+                Verdict::Broken => c.broken += 1,
+                Verdict::NotJpeg => c.not_jpeg += 1,
+            }
+        }
+        if inside && verdict == Verdict::Frame {
+            self.arrivals.push(now);
+        }
+    }
+
+    pub fn keepalive(&mut self, now: Instant, _target: &Target) {
+        if self.step == Step::Playing
+            && self.error.is_none()
+            && now.duration_since(self.last_request) >= KEEPALIVE
+        {
+            let url = self.control_url.clone();
+            self.request("GET_PARAMETER", &url, "");
+        }
+    }
+
+    pub fn teardown(&mut self, _target: &Target) {
+        if self.session.is_some() && self.error.is_none() {
+            let url = self.control_url.clone();
+            self.request("TEARDOWN", &url, "");
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// A packet of a frame still coming.
+    Part,
+    /// The last packet of a frame whose packets all came in order.
+    Frame,
+    /// A frame lost a packet, or a packet came out of order.
+    Broken,
+    /// Not RTP/JPEG.
+    NotJpeg,
+}
+
+/// RFC 2435: a frame's packets share a timestamp, their fragment offsets
+/// join up from 0, the last has the marker bit. Sequence numbers count up
+/// by one; also returns how many were skipped before this packet (whole
+/// frames a server dropped show only there).
+fn check_packet(state: &mut FrameCheck, packet: &[u8]) -> (Verdict, u16) {
+    let Ok(p) = rtp::Packet::parse(packet) else {
+        return (Verdict::NotJpeg, 0);
+    };
+    if p.header.payload_type != RTP_JPEG || p.payload.len() < 8 {
+        return (Verdict::NotJpeg, 0);
+    }
+    let seq = p.header.sequence;
+    let first_packet = state.next_seq.is_none();
+    let gap = match state.next_seq {
+        Some(expected) => seq.wrapping_sub(expected),
+        None => 0,
+    };
+    state.next_seq = Some(seq.wrapping_add(1));
+    let payload = p.payload;
+    let offset =
+        usize::from(payload[1]) << 16 | usize::from(payload[2]) << 8 | usize::from(payload[3]);
+    let data_len = payload.len() - header_len(payload);
+    let ts = p.header.timestamp;
+    let verdict = match state.current {
+        // A new frame; one still open lost its end.
+        _ if offset == 0 => {
+            let lost_end = state.current.is_some();
+            state.current = Some((ts, data_len));
+            if lost_end {
+                return (Verdict::Broken, gap);
+            }
+            Verdict::Part
+        }
+        Some((t, expected)) if t == ts && expected == offset && gap == 0 => {
+            state.current = Some((ts, expected + data_len));
+            Verdict::Part
+        }
+        // The middle of the first frame after joining: not counted.
+        None if first_packet => return (Verdict::Part, gap),
+        // A frame whose first packet (or an earlier one) never came.
+        _ => {
+            state.current = None;
+            return (Verdict::Broken, gap);
+        }
+    };
+    if p.header.marker {
+        state.current = None;
+        return (Verdict::Frame, gap);
+    }
+    (verdict, gap)
+}
+
+/// RTP/JPEG main header, restart header (types 64-127), quantization table
+/// header (Q >= 128, first packet only).
+fn header_len(payload: &[u8]) -> usize {
+    let mut n = 8;
+    if payload[4] >= 64 && payload.len() >= n + 4 {
+        n += 4;
+    }
+    let offset_zero = payload[1] == 0 && payload[2] == 0 && payload[3] == 0;
+    if payload[5] >= 128 && offset_zero && payload.len() >= n + 4 {
+        n += 4 + usize::from(u16::from_be_bytes([payload[n + 2], payload[n + 3]]));
+    }
+    n.min(payload.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use camstream_rtp::packetize::Packetizer;
+
+    fn packets_of(jpeg: &[u8]) -> Vec<Vec<u8>> {
+        let parsed = camstream_rtp::jpeg::parse(jpeg).unwrap();
+        // A small MTU, so the frame takes several packets.
+        let mut p = Packetizer::new(0x1234, 1, camstream_rtp::packetize::MIN_MTU).unwrap();
+        p.packetize(&parsed, 9000)
+            .map(|pkt| {
+                let mut v = vec![0; pkt.len()];
+                pkt.write_to(&mut v);
+                v
+            })
+            .collect()
+    }
+
+    #[test]
+    fn whole_frames_and_lost_packets() {
+        let jpeg = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../camstream-rtp/testdata/ffmpeg-5.1-mjpeg-yuvj420p-huffman-default-160x120.jpg"
+        ))
+        .unwrap();
+        let pkts = packets_of(&jpeg);
+        let mut st = FrameCheck::default();
+        let verdicts: Vec<_> = pkts.iter().map(|p| check_packet(&mut st, p).0).collect();
+        assert_eq!(verdicts.last(), Some(&Verdict::Frame));
+        assert!(
+            verdicts[..verdicts.len() - 1]
+                .iter()
+                .all(|v| *v == Verdict::Part)
+        );
+        // The same frame with its second packet missing.
+        assert!(pkts.len() > 2);
+        {
+            let mut st = FrameCheck::default();
+            let got: Vec<_> = pkts
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != 1)
+                .map(|(_, p)| check_packet(&mut st, p))
+                .collect();
+            assert!(got.contains(&(Verdict::Broken, 1)), "{got:?}");
+            assert!(!got.iter().any(|(v, _)| *v == Verdict::Frame));
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! What the clients received inside the measuring window, summed up.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use crate::Transport;
+use crate::client::Client;
+
+pub struct Report {
+    transport: Transport,
+    clients: usize,
+    playing: usize,
+    first_error: Option<String>,
+    setup_seconds: f64,
+    window_seconds: f64,
+    /// Frames per second each playing client got, sorted.
+    fps: Vec<f64>,
+    nominal_fps: f64,
+    bytes: u64,
+    packets: u64,
+    broken: u64,
+    lost: u64,
+    not_jpeg: u64,
+    /// Milliseconds between whole frames at a client, all clients pooled, sorted.
+    intervals_ms: Vec<f64>,
+}
+
+impl Report {
+    pub fn new(
+        clients: &[Client],
+        transport: Transport,
+        window: Duration,
+        nominal_fps: f64,
+        setup: Duration,
+    ) -> Report {
+        let secs = window.as_secs_f64();
+        let playing: Vec<&Client> = clients.iter().filter(|c| c.playing()).collect();
+        let mut fps: Vec<f64> = playing
+            .iter()
+            .map(|c| c.window.frames as f64 / secs)
+            .collect();
+        fps.sort_by(f64::total_cmp);
+        let mut intervals_ms: Vec<f64> = playing
+            .iter()
+            .flat_map(|c| {
+                c.arrivals
+                    .windows(2)
+                    .map(|w| w[1].duration_since(w[0]).as_secs_f64() * 1000.0)
+            })
+            .collect();
+        intervals_ms.sort_by(f64::total_cmp);
+        let sum = |f: fn(&Client) -> u64| playing.iter().map(|c| f(c)).sum::<u64>();
+        Report {
+            transport,
+            clients: clients.len(),
+            playing: playing.len(),
+            first_error: clients
+                .iter()
+                .find_map(|c| c.error.as_ref().map(|e| format!("client {}: {e}", c.id))),
+            setup_seconds: setup.as_secs_f64(),
+            window_seconds: secs,
+            fps,
+            nominal_fps,
+            bytes: sum(|c| c.window.bytes),
+            packets: sum(|c| c.window.packets),
+            broken: sum(|c| c.window.broken),
+            lost: sum(|c| c.window.lost),
+            not_jpeg: sum(|c| c.window.not_jpeg),
+            intervals_ms,
+        }
+    }
+
+    fn quantile(sorted: &[f64], q: f64) -> f64 {
+        if sorted.is_empty() {
+            return f64::NAN;
+        }
+        let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+        sorted[i]
+    }
+
+    /// Every client that asked got every frame the server sent in the
+    /// window (none lost, none broken, the nominal rate within 2%).
+    fn every_frame(&self) -> bool {
+        self.playing == self.clients
+            && self.broken == 0
+            && self.lost == 0
+            && self.not_jpeg == 0
+            && self
+                .fps
+                .first()
+                .is_some_and(|&f| f >= self.nominal_fps * 0.98)
+    }
+
+    fn gbit_s(&self) -> f64 {
+        self.bytes as f64 * 8.0 / self.window_seconds / 1e9
+    }
+
+    pub fn text(&self) -> String {
+        let q = |x| Self::quantile(&self.fps, x);
+        let i = |x| Self::quantile(&self.intervals_ms, x);
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{} of {} sessions playing over {:?} (set up in {:.1} s); {:.1} s measured",
+            self.playing, self.clients, self.transport, self.setup_seconds, self.window_seconds
+        );
+        let _ = writeln!(
+            s,
+            "frames/s per client: min {:.2}, median {:.2}, max {:.2} (server sends {})",
+            q(0.0),
+            q(0.5),
+            q(1.0),
+            self.nominal_fps
+        );
+        let _ = writeln!(
+            s,
+            "received {} packets, {:.1} MB, {:.3} Gbit/s; frames broken {}, packets lost {}, not RTP/JPEG {}",
+            self.packets,
+            self.bytes as f64 / 1e6,
+            self.gbit_s(),
+            self.broken,
+            self.lost,
+            self.not_jpeg
+        );
+        let _ = writeln!(
+            s,
+            "ms between frames at a client: p50 {:.1}, p99 {:.1}, p99.9 {:.1}, p99.99 {:.1}, max {:.1}",
+            i(0.5),
+            i(0.99),
+            i(0.999),
+            i(0.9999),
+            i(1.0)
+        );
+        let _ = writeln!(
+            s,
+            "every client got every frame: {}",
+            if self.every_frame() { "yes" } else { "no" }
+        );
+        if let Some(e) = &self.first_error {
+            let _ = writeln!(s, "first failure: {e}");
+        }
+        s
+    }
+
+    pub fn json(&self) -> String {
+        let q = |x| num(Self::quantile(&self.fps, x));
+        let i = |x| num(Self::quantile(&self.intervals_ms, x));
+        format!(
+            concat!(
+                "{{\"transport\":\"{:?}\",\"clients\":{},\"playing\":{},\"setup_s\":{},",
+                "\"window_s\":{},\"fps_min\":{},\"fps_median\":{},\"fps_max\":{},",
+                "\"packets\":{},\"bytes\":{},\"gbit_s\":{},\"broken\":{},\"lost\":{},",
+                "\"not_jpeg\":{},\"interval_ms_p50\":{},\"interval_ms_p99\":{},",
+                "\"interval_ms_p999\":{},\"interval_ms_p9999\":{},\"interval_ms_max\":{},",
+                "\"every_frame\":{},\"first_error\":{}}}"
+            ),
+            self.transport,
+            self.clients,
+            self.playing,
+            num(self.setup_seconds),
+            num(self.window_seconds),
+            q(0.0),
+            q(0.5),
+            q(1.0),
+            self.packets,
+            self.bytes,
+            num(self.gbit_s()),
+            self.broken,
+            self.lost,
+            self.not_jpeg,
+            i(0.5),
+            i(0.99),
+            i(0.999),
+            i(0.9999),
+            i(1.0),
+            self.every_frame(),
+            self.first_error
+                .as_ref()
+                .map(|e| format!("\"{}\"", e.replace('\\', "\\\\").replace('"', "\\\"")))
+                .unwrap_or_else(|| "null".into())
+        )
+    }
+}
+
+/// A JSON number (NaN, which JSON lacks, as null).
+fn num(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.4}")
+    } else {
+        "null".into()
+    }
+}

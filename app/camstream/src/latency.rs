@@ -1,0 +1,137 @@
+//! Send latency: how long from a frame entering the server to its last packet
+//! written to a client, one sample per client and frame. A fixed log-linear
+//! histogram (eight buckets per power of two: values within 12.5 %), so
+//! recording allocates nothing and costs a few instructions; the exact
+//! maximum is kept beside it.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Buckets below which a value is its own bucket (microseconds).
+const SUB: u64 = 8;
+const SUB_BITS: u32 = 3;
+/// Up to 2^36 µs (19 hours): anything longer lands in the last bucket.
+const BUCKETS: usize = ((36 - SUB_BITS + 1) * SUB as u32) as usize;
+
+pub struct Histogram {
+    counts: [u64; BUCKETS],
+    samples: u64,
+    max_us: u64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            counts: [0; BUCKETS],
+            samples: 0,
+            max_us: 0,
+        }
+    }
+}
+
+fn bucket_of(us: u64) -> usize {
+    if us < SUB {
+        return us as usize;
+    }
+    let e = 63 - us.leading_zeros();
+    let i = (e - SUB_BITS + 1) as usize * SUB as usize + ((us >> (e - SUB_BITS)) - SUB) as usize;
+    i.min(BUCKETS - 1)
+}
+
+/// The largest value (µs) that falls in bucket `i`.
+fn upper_of(i: usize) -> u64 {
+    let i = i as u64;
+    if i < SUB {
+        return i;
+    }
+    let e = i / SUB + u64::from(SUB_BITS) - 1;
+    let lower = (SUB + i % SUB) << (e - u64::from(SUB_BITS));
+    lower + (1 << (e - u64::from(SUB_BITS))) - 1
+}
+
+impl Histogram {
+    pub fn record(&mut self, d: Duration) {
+        let us = d.as_micros().min(u128::from(u64::MAX)) as u64;
+        self.counts[bucket_of(us)] += 1;
+        self.samples += 1;
+        self.max_us = self.max_us.max(us);
+    }
+
+    /// The value (µs, a bucket's upper bound, never above the maximum) below
+    /// or at which `q` (0..=1) of the samples lie.
+    pub fn quantile(&self, q: f64) -> u64 {
+        if self.samples == 0 {
+            return 0;
+        }
+        let rank = ((q * self.samples as f64).ceil() as u64).clamp(1, self.samples);
+        let mut seen = 0;
+        for (i, &n) in self.counts.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return upper_of(i).min(self.max_us);
+            }
+        }
+        self.max_us
+    }
+
+    pub fn reset(&mut self) {
+        *self = Histogram::default();
+    }
+}
+
+impl fmt::Display for Histogram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = |us: u64| us as f64 / 1000.0;
+        write!(
+            f,
+            "{} samples, p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms, p99.99 {:.3} ms, max {:.3} ms",
+            self.samples,
+            ms(self.quantile(0.5)),
+            ms(self.quantile(0.99)),
+            ms(self.quantile(0.999)),
+            ms(self.quantile(0.9999)),
+            ms(self.max_us)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_cover_every_value_in_order_within_an_eighth() {
+        let mut last = 0;
+        for us in (0..100_000u64).chain([1 << 20, (1 << 30) + 12345, 1 << 35]) {
+            let i = bucket_of(us);
+            assert!(i >= last, "{us}");
+            last = i;
+            let up = upper_of(i);
+            assert!(up >= us, "{us} above its bucket's bound {up}");
+            assert!(up - us <= us / 8, "{us}: bound {up} too coarse");
+            if i > 0 {
+                assert!(upper_of(i - 1) < us, "{us} also fits bucket {}", i - 1);
+            }
+        }
+        assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
+    }
+
+    #[test]
+    fn quantiles() {
+        let mut h = Histogram::default();
+        assert_eq!(h.quantile(0.5), 0);
+        for us in 1..=1000u64 {
+            h.record(Duration::from_micros(us));
+        }
+        h.record(Duration::from_millis(50));
+        let p50 = h.quantile(0.5);
+        assert!((500..=563).contains(&p50), "{p50}");
+        let p99 = h.quantile(0.99);
+        assert!((991..=1023).contains(&p99), "{p99}");
+        assert_eq!(h.quantile(1.0), 50_000);
+        assert_eq!(h.samples, 1001);
+        assert!(h.to_string().contains("max 50.000 ms"), "{h}");
+        h.reset();
+        assert_eq!(h.samples, 0);
+    }
+}

@@ -146,6 +146,9 @@ pub struct Server {
     poll: Poll,
     listener: TcpListener,
     rtp_socket: UdpSocket,
+    /// The GSO segment size set on `rtp_socket` (the MTU), if the kernel
+    /// took it; turned off if a route refuses GSO sends.
+    udp_gso: Option<usize>,
     rtcp_socket: UdpSocket,
     rtp_port: u16,
     conns: Slab<Conn>,
@@ -204,6 +207,13 @@ impl Server {
         let (rtp_socket, rtcp_socket, rtp_port) = bind_udp_pair(cfg.listen, cfg.rtp_port)?;
         // Room for a few 1080p frames; a full buffer only delays UDP sends.
         let _ = rustix::net::sockopt::set_socket_send_buffer_size(&rtp_socket, 1 << 20);
+        let udp_gso = match net::set_gso(&rtp_socket, cfg.mtu) {
+            Ok(()) => Some(cfg.mtu),
+            Err(e) => {
+                log::info!("UDP segmentation offload not available ({e}): one datagram per send");
+                None
+            }
+        };
 
         let poll = Poll::new()?;
         let (signals, signal_writer) = UnixStream::pair()?;
@@ -218,6 +228,7 @@ impl Server {
             poll,
             listener,
             rtp_socket,
+            udp_gso,
             rtcp_socket,
             rtp_port,
             conns: Slab::new(),
@@ -501,7 +512,7 @@ impl Server {
             return true;
         };
         while let Some(f) = s.queue.front() {
-            match net::send_udp(&self.rtp_socket, rtp, f, s.udp_sent) {
+            match net::send_udp(&self.rtp_socket, rtp, f, s.udp_sent, self.udp_gso) {
                 Ok(n) if n == f.packets() => {
                     self.send_latency
                         .record(Mono::now().saturating_sub(f.entered));
@@ -514,6 +525,16 @@ impl Server {
                 Ok(n) => {
                     s.udp_sent = n;
                     return false;
+                }
+                Err(e) if self.udp_gso.is_some() && net::gso_refused(&e) => {
+                    log::warn!(
+                        "sending to {} with UDP segmentation offload: {e}; sending one datagram per packet from now on",
+                        s.peer
+                    );
+                    self.udp_gso = None;
+                    if let Err(e) = net::set_gso(&self.rtp_socket, 0) {
+                        log::error!("cannot turn UDP segmentation offload off: {e}");
+                    }
                 }
                 Err(e) => {
                     if !s.warned_send_error {

@@ -140,12 +140,12 @@ impl Client {
         self.error.is_some()
     }
 
-    pub fn give_up_setup(&mut self, now: Instant) {
+    pub fn give_up_setup(&mut self, after: Duration) {
         if self.error.is_none() && self.step != Step::Playing {
             self.error = Some(format!(
                 "{:?} not done {:.1} s after the start",
                 self.step,
-                now.elapsed().as_secs_f64()
+                after.as_secs_f64()
             ));
         }
     }

@@ -102,7 +102,7 @@ fn run(opts: Options) -> Result<()> {
                 let begin = now + Duration::from_secs_f64(opts.warmup);
                 window = Some((begin, begin + Duration::from_secs_f64(opts.seconds)));
                 for c in &mut clients {
-                    c.give_up_setup(now);
+                    c.give_up_setup(now.duration_since(start));
                     c.measure_from(begin, begin + Duration::from_secs_f64(opts.seconds));
                 }
             }

@@ -9,6 +9,7 @@ import json
 import re
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -86,12 +87,32 @@ class Guest:
     def url(self) -> str:
         return f"rtsp://127.0.0.1:{self.rtsp_port}/stream"
 
+    def expect_nudging(self, pattern: str, timeout: float) -> None:
+        """`expect`, but a console silent for 20 s gets a START character
+        (^Q): twice the console went silent for minutes right after busy
+        loops in the guest, and came back with the next input. ^Q is input
+        (it wakes the UART) that the guest's terminal takes itself (ixon:
+        restart output), so the shell never sees it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            heard = len(self.console)
+            try:
+                self.p.expect(pattern, timeout=max(0.1, min(20, deadline - time.monotonic())))
+                return
+            except pexpect.TIMEOUT:
+                if time.monotonic() >= deadline:
+                    raise
+                if len(self.console) == heard:
+                    print(f"guest console: nothing for 20 s while waiting for {pattern!r}; sending ^Q",
+                          file=sys.stderr, flush=True)
+                    self.p.send("\x11")
+
     def run(self, command: str, timeout: float = 120) -> tuple[int, str]:
         """Runs a shell command in the guest; returns its exit status and output."""
         self.p.sendline(f"{command}; echo \"__rc=$?\"")
-        self.p.expect(r"__rc=(\d+)\r*\n", timeout=timeout)
+        self.expect_nudging(r"__rc=(\d+)\r*\n", timeout)
         out, rc = self.p.before, int(self.p.match.group(1))
-        self.p.expect(PROMPT)
+        self.expect_nudging(PROMPT, 120)
         # Drop the echoed command line.
         out = out.split("\n", 1)[1] if "\n" in out else ""
         return rc, out.replace("\r", "")

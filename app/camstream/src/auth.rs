@@ -1,0 +1,631 @@
+//! RTSP authentication, as RTSP borrows it from HTTP: Digest with MD5
+//! (RFC 2617) and SHA-256 (RFC 7616), Basic (RFC 7617) only when enabled.
+//!
+//! No I/O and no clock of its own: the server passes the request's method,
+//! its Authorization header and the time, and gets a verdict and the
+//! WWW-Authenticate values back. Users are kept as their HA1 digests
+//! (H(user ":" realm ":" password) per algorithm), never as passwords.
+//!
+//! Nonces are stateless: the time they were made and an HMAC of it under a
+//! key drawn at start, so any number of clients costs no memory, a nonce
+//! from before a restart is refused, and an expired one that came with the
+//! right password is told apart (`stale=true`: the client retries on its
+//! own without asking its user again).
+
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use hmac::{Hmac, Mac};
+use md5::Md5;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    Md5,
+    Sha256,
+}
+
+impl Algorithm {
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Md5 => "MD5",
+            Algorithm::Sha256 => "SHA-256",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Algorithm> {
+        if s.eq_ignore_ascii_case("MD5") {
+            Some(Algorithm::Md5)
+        } else if s.eq_ignore_ascii_case("SHA-256") {
+            Some(Algorithm::Sha256)
+        } else {
+            None // "-sess" variants and others: not offered, not taken
+        }
+    }
+
+    /// Lower-case hex of H(parts joined by ':').
+    pub fn hex(self, parts: &[&[u8]]) -> String {
+        fn run<D: Digest>(parts: &[&[u8]]) -> String {
+            let mut d = D::new();
+            for (i, p) in parts.iter().enumerate() {
+                if i > 0 {
+                    d.update(b":");
+                }
+                d.update(p);
+            }
+            to_hex(&d.finalize())
+        }
+        match self {
+            Algorithm::Md5 => run::<Md5>(parts),
+            Algorithm::Sha256 => run::<Sha256>(parts),
+        }
+    }
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(HEX[(b >> 4) as usize] as char);
+        s.push(HEX[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// A user as the config file keeps one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct User {
+    pub name: String,
+    /// H(name:realm:password) with MD5, lower-case hex.
+    pub md5: String,
+    /// The same with SHA-256.
+    pub sha256: String,
+}
+
+impl User {
+    pub fn from_password(name: &str, realm: &str, password: &str) -> User {
+        let parts: [&[u8]; 3] = [name.as_bytes(), realm.as_bytes(), password.as_bytes()];
+        User {
+            name: name.to_string(),
+            md5: Algorithm::Md5.hex(&parts),
+            sha256: Algorithm::Sha256.hex(&parts),
+        }
+    }
+
+    fn ha1(&self, a: Algorithm) -> &str {
+        match a {
+            Algorithm::Md5 => &self.md5,
+            Algorithm::Sha256 => &self.sha256,
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict<'a> {
+    /// The request comes from this user.
+    User(&'a str),
+    /// The right password with a nonce that has expired: answer 401 with
+    /// `stale=true` (or let a keep-alive of this user's session through).
+    Expired(&'a str),
+    /// Answer 401 with fresh challenges (no credentials, wrong ones, an
+    /// unknown user, a nonce this server did not make).
+    Challenge,
+    /// Answer 400: an Authorization header that cannot be read.
+    Malformed(&'static str),
+}
+
+pub struct Auth {
+    realm: String,
+    users: Vec<User>,
+    basic: bool,
+    key: [u8; 32],
+    nonce_lifetime: u64,
+}
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Longest Authorization header value looked at (a Digest one is ~400 bytes).
+const MAX_HEADER: usize = 4096;
+
+impl Auth {
+    /// `key`: random, drawn once per start; `nonce_lifetime` in seconds of
+    /// the clock later passed as `now`.
+    pub fn new(
+        realm: &str,
+        users: Vec<User>,
+        basic: bool,
+        key: [u8; 32],
+        nonce_lifetime: u64,
+    ) -> Auth {
+        Auth {
+            realm: realm.to_string(),
+            users,
+            basic,
+            key,
+            nonce_lifetime,
+        }
+    }
+
+    pub fn realm(&self) -> &str {
+        &self.realm
+    }
+
+    fn mac(&self, stamp: &[u8; 8]) -> [u8; 16] {
+        let mut m = HmacSha256::new_from_slice(&self.key).expect("HMAC takes any key length");
+        m.update(stamp);
+        let full = m.finalize().into_bytes();
+        let mut out = [0u8; 16];
+        out.copy_from_slice(&full[..16]);
+        out
+    }
+
+    pub fn nonce(&self, now: u64) -> String {
+        let stamp = now.to_be_bytes();
+        let mut raw = [0u8; 24];
+        raw[..8].copy_from_slice(&stamp);
+        raw[8..].copy_from_slice(&self.mac(&stamp));
+        URL_SAFE_NO_PAD.encode(raw)
+    }
+
+    /// When `nonce` was made, if this server made it.
+    fn nonce_time(&self, nonce: &str) -> Option<u64> {
+        let mut raw = [0u8; 24];
+        match URL_SAFE_NO_PAD.decode_slice(nonce.as_bytes(), &mut raw) {
+            Ok(24) => {}
+            _ => return None,
+        }
+        let stamp: [u8; 8] = raw[..8].try_into().expect("8 bytes");
+        bool::from(self.mac(&stamp).ct_eq(&raw[8..])).then(|| u64::from_be_bytes(stamp))
+    }
+
+    /// The WWW-Authenticate values of a 401, best first: SHA-256 Digest,
+    /// then MD5 Digest (one nonce for both: clients that read only one
+    /// challenge, or ignore `algorithm`, still get through with MD5), then
+    /// Basic if enabled. FFmpeg takes the last Digest challenge and knows
+    /// only MD5; RFC 7616 clients take the first they support.
+    pub fn challenges(&self, now: u64, stale: bool) -> Vec<String> {
+        let nonce = self.nonce(now);
+        let stale = if stale { ", stale=true" } else { "" };
+        let mut v: Vec<String> = [Algorithm::Sha256, Algorithm::Md5]
+            .iter()
+            .map(|a| {
+                format!(
+                    "Digest realm=\"{}\", nonce=\"{nonce}\", algorithm={}, qop=\"auth\"{stale}",
+                    self.realm,
+                    a.name()
+                )
+            })
+            .collect();
+        if self.basic {
+            v.push(format!("Basic realm=\"{}\"", self.realm));
+        }
+        v
+    }
+
+    /// Checks a request's Authorization header (`None`: there was none).
+    pub fn check(&self, method: &str, authorization: Option<&str>, now: u64) -> Verdict<'_> {
+        let Some(h) = authorization else {
+            return Verdict::Challenge;
+        };
+        if h.len() > MAX_HEADER {
+            return Verdict::Malformed("Authorization header too long");
+        }
+        let h = h.trim();
+        let (scheme, rest) = h.split_once(' ').unwrap_or((h, ""));
+        if scheme.eq_ignore_ascii_case("Digest") {
+            match Params::parse(rest) {
+                Some(p) => self.digest(method, &p, now),
+                None => Verdict::Malformed("unreadable Digest parameters"),
+            }
+        } else if scheme.eq_ignore_ascii_case("Basic") {
+            if self.basic {
+                self.basic(rest.trim())
+            } else {
+                Verdict::Challenge
+            }
+        } else {
+            Verdict::Challenge
+        }
+    }
+
+    fn basic(&self, token: &str) -> Verdict<'_> {
+        let Ok(raw) = STANDARD.decode(token) else {
+            return Verdict::Malformed("Basic credentials are not base64");
+        };
+        let Ok(text) = std::str::from_utf8(&raw) else {
+            return Verdict::Challenge;
+        };
+        let Some((name, password)) = text.split_once(':') else {
+            return Verdict::Malformed("Basic credentials without ':'");
+        };
+        let Some(user) = self.users.iter().find(|u| u.name == name) else {
+            return Verdict::Challenge;
+        };
+        let ha1 =
+            Algorithm::Sha256.hex(&[name.as_bytes(), self.realm.as_bytes(), password.as_bytes()]);
+        if bool::from(ha1.as_bytes().ct_eq(user.sha256.as_bytes())) {
+            Verdict::User(&user.name)
+        } else {
+            Verdict::Challenge
+        }
+    }
+
+    fn digest(&self, method: &str, p: &Params<'_>, now: u64) -> Verdict<'_> {
+        let (Some(name), Some(realm), Some(nonce), Some(uri), Some(response)) = (
+            p.get("username"),
+            p.get("realm"),
+            p.get("nonce"),
+            p.get("uri"),
+            p.get("response"),
+        ) else {
+            return Verdict::Malformed(
+                "Digest credentials without username, realm, nonce, uri or response",
+            );
+        };
+        // RFC 7616's userhash (the name hashed) is not offered, so not taken.
+        if realm != self.realm
+            || p.get("userhash")
+                .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        {
+            return Verdict::Challenge;
+        }
+        let Some(algorithm) = Algorithm::parse(p.get("algorithm").unwrap_or("MD5")) else {
+            return Verdict::Challenge;
+        };
+        let Some(user) = self.users.iter().find(|u| u.name == name) else {
+            return Verdict::Challenge;
+        };
+        let Some(made) = self.nonce_time(nonce) else {
+            return Verdict::Challenge;
+        };
+        let ha2 = algorithm.hex(&[method.as_bytes(), uri.as_bytes()]);
+        let ha1 = user.ha1(algorithm).as_bytes();
+        let expected = match p.get("qop") {
+            None => algorithm.hex(&[ha1, nonce.as_bytes(), ha2.as_bytes()]),
+            Some(q) if q.eq_ignore_ascii_case("auth") => {
+                let (Some(nc), Some(cnonce)) = (p.get("nc"), p.get("cnonce")) else {
+                    return Verdict::Malformed("Digest qop=auth without nc or cnonce");
+                };
+                algorithm.hex(&[
+                    ha1,
+                    nonce.as_bytes(),
+                    nc.as_bytes(),
+                    cnonce.as_bytes(),
+                    q.as_bytes(),
+                    ha2.as_bytes(),
+                ])
+            }
+            Some(_) => return Verdict::Challenge, // auth-int: not offered
+        };
+        if !bool::from(
+            expected
+                .as_bytes()
+                .ct_eq(response.to_ascii_lowercase().as_bytes()),
+        ) {
+            return Verdict::Challenge;
+        }
+        if now.saturating_sub(made) > self.nonce_lifetime || made > now {
+            Verdict::Expired(&user.name)
+        } else {
+            Verdict::User(&user.name)
+        }
+    }
+}
+
+/// The auth-params of a credentials header (RFC 7235 §2.1): `name=token`
+/// or `name="quoted string"`, comma-separated. At most 16 are kept.
+struct Params<'a> {
+    items: [(&'a str, std::borrow::Cow<'a, str>); 16],
+    len: usize,
+}
+
+impl<'a> Params<'a> {
+    fn parse(s: &'a str) -> Option<Params<'a>> {
+        let mut p = Params {
+            items: std::array::from_fn(|_| ("", std::borrow::Cow::Borrowed(""))),
+            len: 0,
+        };
+        let mut rest = s.trim_start();
+        while !rest.is_empty() {
+            let eq = rest.find('=')?;
+            let name = rest[..eq].trim();
+            if name.is_empty()
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
+            {
+                return None;
+            }
+            rest = rest[eq + 1..].trim_start();
+            let value;
+            if let Some(q) = rest.strip_prefix('"') {
+                let (v, after) = unquote(q)?;
+                value = v;
+                rest = after;
+            } else {
+                let end = rest.find(',').unwrap_or(rest.len());
+                value = std::borrow::Cow::Borrowed(rest[..end].trim_end());
+                rest = &rest[end..];
+            }
+            if p.len == p.items.len() {
+                return None;
+            }
+            p.items[p.len] = (name, value);
+            p.len += 1;
+            rest = rest.trim_start();
+            match rest.strip_prefix(',') {
+                Some(r) => rest = r.trim_start(),
+                None if rest.is_empty() => {}
+                None => return None,
+            }
+        }
+        Some(p)
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.items[..self.len]
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_ref())
+    }
+}
+
+/// A quoted-string's content (after its opening quote) and what follows it.
+fn unquote(s: &str) -> Option<(std::borrow::Cow<'_, str>, &str)> {
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    let mut escaped = false;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                let inner = &s[..i];
+                let v = if escaped {
+                    let mut out = String::with_capacity(inner.len());
+                    let mut chars = inner.chars();
+                    while let Some(c) = chars.next() {
+                        out.push(if c == '\\' { chars.next()? } else { c });
+                    }
+                    std::borrow::Cow::Owned(out)
+                } else {
+                    std::borrow::Cow::Borrowed(inner)
+                };
+                return Some((v, &s[i + 1..]));
+            }
+            b'\\' => {
+                escaped = true;
+                i += 2;
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn auth(basic: bool) -> Auth {
+        Auth::new(
+            "camstream",
+            vec![User::from_password("admin", "camstream", "s3cret")],
+            basic,
+            [7; 32],
+            300,
+        )
+    }
+
+    fn digest_header(
+        a: &Auth,
+        alg: Option<Algorithm>,
+        password: &str,
+        nonce: &str,
+        method: &str,
+    ) -> String {
+        let uri = "rtsp://cam/stream";
+        let algo = alg.unwrap_or(Algorithm::Md5);
+        let ha1 = algo.hex(&[b"admin", a.realm().as_bytes(), password.as_bytes()]);
+        let ha2 = algo.hex(&[method.as_bytes(), uri.as_bytes()]);
+        let resp = algo.hex(&[
+            ha1.as_bytes(),
+            nonce.as_bytes(),
+            b"00000001",
+            b"0a4f113b",
+            b"auth",
+            ha2.as_bytes(),
+        ]);
+        let alg = alg
+            .map(|a| format!(", algorithm={}", a.name()))
+            .unwrap_or_default();
+        format!(
+            "Digest username=\"admin\", realm=\"camstream\", nonce=\"{nonce}\", uri=\"{uri}\", \
+             response=\"{resp}\", qop=auth, nc=00000001, cnonce=\"0a4f113b\"{alg}"
+        )
+    }
+
+    // RFC 2617 §3.5 (its password is "Circle Of Life").
+    #[test]
+    fn rfc2617_example() {
+        let h = Algorithm::Md5.hex(&[b"Mufasa", b"testrealm@host.com", b"Circle Of Life"]);
+        let ha2 = Algorithm::Md5.hex(&[b"GET", b"/dir/index.html"]);
+        let r = Algorithm::Md5.hex(&[
+            h.as_bytes(),
+            b"dcd98b7102dd2f0e8b11d0f600bfb0c093",
+            b"00000001",
+            b"0a4f113b",
+            b"auth",
+            ha2.as_bytes(),
+        ]);
+        assert_eq!(r, "6629fae49393a05397450978507c4ef1");
+    }
+
+    // RFC 7616 §3.9.1, both algorithms (password "Circle of Life", errata 4495).
+    #[test]
+    fn rfc7616_example() {
+        let nonce = b"7ypf/xlj9XXwfDPEoM4URrv/xwf94BcCAzFZH4GiTo0v";
+        let cnonce = b"f2/wE4q74E6zIJEtWaHKaf5wv/H5QzzpXusqGemxURZJ";
+        for (a, want) in [
+            (Algorithm::Md5, "8ca523f5e9506fed4657c9700eebdbec"),
+            (
+                Algorithm::Sha256,
+                "753927fa0e85d155564e2e272a28d1802ca10daf4496794697cf8db5856cb6c1",
+            ),
+        ] {
+            let ha1 = a.hex(&[b"Mufasa", b"http-auth@example.org", b"Circle of Life"]);
+            let ha2 = a.hex(&[b"GET", b"/dir/index.html"]);
+            let r = a.hex(&[
+                ha1.as_bytes(),
+                nonce,
+                b"00000001",
+                cnonce,
+                b"auth",
+                ha2.as_bytes(),
+            ]);
+            assert_eq!(r, want, "{a:?}");
+        }
+    }
+
+    #[test]
+    fn digest_with_either_algorithm_and_without_qop() {
+        let a = auth(false);
+        let nonce = a.nonce(1000);
+        for alg in [None, Some(Algorithm::Md5), Some(Algorithm::Sha256)] {
+            let h = digest_header(&a, alg, "s3cret", &nonce, "DESCRIBE");
+            assert_eq!(
+                a.check("DESCRIBE", Some(&h), 1010),
+                Verdict::User("admin"),
+                "{h}"
+            );
+            // The response covers the method.
+            assert_eq!(a.check("SETUP", Some(&h), 1010), Verdict::Challenge);
+        }
+        // RFC 2069 style, no qop: H(HA1:nonce:HA2).
+        let ha1 = Algorithm::Md5.hex(&[b"admin", b"camstream", b"s3cret"]);
+        let ha2 = Algorithm::Md5.hex(&[b"OPTIONS", b"*"]);
+        let r = Algorithm::Md5.hex(&[ha1.as_bytes(), nonce.as_bytes(), ha2.as_bytes()]);
+        let h = format!(
+            "Digest username=\"admin\", realm=\"camstream\", nonce=\"{nonce}\", uri=\"*\", response=\"{r}\""
+        );
+        assert_eq!(a.check("OPTIONS", Some(&h), 1000), Verdict::User("admin"));
+    }
+
+    #[test]
+    fn wrong_password_unknown_user_foreign_nonce_are_challenged() {
+        let a = auth(false);
+        let nonce = a.nonce(1000);
+        let wrong = digest_header(&a, None, "guess", &nonce, "PLAY");
+        assert_eq!(a.check("PLAY", Some(&wrong), 1000), Verdict::Challenge);
+        let other = Auth::new("camstream", vec![], false, [8; 32], 300);
+        let right_but_foreign = digest_header(&a, None, "s3cret", &other.nonce(1000), "PLAY");
+        assert_eq!(
+            a.check("PLAY", Some(&right_but_foreign), 1000),
+            Verdict::Challenge
+        );
+        let unknown =
+            digest_header(&a, None, "s3cret", &nonce, "PLAY").replace("\"admin\"", "\"root\"");
+        assert_eq!(a.check("PLAY", Some(&unknown), 1000), Verdict::Challenge);
+        assert_eq!(a.check("PLAY", None, 1000), Verdict::Challenge);
+    }
+
+    #[test]
+    fn an_expired_nonce_with_the_right_password_is_stale() {
+        let a = auth(false);
+        let nonce = a.nonce(1000);
+        let h = digest_header(&a, Some(Algorithm::Sha256), "s3cret", &nonce, "PLAY");
+        assert_eq!(a.check("PLAY", Some(&h), 1300), Verdict::User("admin"));
+        assert_eq!(a.check("PLAY", Some(&h), 1301), Verdict::Expired("admin"));
+        let wrong = digest_header(&a, None, "guess", &nonce, "PLAY");
+        assert_eq!(a.check("PLAY", Some(&wrong), 5000), Verdict::Challenge);
+        assert!(
+            a.challenges(5000, true)
+                .iter()
+                .all(|c| !c.starts_with("Digest") || c.ends_with("stale=true"))
+        );
+    }
+
+    #[test]
+    fn basic_only_when_enabled() {
+        let h = format!("Basic {}", STANDARD.encode("admin:s3cret"));
+        assert_eq!(
+            auth(false).check("DESCRIBE", Some(&h), 0),
+            Verdict::Challenge
+        );
+        assert_eq!(
+            auth(true).check("DESCRIBE", Some(&h), 0),
+            Verdict::User("admin")
+        );
+        let wrong = format!("Basic {}", STANDARD.encode("admin:guess"));
+        assert_eq!(
+            auth(true).check("DESCRIBE", Some(&wrong), 0),
+            Verdict::Challenge
+        );
+        assert!(matches!(
+            auth(true).check("DESCRIBE", Some("Basic !!"), 0),
+            Verdict::Malformed(_)
+        ));
+        assert!(
+            !auth(false)
+                .challenges(0, false)
+                .iter()
+                .any(|c| c.starts_with("Basic"))
+        );
+        assert_eq!(
+            auth(true).challenges(0, false).last().unwrap(),
+            "Basic realm=\"camstream\""
+        );
+    }
+
+    #[test]
+    fn challenges_offer_sha256_first_and_one_nonce() {
+        let a = auth(false);
+        let c = a.challenges(42, false);
+        assert_eq!(c.len(), 2);
+        assert!(
+            c[0].contains("algorithm=SHA-256") && c[1].contains("algorithm=MD5"),
+            "{c:?}"
+        );
+        let nonce = |s: &str| {
+            s.split("nonce=\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(nonce(&c[0]), nonce(&c[1]));
+        assert_eq!(a.nonce_time(&nonce(&c[0])), Some(42));
+    }
+
+    #[test]
+    fn params_parse_quoting_and_refuse_garbage() {
+        let p = Params::parse(r#"username="a\"b", realm=x , nc=00000001,qop="auth""#).unwrap();
+        assert_eq!(p.get("USERNAME"), Some("a\"b"));
+        assert_eq!(p.get("realm"), Some("x"));
+        assert_eq!(p.get("qop"), Some("auth"));
+        for bad in [
+            r#"username="unterminated"#,
+            "=x",
+            "a b=c",
+            r#"a="x" b="y""#,
+            "a=\"\\",
+        ] {
+            assert!(Params::parse(bad).is_none(), "{bad}");
+        }
+        let many = (0..17)
+            .map(|i| format!("k{i}=v"))
+            .collect::<Vec<_>>()
+            .join(",");
+        assert!(Params::parse(&many).is_none());
+        let a = auth(false);
+        assert!(matches!(
+            a.check("PLAY", Some("Digest username=\"x"), 0),
+            Verdict::Malformed(_)
+        ));
+        assert!(matches!(
+            a.check("PLAY", Some(&"x".repeat(5000)), 0),
+            Verdict::Malformed(_)
+        ));
+        assert_eq!(a.check("PLAY", Some("Bearer abc"), 0), Verdict::Challenge);
+    }
+}

@@ -146,6 +146,7 @@ impl Auth {
         }
     }
 
+    #[cfg(test)]
     pub fn realm(&self) -> &str {
         &self.realm
     }

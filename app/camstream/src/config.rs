@@ -10,6 +10,7 @@ use camstream_rtp::packetize::{MAX_MTU, MIN_MTU};
 use clap::Parser;
 use serde::Deserialize;
 
+use crate::auth::User;
 use crate::source::SourceSpec;
 use crate::source::v4l2::controls::{Setting, Value};
 
@@ -112,6 +113,28 @@ pub struct Options {
     /// Log level: error, warn, info, debug or trace [default: info]
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<String>,
+
+    /// Users allowed to stream, in the file only: `[users.NAME]` tables with
+    /// `md5` and `sha256`, the lines `camstream passwd NAME` prints. With none,
+    /// anyone who reaches the port may stream.
+    #[arg(skip)]
+    pub users: Option<std::collections::BTreeMap<String, UserHashes>>,
+
+    /// Also take Basic authentication (the password crosses the network in the clear; for clients without Digest) [default: false]
+    #[arg(long, value_name = "BOOL")]
+    pub basic_auth: Option<bool>,
+
+    /// Seconds a Digest nonce stays valid; after that clients are asked to retry with a new one (stale=true) [default: 600]
+    #[arg(long, value_name = "SECONDS")]
+    pub nonce_lifetime: Option<u32>,
+}
+
+/// A user's password digests, H(name:camstream:password), lower-case hex.
+#[derive(Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct UserHashes {
+    pub md5: String,
+    pub sha256: String,
 }
 
 /// Commands besides serving.
@@ -121,6 +144,12 @@ pub enum Command {
     Probe {
         /// Only this device, e.g. /dev/video0
         device: Option<PathBuf>,
+    },
+    /// Read a password from standard input and print the config lines that
+    /// let user NAME stream with it (its digests; the password is not kept)
+    Passwd {
+        /// User name (no ':' or '"')
+        name: String,
     },
     /// Receive one frame from an RTSP server (RTP over TCP) and decode it;
     /// exit status 0 if that works within the timeout
@@ -180,6 +209,9 @@ impl Options {
             rtcp_interval: self.rtcp_interval.or(other.rtcp_interval),
             max_request_size: self.max_request_size.or(other.max_request_size),
             log_level: self.log_level.or(other.log_level),
+            users: self.users.or(other.users),
+            basic_auth: self.basic_auth.or(other.basic_auth),
+            nonce_lifetime: self.nonce_lifetime.or(other.nonce_lifetime),
         }
     }
 }
@@ -207,6 +239,39 @@ pub struct Config {
     pub rtcp_interval: u32,
     pub max_request_size: usize,
     pub log_level: log::LevelFilter,
+    /// Who may stream; empty: anyone.
+    pub users: Vec<User>,
+    pub basic_auth: bool,
+    pub nonce_lifetime: u32,
+}
+
+/// The realm users' digests are made with (part of every stored digest, so
+/// fixed: changing it would lock every user out).
+pub const REALM: &str = "camstream";
+
+/// A user name the config and the Authorization header can carry.
+pub fn valid_user_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.contains([':', '"', '\\'])
+        && !name.chars().any(char::is_control)
+}
+
+fn users(table: Option<std::collections::BTreeMap<String, UserHashes>>) -> Result<Vec<User>> {
+    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+    table
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, h)| {
+            if !valid_user_name(&name) {
+                bail!("users.{name:?}: a user name has 1-64 characters, none of them ':', '\"', '\\' or control");
+            }
+            if !hex(&h.md5, 32) || !hex(&h.sha256, 64) {
+                bail!("users.{name}: md5 must be 32 and sha256 64 hex digits (as `camstream passwd {name}` prints them)");
+            }
+            Ok(User { name, md5: h.md5.to_ascii_lowercase(), sha256: h.sha256.to_ascii_lowercase() })
+        })
+        .collect()
 }
 
 fn in_range<T: PartialOrd + std::fmt::Display + Copy>(name: &str, v: T, lo: T, hi: T) -> Result<T> {
@@ -289,6 +354,20 @@ impl Config {
                 1 << 20,
             )? as usize,
             log_level,
+            users: {
+                let u = users(o.users)?;
+                if u.is_empty() && o.basic_auth == Some(true) {
+                    bail!("basic_auth = true needs users (see `camstream passwd`)");
+                }
+                u
+            },
+            basic_auth: o.basic_auth.unwrap_or(false),
+            nonce_lifetime: in_range(
+                "nonce_lifetime",
+                o.nonce_lifetime.unwrap_or(600),
+                30,
+                86_400,
+            )?,
         })
     }
 }
@@ -384,6 +463,33 @@ mod tests {
     }
 
     #[test]
+    fn users_from_the_file() {
+        let u = crate::auth::User::from_password("admin", REALM, "pw");
+        let text = format!(
+            "[users.\"admin\"]\nmd5 = \"{}\"\nsha256 = \"{}\"\n",
+            u.md5,
+            u.sha256.to_uppercase()
+        );
+        let c = Config::from_options(parse(&text).unwrap()).unwrap();
+        assert_eq!(c.users, vec![u.clone()]);
+        assert!(!c.basic_auth);
+        let short = format!("[users.admin]\nmd5 = \"{}\"\nsha256 = \"abc\"\n", u.md5);
+        let e = Config::from_options(parse(&short).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sha256 64 hex digits"), "{e}");
+        let colon = format!(
+            "[users.\"a:b\"]\nmd5 = \"{}\"\nsha256 = \"{}\"\n",
+            u.md5, u.sha256
+        );
+        assert!(Config::from_options(parse(&colon).unwrap()).is_err());
+        let e = Config::from_options(parse("basic_auth = true").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("needs users"), "{e}");
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_are_errors() {
         let e = parse("rtsp_prot = 1").unwrap_err().to_string();
         let dir =
@@ -391,7 +497,7 @@ mod tests {
         std::fs::write(&dir, "fps = 10\nrtsp_prot = 1\n").unwrap();
         let one_line = read_file(&dir).unwrap_err().to_string();
         std::fs::remove_file(&dir).unwrap();
-        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `log_level`"), "{one_line}");
+        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`"), "{one_line}");
         assert!(!one_line.contains('\n'));
         assert!(e.contains("unknown field `rtsp_prot`"), "{e}");
         let e = parse("fps = \"fast\"").unwrap_err().to_string();

@@ -2,8 +2,6 @@
 //! (test pattern, MJPEG file, camera), are checked and packetized as RFC 2435
 //! RTP/JPEG once, and are fanned out to every client.
 
-// Wired into the server next (issue 8 in progress).
-#[allow(dead_code)]
 mod auth;
 mod check;
 mod clock;
@@ -24,6 +22,25 @@ fn run() -> anyhow::Result<()> {
     let opts = config::Options::parse();
     if let Some(config::Command::Probe { device }) = &opts.command {
         print!("{}", source::v4l2::probe(device.as_deref())?);
+        return Ok(());
+    }
+    if let Some(config::Command::Passwd { name }) = &opts.command {
+        if !config::valid_user_name(name) {
+            anyhow::bail!(
+                "{name:?}: a user name has 1-64 characters, none of them ':', '\"', '\\' or control"
+            );
+        }
+        let mut password = String::new();
+        std::io::stdin().read_line(&mut password)?;
+        let password = password.trim_end_matches(['\r', '\n']);
+        if password.is_empty() {
+            anyhow::bail!("no password on standard input");
+        }
+        let u = auth::User::from_password(name, config::REALM, password);
+        println!(
+            "[users.\"{name}\"]\nmd5 = \"{}\"\nsha256 = \"{}\"",
+            u.md5, u.sha256
+        );
         return Ok(());
     }
     if let Some(config::Command::Check { url, timeout }) = &opts.command {

@@ -30,8 +30,9 @@ use mio::{Events, Interest, Poll, Token};
 use rustix::net::SocketAddrAny;
 use slab::Slab;
 
+use crate::auth::Auth;
 use crate::clock::{Mono, RtpClock, ntp_now};
-use crate::config::Config;
+use crate::config::{self, Config};
 use crate::latency::Histogram;
 use crate::normalize::{Fix, Normalizer};
 use crate::source::{self, FrameSource, StreamInfo};
@@ -108,6 +109,9 @@ struct Conn {
     /// Set after an unrecoverable protocol error: close once `ctrl` is out.
     closing: Option<Mono>,
     read_paused: bool,
+    /// The last request came with the right password and an expired nonce:
+    /// the 401 says `stale=true`.
+    stale_nonce: bool,
 }
 
 impl Conn {
@@ -169,6 +173,8 @@ pub struct Server {
     report_signal: UnixStream,
     send_latency: Histogram,
     latency_since: Mono,
+    /// Who may stream, if the config names users.
+    auth: Option<Auth>,
 }
 
 fn random_u64() -> u64 {
@@ -251,6 +257,17 @@ impl Server {
             stats: Stats::default(),
             normalizer: Normalizer::new(cfg.quality)?,
             cname: format!("camstream@{}", hostname()),
+            auth: (!cfg.users.is_empty()).then(|| {
+                let mut key = [0u8; 32];
+                getrandom::fill(&mut key).expect("the kernel's random number generator");
+                Auth::new(
+                    config::REALM,
+                    cfg.users.clone(),
+                    cfg.basic_auth,
+                    key,
+                    u64::from(cfg.nonce_lifetime),
+                )
+            }),
             signals,
             report_signal,
             send_latency: Histogram::default(),
@@ -382,6 +399,7 @@ impl Server {
                         round_robin: 0,
                         closing: None,
                         read_paused: false,
+                        stale_nonce: false,
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -711,6 +729,11 @@ impl Server {
         match msg {
             rtsp_types::Message::Request(req) => {
                 let (response, start) = self.handle_request(ci, &req);
+                let challenges = if response.status() == rtsp_types::StatusCode::Unauthorized {
+                    self.challenges(ci)
+                } else {
+                    Vec::new()
+                };
                 let Some(conn) = self.conns.get_mut(ci) else {
                     return;
                 };
@@ -722,6 +745,19 @@ impl Server {
                     u16::from(response.status())
                 );
                 let _ = response.write(&mut conn.ctrl);
+                if !challenges.is_empty() {
+                    // One WWW-Authenticate line per challenge (rtsp-types
+                    // keeps one value per header; clients read one challenge
+                    // per line). A 401 has no body: the response ends with
+                    // the blank line.
+                    debug_assert!(conn.ctrl.ends_with(b"\r\n\r\n"));
+                    conn.ctrl.truncate(conn.ctrl.len() - 2);
+                    for c in &challenges {
+                        conn.ctrl
+                            .extend_from_slice(format!("WWW-Authenticate: {c}\r\n").as_bytes());
+                    }
+                    conn.ctrl.extend_from_slice(b"\r\n");
+                }
                 self.flush_conn(ci);
                 if let Some(si) = start {
                     self.start_playing(si);

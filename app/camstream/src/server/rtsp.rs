@@ -8,6 +8,7 @@ use rtsp_types::{Method, Request, Response, ResponseBuilder, StatusCode, Url, Ve
 
 use super::sdp::{self, TRACK};
 use super::{Server, Session, Transport, random_u64};
+use crate::auth::Verdict;
 use crate::clock::Mono;
 
 const SERVER: &str = concat!("camstream/", env!("CARGO_PKG_VERSION"));
@@ -67,6 +68,15 @@ fn session_header(s: &Session, timeout: u32) -> String {
 }
 
 impl Server {
+    /// The WWW-Authenticate values of a 401 on connection `ci`.
+    pub(super) fn challenges(&self, ci: usize) -> Vec<String> {
+        let Some(auth) = &self.auth else {
+            return Vec::new();
+        };
+        let stale = self.conns.get(ci).is_some_and(|c| c.stale_nonce);
+        auth.challenges(Mono::now().0 / 1_000_000_000, stale)
+    }
+
     /// Handles a request on connection `ci`; returns the response and, for
     /// PLAY, the session to start streaming once the response is queued.
     pub(super) fn handle_request(&mut self, ci: usize, req: &Request<Vec<u8>>) -> Reply {
@@ -88,6 +98,40 @@ impl Server {
             return (r, None);
         }
         let target = target(req.request_uri(), &self.cfg.path);
+
+        if let Some(auth) = &self.auth {
+            let named_session = req
+                .header(&headers::SESSION)
+                .and_then(|v| {
+                    self.session_ids
+                        .get(v.as_str().split(';').next().unwrap_or("").trim())
+                })
+                .is_some();
+            let header = req.header(&headers::AUTHORIZATION).map(|v| v.as_str());
+            let method: &str = req.method().into();
+            let now = Mono::now().0 / 1_000_000_000;
+            let conn = &mut self.conns[ci];
+            match auth.check(method, header, now) {
+                Verdict::User(_) => conn.stale_nonce = false,
+                // A keep-alive (or TEARDOWN) of a session this user set up
+                // goes through on an expired nonce: clients send those
+                // without reading the answer, and a refused keep-alive would
+                // end the stream when the session times out.
+                Verdict::Expired(_) if named_session => {}
+                Verdict::Expired(_) => {
+                    conn.stale_nonce = true;
+                    return reply(StatusCode::Unauthorized);
+                }
+                Verdict::Challenge => {
+                    conn.stale_nonce = false;
+                    return reply(StatusCode::Unauthorized);
+                }
+                Verdict::Malformed(why) => {
+                    log::info!("{}: {why}", conn.peer);
+                    return reply(StatusCode::BadRequest);
+                }
+            }
+        }
 
         // Any request naming a session keeps it alive.
         let session = match req.header(&headers::SESSION) {

@@ -19,9 +19,14 @@ class Response:
     reason: str
     headers: dict[str, str]
     body: bytes
+    # Every header line in order (`headers` keeps the last of a name).
+    lines: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())
+
+    def all(self, name: str) -> list[str]:
+        return [v for k, v in self.lines if k == name.lower()]
 
 
 @dataclasses.dataclass
@@ -97,13 +102,15 @@ class Client:
                 version, status, *reason = lines[0].split(" ", 2)
                 assert version == "RTSP/1.0", lines[0]
                 headers = {}
+                every = []
                 for line in lines[1:]:
                     k, _, v = line.partition(":")
                     headers[k.strip().lower()] = v.strip()
+                    every.append((k.strip().lower(), v.strip()))
                 n = int(headers.get("content-length", "0"))
                 if len(rest) >= n:
                     self.buf = rest[n:]
-                    return Response(int(status), reason[0] if reason else "", headers, rest[:n])
+                    return Response(int(status), reason[0] if reason else "", headers, rest[:n], every)
             self._fill()
 
     def response(self) -> Response:

@@ -1,0 +1,135 @@
+"""RTSP authentication: with users in the config, FFmpeg and GStreamer get
+in with the password and nobody without it; Digest with SHA-256 and MD5 as
+RFC 7616 and RFC 2617 compute it, Basic only when enabled."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import subprocess
+
+import pytest
+
+from conftest import BIN, run
+from rtsp import Client
+
+USER, PASSWORD = "viewer", "correct horse battery"
+
+
+@pytest.fixture
+def config(tmp_path):
+    """A config file with one user, made by `camstream passwd`."""
+    lines = subprocess.run([str(BIN), "passwd", USER], input=PASSWORD + "\n", capture_output=True, text=True,
+                           check=True, timeout=10).stdout
+    assert PASSWORD not in lines
+    path = tmp_path / "camstream.toml"
+    path.write_text(lines)
+    return path
+
+
+def params(challenge: str) -> dict[str, str]:
+    return {k: v1 or v2 for k, v1, v2 in re.findall(r'(\w+)=(?:"([^"]*)"|([^,\s]+))', challenge)}
+
+
+def digest(algorithm: str, method: str, uri: str, challenge: dict[str, str], password: str = PASSWORD,
+           nc: str = "00000001", cnonce: str = "0a4f113b") -> str:
+    h = {"MD5": hashlib.md5, "SHA-256": hashlib.sha256}[algorithm]
+
+    def hx(*parts: str) -> str:
+        return h(":".join(parts).encode()).hexdigest()
+    ha1 = hx(USER, challenge["realm"], password)
+    response = hx(ha1, challenge["nonce"], nc, cnonce, "auth", hx(method, uri))
+    return (f'Digest username="{USER}", realm="{challenge["realm"]}", nonce="{challenge["nonce"]}", uri="{uri}", '
+            f'response="{response}", algorithm={algorithm}, qop=auth, nc={nc}, cnonce="{cnonce}"')
+
+
+def with_user(url: str, password: str = PASSWORD) -> str:
+    return url.replace("rtsp://", f"rtsp://{USER}:{password.replace(' ', '%20')}@")
+
+
+@pytest.mark.parametrize("transport", ["tcp", "udp"])
+def test_ffmpeg_with_and_without_the_password(camstream, config, transport):
+    cs = camstream("--config", str(config), "--width", "320", "--height", "240")
+    got = run(["ffmpeg", "-v", "error", "-rtsp_transport", transport, "-i", with_user(cs.url), "-frames:v", "10",
+               "-f", "rawvideo", "-pix_fmt", "gray", "-"], timeout=60).stdout
+    assert len(got) == 10 * 320 * 240
+    for url in (cs.url, with_user(cs.url, "wrong")):
+        out = subprocess.run(["ffprobe", "-v", "error", url], capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0 and "401 Unauthorized" in out.stderr, out.stderr
+
+
+def test_gstreamer_with_and_without_the_password(camstream, config):
+    cs = camstream("--config", str(config), "--width", "320", "--height", "240")
+
+    def gst(password: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["gst-launch-1.0", "-q", "rtspsrc", f"location={cs.url}", f"user-id={USER}",
+                               f"user-pw={password}", "protocols=tcp", "!", "rtpjpegdepay", "!", "jpegdec", "!",
+                               "fakesink", "num-buffers=10"], capture_output=True, text=True, timeout=60)
+    ok = gst(PASSWORD)
+    assert ok.returncode == 0, ok.stderr
+    refused = gst("wrong")
+    assert refused.returncode != 0 and "Unauthorized" in refused.stderr, refused.stderr
+
+
+def test_digest_sha256_and_md5_and_what_is_refused(camstream, config):
+    cs = camstream("--config", str(config))
+    c = Client(cs.port)
+    r = c.call("DESCRIBE")
+    assert r.status == 401
+    challenges = r.all("www-authenticate")
+    # SHA-256 first (RFC 7616 3.7), one nonce for both, no Basic unless enabled.
+    assert [params(ch)["algorithm"] for ch in challenges] == ["SHA-256", "MD5"], challenges
+    assert all(ch.startswith("Digest ") for ch in challenges)
+    ch = params(challenges[0])
+    assert ch["realm"] == "camstream" and ch["qop"] == "auth" and params(challenges[1])["nonce"] == ch["nonce"]
+    for algorithm in ("SHA-256", "MD5"):
+        r = c.call("DESCRIBE", headers={"Authorization": digest(algorithm, "DESCRIBE", c.url, ch)})
+        assert r.status == 200 and b"m=video" in r.body, (algorithm, r)
+    # The response covers the method and the password; a nonce must be ours.
+    for header in (digest("SHA-256", "OPTIONS", c.url, ch),
+                   digest("SHA-256", "DESCRIBE", c.url, ch, password="wrong"),
+                   digest("MD5", "DESCRIBE", c.url, {**ch, "nonce": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}),
+                   "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()):
+        r = c.call("DESCRIBE", headers={"Authorization": header})
+        assert r.status == 401, (header, r)
+    # Garbage gets 400 and the connection goes on.
+    r = c.call("DESCRIBE", headers={"Authorization": 'Digest username="x'})
+    assert r.status == 400
+    r = c.call("DESCRIBE", headers={"Authorization": digest("MD5", "DESCRIBE", c.url, ch)})
+    assert r.status == 200
+    # A whole session with credentials on every request.
+    r = c.call("SETUP", c.url + "/trackID=0", headers={
+        "Transport": "RTP/AVP/TCP;unicast;interleaved=0-1",
+        "Authorization": digest("SHA-256", "SETUP", c.url + "/trackID=0", ch, nc="00000002")})
+    assert r.status == 200, r
+    c.session = r.header("session").split(";")[0]
+    r = c.call("PLAY", headers={"Authorization": digest("SHA-256", "PLAY", c.url, ch, nc="00000003")})
+    assert r.status == 200, r
+    assert any(p.marker for p in c.packets(3))
+    # Without credentials the session's requests are refused too.
+    assert c.call("GET_PARAMETER").status == 401
+    c.close()
+
+
+def test_basic_only_when_enabled(camstream, config):
+    cs = camstream("--config", str(config), "--basic-auth", "true")
+    c = Client(cs.port)
+    r = c.call("OPTIONS")
+    assert r.status == 401 and r.all("www-authenticate")[-1] == 'Basic realm="camstream"', r
+    good = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    bad = "Basic " + base64.b64encode(f"{USER}:wrong".encode()).decode()
+    assert c.call("OPTIONS", headers={"Authorization": good}).status == 200
+    assert c.call("OPTIONS", headers={"Authorization": bad}).status == 401
+    c.close()
+
+
+def test_config_errors_are_clear(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[users.viewer]\nmd5 = "00"\nsha256 = "00"\n')
+    out = subprocess.run([str(BIN), "--config", str(bad)], capture_output=True, text=True, timeout=10)
+    assert out.returncode != 0 and "camstream passwd viewer" in out.stderr, out.stderr
+    out = subprocess.run([str(BIN), "passwd", "a:b"], input="pw\n", capture_output=True, text=True, timeout=10)
+    assert out.returncode != 0 and "':'" in out.stderr, out.stderr
+    out = subprocess.run([str(BIN), "passwd", "viewer"], input="", capture_output=True, text=True, timeout=10)
+    assert out.returncode != 0 and "no password" in out.stderr, out.stderr

@@ -112,6 +112,29 @@ def test_digest_sha256_and_md5_and_what_is_refused(camstream, config):
     c.close()
 
 
+def test_as_live555_reads_and_answers_challenges(camstream, config):
+    """VLC's RTSP client (live555) keeps the last Digest challenge, reads it
+    with a fixed pattern (realm, nonce, then optionally stale) and answers
+    with MD5 and no qop (RFC 2069's form). VLC itself cannot be run here
+    (Debian builds it without live555), so its parsing is done as its
+    source does."""
+    cs = camstream("--config", str(config))
+    c = Client(cs.port)
+    r = c.call("DESCRIBE")
+    last = [v for v in r.all("www-authenticate") if v.startswith("Digest")][-1]
+    m = re.match(r'Digest realm="([^"]*)", nonce="([^"]*)"(?:, stale=([a-zA-Z]+))?', last)
+    assert m, last
+    realm, nonce = m.group(1), m.group(2)
+
+    def md5(s: str) -> str:
+        return hashlib.md5(s.encode()).hexdigest()
+    response = md5(f"{md5(f'{USER}:{realm}:{PASSWORD}')}:{nonce}:{md5('DESCRIBE:' + c.url)}")
+    header = f'Digest username="{USER}", realm="{realm}", nonce="{nonce}", uri="{c.url}", response="{response}"'
+    r = c.call("DESCRIBE", headers={"Authorization": header})
+    assert r.status == 200, r
+    c.close()
+
+
 def test_basic_only_when_enabled(camstream, config):
     cs = camstream("--config", str(config), "--basic-auth", "true")
     c = Client(cs.port)

@@ -182,16 +182,18 @@ impl Auth {
     /// The WWW-Authenticate values of a 401, best first: SHA-256 Digest,
     /// then MD5 Digest (one nonce for both: clients that read only one
     /// challenge, or ignore `algorithm`, still get through with MD5), then
-    /// Basic if enabled. FFmpeg takes the last Digest challenge and knows
-    /// only MD5; RFC 7616 clients take the first they support.
+    /// Basic if enabled. FFmpeg and live555 take the last Digest challenge
+    /// and know only MD5; RFC 7616 clients take the first they support.
     pub fn challenges(&self, now: u64, stale: bool) -> Vec<String> {
         let nonce = self.nonce(now);
         let stale = if stale { ", stale=true" } else { "" };
         let mut v: Vec<String> = [Algorithm::Sha256, Algorithm::Md5]
             .iter()
             .map(|a| {
+                // realm, nonce, stale first and in this order: live555
+                // (VLC) reads challenges with a fixed sscanf pattern.
                 format!(
-                    "Digest realm=\"{}\", nonce=\"{nonce}\", algorithm={}, qop=\"auth\"{stale}",
+                    "Digest realm=\"{}\", nonce=\"{nonce}\"{stale}, algorithm={}, qop=\"auth\"",
                     self.realm,
                     a.name()
                 )
@@ -537,11 +539,14 @@ mod tests {
         assert_eq!(a.check("PLAY", Some(&h), 1301), Verdict::Expired("admin"));
         let wrong = digest_header(&a, None, "guess", &nonce, "PLAY");
         assert_eq!(a.check("PLAY", Some(&wrong), 5000), Verdict::Challenge);
-        assert!(
-            a.challenges(5000, true)
-                .iter()
-                .all(|c| !c.starts_with("Digest") || c.ends_with("stale=true"))
-        );
+        // As live555 reads it: realm, nonce, stale.
+        for c in a.challenges(5000, true) {
+            assert!(c.starts_with("Digest realm=\"camstream\", nonce=\""), "{c}");
+            assert!(
+                c.split("\", ").nth(2).unwrap().starts_with("stale=true,"),
+                "{c}"
+            );
+        }
     }
 
     #[test]

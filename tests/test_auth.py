@@ -8,6 +8,8 @@ import base64
 import hashlib
 import re
 import subprocess
+import threading
+import time
 
 import pytest
 
@@ -156,3 +158,53 @@ def test_config_errors_are_clear(tmp_path):
     assert out.returncode != 0 and "':'" in out.stderr, out.stderr
     out = subprocess.run([str(BIN), "passwd", "viewer"], input="", capture_output=True, text=True, timeout=10)
     assert out.returncode != 0 and "no password" in out.stderr, out.stderr
+
+
+def test_sessions_outlive_their_nonce(camstream, config):
+    """Nonces expire (30 s here, the shortest allowed) while clients play:
+    FFmpeg and GStreamer keep streaming across it, and so does a session
+    whose only keep-alives are GET_PARAMETERs with the old nonce and no RTCP
+    (clients send keep-alives without reading the answer: a refused one
+    would let the session time out; 10 s here). A new request outside a
+    session gets stale=true."""
+    cs = camstream("--config", str(config), "--width", "320", "--height", "240", "--fps", "5",
+                   "--nonce-lifetime", "30", "--session-timeout", "10")
+    c = Client(cs.port)
+    ch = params(c.call("DESCRIBE").all("www-authenticate")[0])
+    r = c.call("SETUP", c.url + "/trackID=0", headers={
+        "Transport": "RTP/AVP/TCP;unicast;interleaved=0-1",
+        "Authorization": digest("SHA-256", "SETUP", c.url + "/trackID=0", ch)})
+    assert r.status == 200, r
+    c.session = r.header("session").split(";")[0]
+    assert c.call("PLAY", headers={"Authorization": digest("SHA-256", "PLAY", c.url, ch)}).status == 200
+    old = digest("SHA-256", "GET_PARAMETER", c.url, ch)
+    statuses: list[int] = []
+
+    def keep_alive():
+        for _ in range(11):
+            time.sleep(4)
+            statuses.append(c.call("GET_PARAMETER", headers={"Authorization": old}).status)
+    keeper = threading.Thread(target=keep_alive)
+    keeper.start()
+    frames = 5 * 42
+    gst = subprocess.Popen(["gst-launch-1.0", "-q", "rtspsrc", f"location={cs.url}", f"user-id={USER}",
+                            f"user-pw={PASSWORD}", "protocols=tcp", "!", "rtpjpegdepay", "!", "fakesink",
+                            f"num-buffers={frames}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    got = run(["ffmpeg", "-v", "error", "-rtsp_transport", "tcp", "-i", with_user(cs.url), "-frames:v", str(frames),
+               "-f", "rawvideo", "-pix_fmt", "gray", "-"], timeout=90).stdout
+    assert len(got) == frames * 320 * 240
+    try:
+        out = gst.communicate(timeout=30)[0]
+    finally:
+        gst.kill()
+    assert gst.returncode == 0, out
+    keeper.join(30)
+    assert statuses == [200] * 11, statuses
+    c.interleaved.clear()
+    assert any(p.marker for p in c.packets(2)), "the session kept alive with an old nonce stopped"
+    assert "timed out" not in cs.log(), cs.log()
+    c.close()
+    fresh = Client(cs.port)
+    r = fresh.call("DESCRIBE", headers={"Authorization": digest("MD5", "DESCRIBE", fresh.url, ch)})
+    assert r.status == 401 and all(", stale=true," in v for v in r.all("www-authenticate")), r
+    fresh.close()

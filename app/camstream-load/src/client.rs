@@ -284,29 +284,14 @@ impl Client {
         }
         match self.step {
             Step::Describe => {
-                let sdp =
-                    sdp_types::Session::parse(resp.body()).map_err(|e| anyhow!("bad SDP: {e}"))?;
-                let media = sdp
-                    .medias
-                    .iter()
-                    .find(|m| m.media == "video" && m.fmt.split(' ').any(|f| f == "26"))
-                    .ok_or_else(|| anyhow!("no RTP/JPEG (payload type 26) in the SDP"))?;
-                let base = resp
-                    .header(&rtsp_types::headers::CONTENT_BASE)
-                    .map(|v| v.as_str().to_owned())
-                    .unwrap_or_else(|| target.url.clone());
-                let control = media
-                    .get_first_attribute_value("control")
-                    .flatten()
-                    .unwrap_or("*");
-                self.control_url = base.clone();
-                let track = if control.starts_with("rtsp://") {
-                    control.to_owned()
-                } else if control == "*" {
-                    base
-                } else {
-                    format!("{}/{control}", base.trim_end_matches('/'))
-                };
+                let track = camstream_rtsp::sdp::jpeg_track(
+                    resp.body(),
+                    resp.header(&rtsp_types::headers::CONTENT_BASE)
+                        .map(|v| v.as_str()),
+                    &target.url,
+                )?;
+                self.control_url = track.base;
+                let track = track.control;
                 let transport = match self.transport {
                     Transport::Tcp => "RTP/AVP/TCP;unicast;interleaved=0-1".to_owned(),
                     Transport::Udp => {

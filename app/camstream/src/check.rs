@@ -2,6 +2,10 @@
 //! by receiving one whole JPEG frame over RTP/TCP and decoding it. The
 //! firmware's health check runs it against the local daemon after an update
 //! (docs/UPDATE.md); anyone can run it against any RFC 2435 server.
+//!
+//! A server that asks for a password gets a Digest answer: from the URL's
+//! `user:password@`, or, on the device itself, from the stored digests of a
+//! user in the config (Digest needs only those, not the password).
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -9,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use camstream_rtp::depacketize::Depacketizer;
+use camstream_rtsp::auth::{self, User};
+use camstream_rtsp::sdp;
 use rtsp_types::{Message, ParseError, Response};
 
 /// What a successful check saw.
@@ -25,13 +31,13 @@ const SILENCE: Duration = Duration::from_secs(10);
 
 /// Tries until `timeout` has passed: the server may still be starting.
 /// Attempts that failed after connecting are told on stderr.
-pub fn run(url: &str, timeout: Duration) -> Result<Seen> {
+pub fn run(url: &str, user: Option<&User>, timeout: Duration) -> Result<Seen> {
     let start = Instant::now();
     let deadline = start + timeout;
     let mut last = anyhow!("no attempt made");
     while Instant::now() < deadline {
         let mut connected = false;
-        match attempt(url, deadline, &mut connected) {
+        match attempt(url, user, deadline, &mut connected) {
             Ok((width, height, bytes)) => {
                 return Ok(Seen {
                     width,
@@ -60,7 +66,7 @@ pub fn run(url: &str, timeout: Duration) -> Result<Seen> {
     )))
 }
 
-struct Conn {
+struct Conn<'a> {
     stream: TcpStream,
     buf: Vec<u8>,
     cseq: u32,
@@ -69,9 +75,12 @@ struct Conn {
     waiting_for: String,
     /// When the last bytes came (or the connection was made).
     heard: Instant,
+    user: Option<&'a User>,
+    /// The server's WWW-Authenticate, once it asked.
+    challenge: Option<String>,
 }
 
-impl Conn {
+impl Conn<'_> {
     fn fill(&mut self) -> Result<()> {
         let left = self.deadline.saturating_duration_since(Instant::now());
         let silent = || {
@@ -107,9 +116,44 @@ impl Conn {
 
     /// Sends a request and returns its response, skipping interleaved data.
     fn request(&mut self, method: &str, url: &str, extra: &str) -> Result<Response<Vec<u8>>> {
+        match self.request_once(method, url, extra)? {
+            Ok(resp) => Ok(resp),
+            Err(challenge) => {
+                if self.user.is_none() {
+                    bail!(
+                        "{method} answered 401: the server wants a password (rtsp://USER:PASSWORD@...)"
+                    );
+                }
+                // Asked again after an answer: wrong password, unless the
+                // nonce had only gone stale.
+                if self.challenge.is_some() && !challenge.contains("stale=true") {
+                    bail!("{method} answered 401: the password was refused");
+                }
+                self.challenge = Some(challenge);
+                self.request_once(method, url, extra)?
+                    .map_err(|_| anyhow!("{method} answered 401: the password was refused"))
+            }
+        }
+    }
+
+    /// A response, or a 401's WWW-Authenticate.
+    fn request_once(
+        &mut self,
+        method: &str,
+        url: &str,
+        extra: &str,
+    ) -> Result<std::result::Result<Response<Vec<u8>>, String>> {
         self.cseq += 1;
+        let mut authorization = String::new();
+        if let (Some(user), Some(challenge)) = (self.user, &self.challenge) {
+            let cnonce = format!("{:08x}", std::process::id() ^ self.cseq);
+            let a = auth::answer(&[challenge], user, method, url, &cnonce).ok_or_else(|| {
+                anyhow!("the server asks for no Digest this check can answer: {challenge}")
+            })?;
+            authorization = format!("Authorization: {a}\r\n");
+        }
         let req = format!(
-            "{method} {url} RTSP/1.0\r\nCSeq: {}\r\nUser-Agent: camstream-check\r\n{extra}\r\n",
+            "{method} {url} RTSP/1.0\r\nCSeq: {}\r\nUser-Agent: camstream-check\r\n{authorization}{extra}\r\n",
             self.cseq
         );
         self.stream
@@ -121,10 +165,17 @@ impl Conn {
                 Ok((msg, used)) => {
                     self.buf.drain(..used);
                     if let Message::Response(resp) = msg {
+                        if resp.status() == rtsp_types::StatusCode::Unauthorized {
+                            let challenge = resp
+                                .header(&rtsp_types::headers::WWW_AUTHENTICATE)
+                                .map(|v| v.as_str().to_owned())
+                                .unwrap_or_default();
+                            return Ok(Err(challenge));
+                        }
                         if resp.status() != rtsp_types::StatusCode::Ok {
                             bail!("{method} answered {}", u16::from(resp.status()));
                         }
-                        return Ok(resp);
+                        return Ok(Ok(resp));
                     }
                 }
                 Err(ParseError::Incomplete(_)) => self.fill()?,
@@ -134,7 +185,12 @@ impl Conn {
     }
 }
 
-fn attempt(url: &str, deadline: Instant, connected: &mut bool) -> Result<(u16, u16, usize)> {
+fn attempt(
+    url: &str,
+    user: Option<&User>,
+    deadline: Instant,
+    connected: &mut bool,
+) -> Result<(u16, u16, usize)> {
     let parsed = rtsp_types::Url::parse(url).with_context(|| format!("bad URL {url}"))?;
     if parsed.scheme() != "rtsp" {
         bail!("{url} is not an rtsp:// URL");
@@ -160,37 +216,17 @@ fn attempt(url: &str, deadline: Instant, connected: &mut bool) -> Result<(u16, u
         deadline,
         waiting_for: String::new(),
         heard: Instant::now(),
+        user,
+        challenge: None,
     };
 
     let describe = c.request("DESCRIBE", url, "Accept: application/sdp\r\n")?;
-    let sdp = sdp_types::Session::parse(describe.body()).map_err(|e| anyhow!("bad SDP: {e}"))?;
-    let media = sdp
-        .medias
-        .iter()
-        .find(|m| m.media == "video" && m.fmt.split(' ').any(|f| f == "26"))
-        .ok_or_else(|| anyhow!("the SDP offers no RTP/JPEG (payload type 26) video"))?;
-    let base = describe
-        .header(&rtsp_types::headers::CONTENT_BASE)
-        .map(|v| v.as_str().to_owned())
-        .unwrap_or_else(|| url.to_owned());
-    let control = media
-        .get_first_attribute_value("control")
-        .flatten()
-        .unwrap_or("*");
-    let track = if control.starts_with("rtsp://") {
-        control.to_owned()
-    } else if control == "*" {
-        base.clone()
-    } else {
-        format!("{}/{control}", base.trim_end_matches('/'))
-    };
+    let content_base = describe.header(&rtsp_types::headers::CONTENT_BASE);
+    let track = sdp::jpeg_track(describe.body(), content_base.map(|v| v.as_str()), url)?;
+    let (base, track, x_dimensions) = (track.base, track.control, track.x_dimensions);
     let mut depack = Depacketizer::new();
-    if let Some(Some(dims)) = media.get_first_attribute_value("x-dimensions") {
-        if let Some((w, h)) = dims.split_once(',') {
-            if let (Ok(w), Ok(h)) = (w.trim().parse(), h.trim().parse()) {
-                depack.set_x_dimensions(w, h);
-            }
-        }
+    if let Some((w, h)) = x_dimensions {
+        depack.set_x_dimensions(w, h);
     }
 
     let setup = c.request(

@@ -10,9 +10,9 @@ use camstream_rtp::packetize::{MAX_MTU, MIN_MTU};
 use clap::Parser;
 use serde::Deserialize;
 
-use crate::auth::User;
 use crate::source::SourceSpec;
 use crate::source::v4l2::controls::{Setting, Value};
+use camstream_rtsp::auth::User;
 
 /// Where the daemon looks for its settings when `--config` is not given.
 pub const DEFAULT_CONFIG: &str = "/etc/camstream.toml";
@@ -110,6 +110,18 @@ pub struct Options {
     #[arg(long, value_name = "BYTES")]
     pub max_request_size: Option<u32>,
 
+    /// Connections at once from one address; more are answered 503 and closed [default: 16]
+    #[arg(long, value_name = "COUNT")]
+    pub max_connections_per_ip: Option<u32>,
+
+    /// Seconds a request may take to arrive once it has begun; slower ones get 408 and the connection closes [default: 10]
+    #[arg(long, value_name = "SECONDS")]
+    pub request_timeout: Option<u32>,
+
+    /// Seconds a connection without a session may stay silent before it is closed [default: 60]
+    #[arg(long, value_name = "SECONDS")]
+    pub idle_timeout: Option<u32>,
+
     /// Log level: error, warn, info, debug or trace [default: info]
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<String>,
@@ -154,9 +166,8 @@ pub enum Command {
     /// Receive one frame from an RTSP server (RTP over TCP) and decode it;
     /// exit status 0 if that works within the timeout
     Check {
-        /// Stream to check
-        #[arg(default_value = "rtsp://127.0.0.1:8554/stream")]
-        url: String,
+        /// Stream to check (rtsp://USER:PASSWORD@HOST:PORT/PATH if it asks for one) [default: this device's, from the config: rtsp://127.0.0.1:RTSP_PORT/PATH, answering a password request with a configured user's stored digests]
+        url: Option<String>,
         /// Give up after this many seconds
         #[arg(long, default_value_t = 30)]
         timeout: u64,
@@ -208,6 +219,9 @@ impl Options {
             session_timeout: self.session_timeout.or(other.session_timeout),
             rtcp_interval: self.rtcp_interval.or(other.rtcp_interval),
             max_request_size: self.max_request_size.or(other.max_request_size),
+            max_connections_per_ip: self.max_connections_per_ip.or(other.max_connections_per_ip),
+            request_timeout: self.request_timeout.or(other.request_timeout),
+            idle_timeout: self.idle_timeout.or(other.idle_timeout),
             log_level: self.log_level.or(other.log_level),
             users: self.users.or(other.users),
             basic_auth: self.basic_auth.or(other.basic_auth),
@@ -238,6 +252,9 @@ pub struct Config {
     pub session_timeout: u32,
     pub rtcp_interval: u32,
     pub max_request_size: usize,
+    pub max_connections_per_ip: usize,
+    pub request_timeout: u32,
+    pub idle_timeout: u32,
     pub log_level: log::LevelFilter,
     /// Who may stream; empty: anyone.
     pub users: Vec<User>,
@@ -353,6 +370,14 @@ impl Config {
                 1024,
                 1 << 20,
             )? as usize,
+            max_connections_per_ip: in_range(
+                "max_connections_per_ip",
+                o.max_connections_per_ip.unwrap_or(16),
+                1,
+                100_000,
+            )? as usize,
+            request_timeout: in_range("request_timeout", o.request_timeout.unwrap_or(10), 1, 600)?,
+            idle_timeout: in_range("idle_timeout", o.idle_timeout.unwrap_or(60), 5, 3600)?,
             log_level,
             users: {
                 let u = users(o.users)?;
@@ -464,7 +489,7 @@ mod tests {
 
     #[test]
     fn users_from_the_file() {
-        let u = crate::auth::User::from_password("admin", REALM, "pw");
+        let u = camstream_rtsp::auth::User::from_password("admin", REALM, "pw");
         let text = format!(
             "[users.\"admin\"]\nmd5 = \"{}\"\nsha256 = \"{}\"\n",
             u.md5,
@@ -497,7 +522,7 @@ mod tests {
         std::fs::write(&dir, "fps = 10\nrtsp_prot = 1\n").unwrap();
         let one_line = read_file(&dir).unwrap_err().to_string();
         std::fs::remove_file(&dir).unwrap();
-        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`"), "{one_line}");
+        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `request_timeout`, `idle_timeout`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`"), "{one_line}");
         assert!(!one_line.contains('\n'));
         assert!(e.contains("unknown field `rtsp_prot`"), "{e}");
         let e = parse("fps = \"fast\"").unwrap_err().to_string();

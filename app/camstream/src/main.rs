@@ -2,7 +2,6 @@
 //! (test pattern, MJPEG file, camera), are checked and packetized as RFC 2435
 //! RTP/JPEG once, and are fanned out to every client.
 
-mod auth;
 mod check;
 mod clock;
 mod config;
@@ -36,15 +35,36 @@ fn run() -> anyhow::Result<()> {
         if password.is_empty() {
             anyhow::bail!("no password on standard input");
         }
-        let u = auth::User::from_password(name, config::REALM, password);
+        let u = camstream_rtsp::auth::User::from_password(name, config::REALM, password);
         println!(
             "[users.\"{name}\"]\nmd5 = \"{}\"\nsha256 = \"{}\"",
             u.md5, u.sha256
         );
         return Ok(());
     }
-    if let Some(config::Command::Check { url, timeout }) = &opts.command {
-        let seen = check::run(url, std::time::Duration::from_secs(*timeout))?;
+    if let Some(config::Command::Check { url, timeout }) = opts.command.clone() {
+        // The config (if any) gives the default URL and, on the device, the
+        // user whose stored digests answer a password request.
+        let cfg = config::Config::load(opts)?;
+        let url = url.unwrap_or_else(|| format!("rtsp://127.0.0.1:{}/{}", cfg.rtsp_port, cfg.path));
+        let mut parsed =
+            rtsp_types::Url::parse(&url).map_err(|e| anyhow::anyhow!("bad URL {url}: {e}"))?;
+        let user = match parsed.password() {
+            Some(password) => {
+                let decode = |s: &str| percent_decode(s);
+                let user = camstream_rtsp::auth::User::from_password(
+                    &decode(parsed.username()),
+                    config::REALM,
+                    &decode(password),
+                );
+                let _ = parsed.set_username("");
+                let _ = parsed.set_password(None);
+                Some(user)
+            }
+            None => cfg.users.into_iter().next(),
+        };
+        let url = parsed.to_string();
+        let seen = check::run(&url, user.as_ref(), std::time::Duration::from_secs(timeout))?;
         println!(
             "{url}: {}x{} frame, {} bytes, after {} ms",
             seen.width,
@@ -75,6 +95,31 @@ fn run() -> anyhow::Result<()> {
         cfg.path
     );
     server.run(source)
+}
+
+/// `%XX` escapes of a URL's user or password.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, ..) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn main() -> ExitCode {

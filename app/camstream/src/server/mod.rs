@@ -24,13 +24,14 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use camstream_rtp::jpeg::Remedy;
 use camstream_rtp::{JpegError, Packetizer, jpeg, rtcp};
+use camstream_rtsp::auth::Auth;
+use camstream_rtsp::framing::{self, Framed, Limits, Rejected};
 use mio::net::{TcpListener, TcpStream, UdpSocket};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use rustix::net::SocketAddrAny;
 use slab::Slab;
 
-use crate::auth::Auth;
 use crate::clock::{Mono, RtpClock, ntp_now};
 use crate::config::{self, Config};
 use crate::latency::Histogram;
@@ -61,6 +62,11 @@ const READS_PER_TURN: usize = 16;
 /// decides, and a slow client gets fresh whole frames.
 const TCP_SEND_BUFFER: usize = 256 << 10;
 const STATS_EVERY: Duration = Duration::from_secs(60);
+/// Header lines one request may have (clients send about ten).
+const MAX_HEADERS: usize = 64;
+/// Refused connections are logged at most this often (a flood would fill
+/// the log), with their count.
+const REFUSALS_LOGGED_EVERY: Duration = Duration::from_secs(10);
 
 enum Transport {
     Udp {
@@ -112,6 +118,10 @@ struct Conn {
     /// The last request came with the right password and an expired nonce:
     /// the 401 says `stale=true`.
     stale_nonce: bool,
+    /// When the unfinished message in `inbuf` began (request_timeout).
+    request_started: Option<Mono>,
+    /// The last bytes read (idle_timeout, for connections without sessions).
+    last_input: Mono,
 }
 
 impl Conn {
@@ -175,6 +185,10 @@ pub struct Server {
     latency_since: Mono,
     /// Who may stream, if the config names users.
     auth: Option<Auth>,
+    /// Connections open per client address (max_connections_per_ip).
+    per_ip: HashMap<IpAddr, usize>,
+    /// Connections refused since the last log line about it, and when that was.
+    refused: (u64, Option<Mono>),
 }
 
 fn random_u64() -> u64 {
@@ -272,6 +286,8 @@ impl Server {
             report_signal,
             send_latency: Histogram::default(),
             latency_since: Mono::now(),
+            per_ip: HashMap::new(),
+            refused: (0, None),
             cfg,
         };
         let r = server.poll.registry();
@@ -365,9 +381,22 @@ impl Server {
         loop {
             match self.listener.accept() {
                 Ok((mut stream, peer)) => {
-                    // Connections beyond this cannot hold a session anyway.
-                    if self.conns.len() >= self.cfg.max_clients * 2 + 16 {
-                        log::warn!("{peer}: too many connections, closing");
+                    let from_peer = self.per_ip.get(&peer.ip()).copied().unwrap_or(0);
+                    // Connections beyond the first cannot hold a session anyway.
+                    let why = if self.conns.len() >= self.cfg.max_clients * 2 + 16 {
+                        Some("too many connections")
+                    } else if from_peer >= self.cfg.max_connections_per_ip {
+                        Some("max_connections_per_ip reached")
+                    } else {
+                        None
+                    };
+                    if let Some(why) = why {
+                        // One write into an empty socket buffer does not
+                        // block; then the socket is dropped (closed).
+                        let _ = stream.write(
+                            b"RTSP/1.0 503 Service Unavailable\r\nConnection: close\r\n\r\n",
+                        );
+                        self.refused(peer, why);
                         continue;
                     }
                     let _ = stream.set_nodelay(true);
@@ -400,7 +429,10 @@ impl Server {
                         closing: None,
                         read_paused: false,
                         stale_nonce: false,
+                        request_started: None,
+                        last_input: Mono::now(),
                     });
+                    *self.per_ip.entry(peer.ip()).or_insert(0) += 1;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -409,6 +441,22 @@ impl Server {
                     return;
                 }
             }
+        }
+    }
+
+    fn refused(&mut self, peer: SocketAddr, why: &str) {
+        let now = Mono::now();
+        self.refused.0 += 1;
+        if self
+            .refused
+            .1
+            .is_none_or(|t| now.saturating_sub(t) >= REFUSALS_LOGGED_EVERY)
+        {
+            log::warn!(
+                "{peer}: connection refused ({why}); {} refused since the last such line",
+                self.refused.0
+            );
+            self.refused = (0, Some(now));
         }
     }
 
@@ -667,7 +715,7 @@ impl Server {
                 return;
             }
             if conn.inbuf.len() >= self.cfg.max_request_size {
-                return self.unparseable(ci, true);
+                return self.process_input(ci);
             }
             let room = (self.cfg.max_request_size - conn.inbuf.len()).min(buf.len());
             match conn.stream.read(&mut buf[..room]) {
@@ -676,6 +724,7 @@ impl Server {
                     return self.close_conn(ci, "closed by peer");
                 }
                 Ok(n) => {
+                    conn.last_input = Mono::now();
                     conn.inbuf.extend_from_slice(&buf[..n]);
                     self.process_input(ci);
                 }
@@ -700,6 +749,7 @@ impl Server {
                 return;
             }
             if conn.inbuf.is_empty() {
+                conn.request_started = None;
                 if conn.inbuf.capacity() > 4096 {
                     conn.inbuf = Vec::new();
                 }
@@ -709,18 +759,21 @@ impl Server {
                 conn.read_paused = true;
                 return;
             }
-            match rtsp_types::Message::<Vec<u8>>::parse(&conn.inbuf) {
-                Ok((msg, used)) => {
+            let limits = Limits {
+                max_size: self.cfg.max_request_size,
+                max_headers: MAX_HEADERS,
+            };
+            match framing::next(&conn.inbuf, &limits) {
+                Framed::Message(msg, used) => {
                     conn.inbuf.drain(..used);
+                    conn.request_started = None;
                     self.handle_message(ci, msg);
                 }
-                Err(rtsp_types::ParseError::Incomplete(_)) => {
-                    if conn.inbuf.len() >= self.cfg.max_request_size {
-                        self.unparseable(ci, true);
-                    }
+                Framed::Incomplete => {
+                    conn.request_started.get_or_insert(conn.last_input);
                     return;
                 }
-                Err(rtsp_types::ParseError::Error) => self.unparseable(ci, false),
+                Framed::Rejected(r) => self.refuse_input(ci, r),
             }
         }
     }
@@ -780,43 +833,53 @@ impl Server {
         }
     }
 
-    /// A request that cannot be parsed: 400. If its end can be found (a
-    /// complete header block without a body), skip it and go on; otherwise
-    /// the rest of the stream cannot be trusted and the connection closes.
-    fn unparseable(&mut self, ci: usize, too_large: bool) {
+    /// Input that is not a message: 400, then skip it and go on, or close
+    /// once the answer is out.
+    fn refuse_input(&mut self, ci: usize, r: Rejected) {
         let Some(conn) = self.conns.get_mut(ci) else {
             return;
         };
-        let head_end = conn
-            .inbuf
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .map(|p| p + 4);
-        let head = &conn.inbuf[..head_end.unwrap_or(conn.inbuf.len())];
-        let cseq = header_in(head, "cseq");
-        let resync =
-            !too_large && head_end.is_some() && header_in(head, "content-length").is_none();
-        let reason = if too_large {
-            "request too large"
-        } else {
-            "malformed request"
-        };
+        let close = r.skip.is_none();
         log::info!(
-            "{}: {reason}{}",
+            "{}: {}{}",
             conn.peer,
-            if resync { "" } else { "; closing" }
+            r.fault.describe(),
+            if close { "; closing" } else { "" }
         );
-        let mut resp = rtsp::response(rtsp_types::StatusCode::BadRequest, cseq.as_deref());
-        if !resync {
+        let mut resp = rtsp::response(rtsp_types::StatusCode::BadRequest, r.cseq.as_deref());
+        if close {
             resp = resp.header(rtsp_types::headers::CONNECTION, "close");
         }
         let _ = resp.build(Vec::new()).write(&mut conn.ctrl);
-        if resync {
-            conn.inbuf.drain(..head_end.unwrap_or(0));
-        } else {
-            conn.inbuf.clear();
-            conn.closing = Some(Mono::now());
+        match r.skip {
+            Some(n) => {
+                conn.inbuf.drain(..n);
+            }
+            None => {
+                conn.inbuf.clear();
+                conn.closing = Some(Mono::now());
+            }
         }
+        self.flush_conn(ci);
+    }
+
+    /// A request that did not arrive within request_timeout: 408, close.
+    fn request_timed_out(&mut self, ci: usize) {
+        let Some(conn) = self.conns.get_mut(ci) else {
+            return;
+        };
+        log::info!(
+            "{}: request not complete after {} s (request_timeout); closing",
+            conn.peer,
+            self.cfg.request_timeout
+        );
+        let _ = rtsp::response(rtsp_types::StatusCode::RequestTimeout, None)
+            .header(rtsp_types::headers::CONNECTION, "close")
+            .build(Vec::new())
+            .write(&mut conn.ctrl);
+        conn.inbuf.clear();
+        conn.request_started = None;
+        conn.closing = Some(Mono::now());
         self.flush_conn(ci);
     }
 
@@ -974,6 +1037,12 @@ impl Server {
         };
         let mut conn = conn;
         let _ = self.poll.registry().deregister(&mut conn.stream);
+        if let Some(n) = self.per_ip.get_mut(&conn.peer.ip()) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_ip.remove(&conn.peer.ip());
+            }
+        }
         log::debug!("{}: {why}", conn.peer);
         // Sessions end with the connection that set them up: a client that
         // closed its control connection is gone.
@@ -1027,6 +1096,30 @@ impl Server {
             .collect();
         for ci in stuck {
             self.close_conn(ci, "did not read the error response");
+        }
+        let request_timeout = Duration::from_secs(u64::from(self.cfg.request_timeout));
+        let idle_timeout = Duration::from_secs(u64::from(self.cfg.idle_timeout));
+        let (mut slow, mut idle) = (Vec::new(), Vec::new());
+        for (ci, c) in &self.conns {
+            if c.closing.is_some() {
+                continue;
+            }
+            if c.request_started
+                .is_some_and(|t| now.saturating_sub(t) > request_timeout)
+            {
+                slow.push(ci);
+            } else if c.sessions.is_empty()
+                && c.ctrl_pending() == 0
+                && now.saturating_sub(c.last_input) > idle_timeout
+            {
+                idle.push(ci);
+            }
+        }
+        for ci in slow {
+            self.request_timed_out(ci);
+        }
+        for ci in idle {
+            self.close_conn(ci, "idle without a session (idle_timeout)");
         }
         self.log_stats(now);
     }
@@ -1138,17 +1231,6 @@ fn enqueue(s: &mut Session, frame: &Rc<Frame>, limit: usize) {
         }
     }
     s.queue.push_back(frame.clone());
-}
-
-/// Value of a header in a raw request head, case-insensitively.
-fn header_in(head: &[u8], name: &str) -> Option<String> {
-    let text = String::from_utf8_lossy(head);
-    text.split("\r\n").skip(1).find_map(|line| {
-        let (n, v) = line.split_once(':')?;
-        n.trim()
-            .eq_ignore_ascii_case(name)
-            .then(|| v.trim().to_string())
-    })
 }
 
 fn uri_str(req: &rtsp_types::Request<Vec<u8>>) -> String {

@@ -3,12 +3,13 @@
 
 use std::net::SocketAddr;
 
-use rtsp_types::headers::{self, Transport as TransportSpec, Transports};
+use camstream_rtsp::auth::Verdict;
+use camstream_rtsp::transport::{self, Choice};
+use rtsp_types::headers::{self, Transports};
 use rtsp_types::{Method, Request, Response, ResponseBuilder, StatusCode, Url, Version};
 
 use super::sdp::{self, TRACK};
 use super::{Server, Session, Transport, random_u64};
-use crate::auth::Verdict;
 use crate::clock::Mono;
 
 const SERVER: &str = concat!("camstream/", env!("CARGO_PKG_VERSION"));
@@ -324,9 +325,7 @@ impl Server {
     }
 
     /// The first transport offered that we support, and its Transport
-    /// header for the reply. UDP goes only to the client's own address:
-    /// a `destination` parameter is ignored so nobody can aim the stream at
-    /// a third party.
+    /// header for the reply. UDP goes only to the client's own address.
     fn choose_transport(
         &self,
         ci: usize,
@@ -334,61 +333,31 @@ impl Server {
         session: Option<usize>,
     ) -> Option<(Transport, String)> {
         let conn = &self.conns[ci];
-        let ssrc = self.stream.packetizer.ssrc();
-        for t in offered.iter() {
-            let TransportSpec::Rtp(rtp) = t else { continue };
-            if rtp.profile != headers::transport::RtpProfile::Avp || rtp.params.multicast {
-                continue;
-            }
-            match rtp.lower_transport {
-                Some(headers::transport::RtpLowerTransport::Tcp) => {
-                    let used: Vec<u8> = conn
-                        .sessions
-                        .iter()
-                        .filter(|&&si| Some(si) != session)
-                        .filter_map(|&si| match self.sessions[si].transport {
-                            Transport::Interleaved { rtp, rtcp } => Some([rtp, rtcp]),
-                            _ => None,
-                        })
-                        .flatten()
-                        .collect();
-                    let free = |a: u8, b: u8| !used.contains(&a) && !used.contains(&b);
-                    let (a, b) = match rtp.params.interleaved {
-                        Some((a, b)) if free(a, b.unwrap_or(a.wrapping_add(1))) => {
-                            (a, b.unwrap_or(a.wrapping_add(1)))
-                        }
-                        // Channels taken (or none asked for): pick a free pair.
-                        _ => (0..=127u8)
-                            .map(|k| (2 * k, 2 * k + 1))
-                            .find(|&(a, b)| free(a, b))?,
-                    };
-                    let spec = format!("RTP/AVP/TCP;unicast;interleaved={a}-{b};ssrc={ssrc:08X}");
-                    return Some((Transport::Interleaved { rtp: a, rtcp: b }, spec));
-                }
-                None | Some(headers::transport::RtpLowerTransport::Udp) => {
-                    let Some((p, q)) = rtp.params.client_port else {
-                        continue;
-                    };
-                    let q = q.unwrap_or(p.wrapping_add(1));
-                    if p == 0 || q == 0 {
-                        continue;
-                    }
-                    let ip = conn.peer.ip();
-                    let spec = format!(
-                        "RTP/AVP;unicast;client_port={p}-{q};server_port={}-{};ssrc={ssrc:08X}",
-                        self.rtp_port,
-                        self.rtp_port + 1
-                    );
-                    let transport = Transport::Udp {
-                        rtp: SocketAddr::new(ip, p).into(),
-                        rtcp: SocketAddr::new(ip, q),
-                    };
-                    return Some((transport, spec));
-                }
-                _ => continue,
-            }
+        let taken = |channel: u8| {
+            conn.sessions
+                .iter()
+                .filter(|&&si| Some(si) != session)
+                .any(|&si| match self.sessions[si].transport {
+                    Transport::Interleaved { rtp, rtcp } => channel == rtp || channel == rtcp,
+                    Transport::Udp { .. } => false,
+                })
+        };
+        let choice = transport::choose(offered, taken)?;
+        let spec = transport::Reply {
+            choice,
+            server_port: self.rtp_port,
+            ssrc: self.stream.packetizer.ssrc(),
         }
-        None
+        .to_string();
+        let ip = conn.peer.ip();
+        let t = match choice {
+            Choice::Interleaved { rtp, rtcp } => Transport::Interleaved { rtp, rtcp },
+            Choice::Udp { rtp, rtcp } => Transport::Udp {
+                rtp: SocketAddr::new(ip, rtp).into(),
+                rtcp: SocketAddr::new(ip, rtcp),
+            },
+        };
+        Some((t, spec))
     }
 
     fn play(&mut self, req: &Request<Vec<u8>>, cseq: &str, si: usize) -> Reply {

@@ -315,6 +315,103 @@ impl Auth {
     }
 }
 
+/// The client's side, for the health check on the device itself, which has
+/// the stored digests but no password: the Authorization value answering
+/// the first Digest challenge (of a 401's WWW-Authenticate values) whose
+/// algorithm it knows, with qop=auth when offered.
+pub fn answer(
+    challenges: &[&str],
+    user: &User,
+    method: &str,
+    uri: &str,
+    cnonce: &str,
+) -> Option<String> {
+    challenges.iter().flat_map(|v| split_challenges(v)).find_map(|c| {
+        let c = c.trim();
+        let (scheme, rest) = c.split_once(' ')?;
+        if !scheme.eq_ignore_ascii_case("Digest") {
+            return None;
+        }
+        let p = Params::parse(rest)?;
+        let algorithm = Algorithm::parse(p.get("algorithm").unwrap_or("MD5"))?;
+        let (realm, nonce) = (p.get("realm")?, p.get("nonce")?);
+        let quoted = |v: &str| !v.contains(['"', '\\', '\r', '\n']);
+        if !quoted(realm) || !quoted(nonce) {
+            return None;
+        }
+        let ha1 = user.ha1(algorithm).as_bytes();
+        let ha2 = algorithm.hex(&[method.as_bytes(), uri.as_bytes()]);
+        let auth_qop = p
+            .get("qop")
+            .is_some_and(|q| q.split(',').any(|q| q.trim().eq_ignore_ascii_case("auth")));
+        let name = &user.name;
+        let alg = algorithm.name();
+        Some(if auth_qop {
+            let nc = "00000001";
+            let response = algorithm.hex(&[
+                ha1,
+                nonce.as_bytes(),
+                nc.as_bytes(),
+                cnonce.as_bytes(),
+                b"auth",
+                ha2.as_bytes(),
+            ]);
+            format!(
+                "Digest username=\"{name}\", realm=\"{realm}\", nonce=\"{nonce}\", uri=\"{uri}\", \
+                 algorithm={alg}, qop=auth, nc={nc}, cnonce=\"{cnonce}\", response=\"{response}\""
+            )
+        } else {
+            let response = algorithm.hex(&[ha1, nonce.as_bytes(), ha2.as_bytes()]);
+            format!(
+                "Digest username=\"{name}\", realm=\"{realm}\", nonce=\"{nonce}\", uri=\"{uri}\", \
+                 algorithm={alg}, response=\"{response}\""
+            )
+        })
+    })
+}
+
+/// The challenges in one WWW-Authenticate value: parsers that join repeated
+/// headers with ", " (as `rtsp-types` does) leave several in one. A new one
+/// starts after a comma outside quotes where a scheme and a space follow,
+/// not a parameter's `name=`.
+fn split_challenges(v: &str) -> impl Iterator<Item = &str> {
+    let b = v.as_bytes();
+    let mut starts = vec![0];
+    let mut quoted = false;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' if quoted => i += 1,
+            b'"' => quoted = !quoted,
+            b',' if !quoted => {
+                let rest = v[i + 1..].trim_start();
+                let token = rest
+                    .bytes()
+                    .take_while(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+.^_`|~-".contains(c))
+                    .count();
+                if token > 0 && rest.as_bytes().get(token) == Some(&b' ') {
+                    let after = rest[token..].trim_start();
+                    if !after.starts_with('=') {
+                        starts.push(i + 1);
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let ends: Vec<usize> = starts
+        .iter()
+        .skip(1)
+        .map(|&s| s - 1)
+        .chain([v.len()])
+        .collect();
+    starts
+        .into_iter()
+        .zip(ends)
+        .map(move |(s, e)| v[s..e].trim())
+}
+
 /// The auth-params of a credentials header (RFC 7235 §2.1): `name=token`
 /// or `name="quoted string"`, comma-separated. At most 16 are kept.
 struct Params<'a> {
@@ -633,5 +730,38 @@ mod tests {
             Verdict::Malformed(_)
         ));
         assert_eq!(a.check("PLAY", Some("Bearer abc"), 0), Verdict::Challenge);
+    }
+
+    #[test]
+    fn the_health_checks_answer_passes() {
+        let a = auth(false);
+        let user = User::from_password("admin", "camstream", "s3cret");
+        let ch = a.challenges(100, false);
+        let ch: Vec<&str> = ch.iter().map(String::as_str).collect();
+        let h = answer(&ch, &user, "DESCRIBE", "rtsp://127.0.0.1/stream", "c0ffee").unwrap();
+        assert!(h.contains("algorithm=SHA-256"), "{h}");
+        assert_eq!(a.check("DESCRIBE", Some(&h), 101), Verdict::User("admin"));
+        assert_eq!(a.check("PLAY", Some(&h), 101), Verdict::Challenge);
+        // MD5 only, without qop, as RFC 2069 servers ask.
+        let md5 = format!("Digest realm=\"camstream\", nonce=\"{}\"", a.nonce(100));
+        let h = answer(
+            &["Basic realm=\"x\"", &md5],
+            &user,
+            "PLAY",
+            "rtsp://h/s",
+            "x",
+        )
+        .unwrap();
+        assert!(!h.contains("qop"), "{h}");
+        assert_eq!(a.check("PLAY", Some(&h), 100), Verdict::User("admin"));
+        assert_eq!(
+            answer(&["Basic realm=\"x\""], &user, "PLAY", "u", "c"),
+            None
+        );
+        // All of them in one value, as when repeated headers are joined.
+        let joined = a.challenges(100, false).join(", ");
+        assert_eq!(split_challenges(&joined).count(), 2);
+        let h = answer(&[joined.as_str()], &user, "PLAY", "rtsp://h/s", "x").unwrap();
+        assert_eq!(a.check("PLAY", Some(&h), 100), Verdict::User("admin"));
     }
 }

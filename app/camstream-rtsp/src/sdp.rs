@@ -1,0 +1,118 @@
+//! The client's side of DESCRIBE: the RTP/JPEG video track in a server's SDP
+//! (RFC 4566) and the URLs to SETUP and PLAY it (RFC 2326 §C.1.1).
+
+use std::fmt;
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct JpegTrack {
+    /// The URL to SETUP.
+    pub control: String,
+    /// The presentation's URL (PLAY, TEARDOWN): the Content-Base, or else the
+    /// URL that was described.
+    pub base: String,
+    /// `a=x-dimensions` (sizes RTP/JPEG's 8-bit fields cannot carry).
+    pub x_dimensions: Option<(u16, u16)>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum SdpError {
+    Unparseable(String),
+    NoJpeg,
+}
+
+impl fmt::Display for SdpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SdpError::Unparseable(e) => write!(f, "bad SDP: {e}"),
+            SdpError::NoJpeg => f.write_str("the SDP offers no RTP/JPEG (payload type 26) video"),
+        }
+    }
+}
+
+impl std::error::Error for SdpError {}
+
+/// Finds the first video medium with payload type 26. `content_base` is the
+/// DESCRIBE response's Content-Base header, `described` the request's URL.
+pub fn jpeg_track(
+    body: &[u8],
+    content_base: Option<&str>,
+    described: &str,
+) -> Result<JpegTrack, SdpError> {
+    let sdp = sdp_types::Session::parse(body).map_err(|e| SdpError::Unparseable(e.to_string()))?;
+    let media = sdp
+        .medias
+        .iter()
+        .find(|m| m.media == "video" && m.fmt.split(' ').any(|f| f == "26"))
+        .ok_or(SdpError::NoJpeg)?;
+    let base = content_base.unwrap_or(described).to_owned();
+    let control = media
+        .get_first_attribute_value("control")
+        .flatten()
+        .unwrap_or("*");
+    let control = if control.starts_with("rtsp://") || control.starts_with("rtsps://") {
+        control.to_owned()
+    } else if control == "*" {
+        base.clone()
+    } else {
+        format!("{}/{control}", base.trim_end_matches('/'))
+    };
+    let x_dimensions = media
+        .get_first_attribute_value("x-dimensions")
+        .flatten()
+        .and_then(|v| {
+            let (w, h) = v.split_once(',')?;
+            Some((w.trim().parse().ok()?, h.trim().parse().ok()?))
+        });
+    Ok(JpegTrack {
+        control,
+        base,
+        x_dimensions,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CAMSTREAM: &[u8] = b"v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=camstream\r\nt=0 0\r\n\
+        a=control:*\r\nm=video 0 RTP/AVP 26\r\na=control:trackID=0\r\na=x-dimensions:2560,1440\r\n";
+
+    #[test]
+    fn relative_control_against_the_content_base() {
+        let t = jpeg_track(CAMSTREAM, Some("rtsp://cam/stream/"), "rtsp://cam/stream").unwrap();
+        assert_eq!(
+            t,
+            JpegTrack {
+                control: "rtsp://cam/stream/trackID=0".into(),
+                base: "rtsp://cam/stream/".into(),
+                x_dimensions: Some((2560, 1440)),
+            }
+        );
+    }
+
+    #[test]
+    fn absolute_or_star_control_and_no_base() {
+        let sdp = b"v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=x\r\nt=0 0\r\nm=audio 0 RTP/AVP 0\r\n\
+            a=control:rtsp://cam/a\r\nm=video 0 RTP/AVP 96 26\r\na=control:rtsp://cam/v\r\n";
+        let t = jpeg_track(sdp, None, "rtsp://cam/s").unwrap();
+        assert_eq!(
+            (t.control.as_str(), t.base.as_str(), t.x_dimensions),
+            ("rtsp://cam/v", "rtsp://cam/s", None)
+        );
+        let sdp = b"v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=x\r\nt=0 0\r\nm=video 0 RTP/AVP 26\r\n";
+        assert_eq!(
+            jpeg_track(sdp, None, "rtsp://cam/s").unwrap().control,
+            "rtsp://cam/s"
+        );
+    }
+
+    #[test]
+    fn no_jpeg_or_no_sdp() {
+        let h264 = b"v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=x\r\nt=0 0\r\nm=video 0 RTP/AVP 96\r\n";
+        assert_eq!(jpeg_track(h264, None, "rtsp://c/s"), Err(SdpError::NoJpeg));
+        assert!(matches!(
+            jpeg_track(b"\xff\x00", None, "rtsp://c/s"),
+            Err(SdpError::Unparseable(_))
+        ));
+    }
+}

@@ -1,5 +1,7 @@
 """Clients that misbehave must not cost the others a frame: one that stops
-reading, and a flood of malformed requests, while a real client watches."""
+reading; hostile input (malformed, oversized, truncated, pipelined and
+interleaved garbage, slow senders, too many connections) while a real client
+watches; and every limit's answer."""
 
 from __future__ import annotations
 
@@ -65,15 +67,21 @@ def test_a_client_that_stops_reading(camstream, media, clip):
 GARBAGE = [
     b"\x00\x01\x02\x03" * 256,
     b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
-    b"OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n",  # never finished
+    b"OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n",  # truncated: never finished
     b"DESCRIBE rtsp://127.0.0.1/stream RTSP/1.0\r\nCSeq: x\r\nContent-Length: 99999999\r\n\r\nabc",
     b"SETUP rtsp://127.0.0.1/stream/trackID=0 RTSP/1.0\r\nCSeq: 2\r\nTransport: \xff\xfe;;;==\r\n\r\n",
+    b"SETUP rtsp://127.0.0.1/stream/trackID=0 RTSP/1.0\r\nCSeq: 2\r\n"
+    b"Transport: RTP/AVP;unicast;destination=192.0.2.1;client_port=0-0,RTP/AVP/TCP;interleaved=255-255\r\n\r\n",
     b"PLAY rtsp://127.0.0.1/stream RTSP/1.0\r\nCSeq: 3\r\nSession: " + b"9" * 5000 + b"\r\n\r\n",
+    b"DESCRIBE rtsp://127.0.0.1/stream RTSP/1.0\r\nCSeq: 5\r\nAuthorization: Digest " + b"a=\"\\" * 900 + b"\r\n\r\n",
     b"$\x00\xff\xff" + b"\xaa" * 1000,  # interleaved data, announced longer than sent
     b"$\x01\x00\x08\x81\xc9\x00\x07\x00\x00",  # a truncated RTCP receiver report
-    b"OPTIONS rtsp://127.0.0.1/stream RTSP/1.0\r\n" + b"X-A: b\r\n" * 2000 + b"\r\n",
+    b"$\x07\x00\x04abcd" * 200,  # interleaved garbage on a channel nobody set up
+    b"OPTIONS rtsp://127.0.0.1/stream RTSP/1.0\r\n" + b"X-A: b\r\n" * 2000 + b"\r\n",  # too many headers
+    b"OPTIONS rtsp://127.0.0.1/stream RTSP/1.0\r\nX: " + b"a" * 20000 + b"\r\n\r\n",  # oversized
     b"\r\n" * 3000,
-    b"TEARDOWN rtsp://%%%/ RTSP/1.0\r\nCSeq: 4\r\n\r\n" * 50,
+    b"TEARDOWN rtsp://%%%/ RTSP/1.0\r\nCSeq: 4\r\n\r\n" * 50,  # pipelined garbage
+    b"OPTIONS * RTSP/1.0\r\nCSeq: 6\r\n\r\n\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" * 20,
 ]
 
 
@@ -101,23 +109,135 @@ def flood(port: int, until: float, seed: int, counter: list[int]) -> None:
             pass  # the server closed on us: expected for some payloads
 
 
-def test_flood_of_malformed_requests(camstream, media, clip):
-    cs = camstream("--source", f"file:{clip}")
+def slowloris(port: int, until: float, answers: list[bytes]) -> None:
+    """Begins a request and sends one more byte a second, never finishing;
+    records what the server answered when it gave up on it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+        s.sendall(b"OPTIONS rtsp://127.0.0.1/stream RTSP/1.0\r\nCSeq: 1\r\n")
+        got = b""
+        while time.monotonic() < until:
+            try:
+                s.sendall(b"X")
+            except OSError:
+                break
+            s.settimeout(1)
+            try:
+                chunk = s.recv(4096)
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            got += chunk
+        answers.append(got)
+
+
+def test_hostile_input_while_a_client_watches(camstream, media, clip):
+    """Garbage of every kind, slow senders and more connections than allowed,
+    for 12 s, while FFmpeg plays: it loses no frame, the daemon's RSS stays
+    bounded, and it still answers properly afterwards."""
+    cs = camstream("--source", f"file:{clip}", "--request-timeout", "3", "--max-connections-per-ip", "24")
     out: dict = {}
-    watcher = watch(cs.url, 240, out)
+    watcher = watch(cs.url, 360, out)
     time.sleep(0.5)
+    rss = [cs.rss_kb()]
     sent = [0]
-    until = time.monotonic() + 7
-    floods = [threading.Thread(target=flood, args=(cs.port, until, i, sent)) for i in range(6)]
-    for t in floods:
+    until = time.monotonic() + 12
+    answers: list[bytes] = []
+    threads = [threading.Thread(target=flood, args=(cs.port, until, i, sent)) for i in range(6)]
+    threads += [threading.Thread(target=slowloris, args=(cs.port, until, answers)) for _ in range(8)]
+    # More connections than the cap leaves room for, held open until the end.
+    held: list[socket.socket] = []
+    for t in threads:
         t.start()
-    for t in floods:
+    for _ in range(30):
+        try:
+            held.append(socket.create_connection(("127.0.0.1", cs.port), timeout=2))
+        except OSError:
+            pass
+    while time.monotonic() < until:
+        rss.append(cs.rss_kb())
+        time.sleep(0.5)
+    for t in threads:
         t.join()
+    refused = 0
+    for h in held:
+        h.settimeout(0.5)
+        try:
+            refused += h.recv(100).startswith(b"RTSP/1.0 503")
+        except OSError:
+            pass
+        h.close()
     watcher.join(60)
     assert "error" not in out, out.get("error")
-    assert_frames_match(out["frames"], media.ffmpeg_reference(clip, W, H, "yuvj420p"), min_frames=240)
+    assert_frames_match(out["frames"], media.ffmpeg_reference(clip, W, H, "yuvj420p"), min_frames=360)
     assert sent[0] > 500, sent
+    # Every slow sender was answered 408 and closed after request_timeout.
+    assert len(answers) == 8 and all(a.startswith(b"RTSP/1.0 408") for a in answers), answers
+    assert refused > 0, "no connection over max_connections_per_ip was refused"
     assert cs.alive()
-    # Still answering properly afterwards.
     assert Client(cs.port).call("OPTIONS").status == 200
-    assert cs.rss_kb() < 32 * 1024
+    print(f"hostile input: {sent[0]} payloads, RSS {min(rss)}-{max(rss)} KiB, {refused} connections refused")
+    assert max(rss) < 32 * 1024 and max(rss) - rss[0] < 8 * 1024, rss
+    cs.wait_for("connection refused (max_connections_per_ip reached)")
+
+
+def test_limits_have_clear_answers(camstream):
+    cs = camstream("--width", "160", "--height", "120", "--max-connections-per-ip", "3",
+                   "--request-timeout", "1", "--idle-timeout", "5")
+
+    def closed(c: Client) -> bool:
+        c.sock.settimeout(3)
+        try:
+            return c.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+    # Too many header lines: 400, and the connection closes.
+    c = Client(cs.port)
+    c.send_raw(b"OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n" + b"X: y\r\n" * 65 + b"\r\n")
+    r = c.response()
+    assert (r.status, r.header("cseq"), r.header("connection")) == (400, "1", "close"), r
+    assert closed(c)
+    # 64 are fine.
+    c = Client(cs.port)
+    c.send_raw(b"OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n" + b"X: y\r\n" * 63 + b"\r\n")
+    assert c.response().status == 200
+    c.close()
+
+    # A request begun and not finished within request_timeout: 408, closed.
+    c = Client(cs.port)
+    c.send_raw(b"OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n")
+    start = time.monotonic()
+    r = c.response()
+    assert (r.status, r.header("connection")) == (408, "close"), r
+    assert closed(c)
+    assert 0.9 < time.monotonic() - start < 3
+
+    # max_connections_per_ip: the fourth gets 503 and is closed; once one
+    # goes, a new one gets in.
+    conns = [Client(cs.port) for _ in range(3)]
+    for k in conns:
+        assert k.call("OPTIONS").status == 200
+    extra = Client(cs.port)
+    assert extra.response().status == 503
+    assert closed(extra)
+    conns.pop().close()
+    time.sleep(0.3)
+    again = Client(cs.port)
+    assert again.call("OPTIONS").status == 200
+
+    # A connection without a session that stays silent is closed after
+    # idle_timeout; one with a session is not.
+    for k in conns:
+        k.close()
+    idle = again
+    player = Client(cs.port)
+    player.setup_tcp()
+    assert player.play().status == 200
+    time.sleep(6.5)
+    assert closed(idle)
+    player.sock.settimeout(3)
+    assert len(list(player.packets(1))) > 0
+    cs.wait_for("idle without a session")

@@ -1119,7 +1119,12 @@ impl Server {
             self.request_timed_out(ci);
         }
         for ci in idle {
-            self.close_conn(ci, "idle without a session (idle_timeout)");
+            log::info!(
+                "{}: idle without a session for {} s (idle_timeout); closing",
+                self.conns[ci].peer,
+                self.cfg.idle_timeout
+            );
+            self.close_conn(ci, "idle without a session");
         }
         self.log_stats(now);
     }

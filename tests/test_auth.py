@@ -208,3 +208,29 @@ def test_sessions_outlive_their_nonce(camstream, config):
     r = fresh.call("DESCRIBE", headers={"Authorization": digest("MD5", "DESCRIBE", fresh.url, ch)})
     assert r.status == 401 and all(", stale=true," in v for v in r.all("www-authenticate")), r
     fresh.close()
+
+
+def test_the_health_check_answers_with_the_stored_digests(camstream, config, tmp_path):
+    """`camstream check` (the OTA health check) on the device has the config's
+    digests, not the password: that is enough for Digest. Its URL comes from
+    the config too. Elsewhere it takes the password from the URL."""
+    cs = camstream("--config", str(config), "--width", "320", "--height", "240")
+    local = tmp_path / "local.toml"
+    local.write_text(f'listen = "127.0.0.1"\nrtsp_port = {cs.port}\n' + config.read_text())
+
+    def check(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(BIN), *args], capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL)
+
+    p = check("--config", str(local), "check", "--timeout", "20")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith(f"rtsp://127.0.0.1:{cs.port}/stream: 320x240 frame"), p.stdout
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    p = check("--config", str(empty), "check", "--timeout", "20", with_user(cs.url))
+    assert p.returncode == 0, p.stderr
+    assert PASSWORD.split()[0] not in p.stdout, "the password is not printed"
+    p = check("--config", str(empty), "check", "--timeout", "3", with_user(cs.url, "wrong"))
+    assert p.returncode != 0 and "the password was refused" in p.stderr, p.stderr
+    p = check("--config", str(empty), "check", "--timeout", "3", cs.url)
+    assert p.returncode != 0 and "wants a password" in p.stderr, p.stderr

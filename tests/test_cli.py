@@ -11,8 +11,8 @@ from conftest import BIN, ROOT, Camstream, assert_frames_match, frames_of, free_
 from rtsp import Client
 from test_interop import H, W, ffmpeg_client
 
-KEYS = ["source", "width", "height", "fps", "quality", "format", "buffers", "listen", "rtsp_port", "rtp_port", "path", "mtu",
-        "max_clients", "client_queue", "session_timeout", "rtcp_interval", "max_request_size",
+KEYS = ["source", "width", "height", "fps", "quality", "format", "buffers", "listen", "rtsp_port", "rtp_port",
+        "path", "mtu", "max_clients", "client_queue", "session_timeout", "rtcp_interval", "max_request_size",
         "max_connections_per_ip", "request_timeout", "idle_timeout", "log_level", "basic_auth", "nonce_lifetime"]
 
 

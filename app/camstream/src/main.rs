@@ -46,7 +46,14 @@ fn run() -> anyhow::Result<()> {
         // The config (if any) gives the default URL and, on the device, the
         // user whose stored digests answer a password request.
         let cfg = config::Config::load(opts)?;
-        let url = url.unwrap_or_else(|| format!("rtsp://127.0.0.1:{}/{}", cfg.rtsp_port, cfg.path));
+        let url = url.unwrap_or_else(|| {
+            let host = match cfg.listen {
+                a if a.is_unspecified() => "127.0.0.1".to_string(),
+                std::net::IpAddr::V6(a) => format!("[{a}]"),
+                a => a.to_string(),
+            };
+            format!("rtsp://{host}:{}/{}", cfg.rtsp_port, cfg.path)
+        });
         let mut parsed =
             rtsp_types::Url::parse(&url).map_err(|e| anyhow::anyhow!("bad URL {url}: {e}"))?;
         let user = match parsed.password() {

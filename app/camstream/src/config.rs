@@ -33,7 +33,7 @@ pub struct Options {
     pub command: Option<Command>,
 
     /// Config file (TOML) [default: /etc/camstream.toml, if it exists]
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", global = true)]
     #[serde(skip)]
     pub config: Option<PathBuf>,
 

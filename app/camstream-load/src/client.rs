@@ -4,7 +4,7 @@ use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use camstream_rtp::rtp;
 use mio::event::Event;
 use mio::net::{TcpStream, UdpSocket};
@@ -27,19 +27,13 @@ pub struct Target {
 
 impl Target {
     pub fn parse(url: &str) -> Result<Target> {
-        let parsed = rtsp_types::Url::parse(url).with_context(|| format!("bad URL {url}"))?;
-        if parsed.scheme() != "rtsp" {
-            bail!("{url} is not an rtsp:// URL");
-        }
-        let host = parsed
-            .host_str()
-            .ok_or_else(|| anyhow!("no host in {url}"))?;
-        let addr = (host.trim_matches(['[', ']']), parsed.port().unwrap_or(554))
+        let target = camstream_rtsp::url::parse(url)?;
+        let addr = (target.host.as_str(), target.port)
             .to_socket_addrs()?
             .next()
-            .ok_or_else(|| anyhow!("{host} has no address"))?;
+            .ok_or_else(|| anyhow!("{} has no address", target.host))?;
         Ok(Target {
-            url: url.to_owned(),
+            url: target.url,
             addr,
         })
     }

@@ -2,10 +2,11 @@
 //! framing requests out of a connection's input under size and header-count
 //! limits, choosing a transport from a client's offer, finding the RTP/JPEG
 //! track in a server's SDP (the health check and the load client), and
-//! Digest/Basic authentication. The daemon and the fuzz targets share it.
+//! Digest/Basic authentication, and rtsp:// URLs as a client reads them. The daemon and the fuzz targets share it.
 #![forbid(unsafe_code)]
 
 pub mod auth;
 pub mod framing;
 pub mod sdp;
 pub mod transport;
+pub mod url;

@@ -191,17 +191,11 @@ fn attempt(
     deadline: Instant,
     connected: &mut bool,
 ) -> Result<(u16, u16, usize)> {
-    let parsed = rtsp_types::Url::parse(url).with_context(|| format!("bad URL {url}"))?;
-    if parsed.scheme() != "rtsp" {
-        bail!("{url} is not an rtsp:// URL");
-    }
-    let host = parsed
-        .host_str()
-        .ok_or_else(|| anyhow!("no host in {url}"))?;
-    let addr = (host, parsed.port().unwrap_or(554))
+    let target = camstream_rtsp::url::parse(url)?;
+    let addr = (target.host.as_str(), target.port)
         .to_socket_addrs()?
         .next()
-        .ok_or_else(|| anyhow!("{host} has no address"))?;
+        .ok_or_else(|| anyhow!("{} has no address", target.host))?;
     let left = deadline
         .saturating_duration_since(Instant::now())
         .max(Duration::from_millis(1));

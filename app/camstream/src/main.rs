@@ -54,23 +54,16 @@ fn run() -> anyhow::Result<()> {
             };
             format!("rtsp://{host}:{}/{}", cfg.rtsp_port, cfg.path)
         });
-        let mut parsed =
-            rtsp_types::Url::parse(&url).map_err(|e| anyhow::anyhow!("bad URL {url}: {e}"))?;
-        let user = match parsed.password() {
-            Some(password) => {
-                let decode = |s: &str| percent_decode(s);
-                let user = camstream_rtsp::auth::User::from_password(
-                    &decode(parsed.username()),
-                    config::REALM,
-                    &decode(password),
-                );
-                let _ = parsed.set_username("");
-                let _ = parsed.set_password(None);
-                Some(user)
-            }
+        let target = camstream_rtsp::url::parse(&url)?;
+        let user = match &target.credentials {
+            Some((name, password)) => Some(camstream_rtsp::auth::User::from_password(
+                name,
+                config::REALM,
+                password,
+            )),
             None => cfg.users.into_iter().next(),
         };
-        let url = parsed.to_string();
+        let url = target.url;
         let seen = check::run(&url, user.as_ref(), std::time::Duration::from_secs(timeout))?;
         println!(
             "{url}: {}x{} frame, {} bytes, after {} ms",
@@ -102,31 +95,6 @@ fn run() -> anyhow::Result<()> {
         cfg.path
     );
     server.run(source)
-}
-
-/// `%XX` escapes of a URL's user or password.
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match (
-            b[i],
-            b.get(i + 1).copied().and_then(hex),
-            b.get(i + 2).copied().and_then(hex),
-        ) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (c, ..) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn main() -> ExitCode {

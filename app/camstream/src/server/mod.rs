@@ -382,7 +382,7 @@ impl Server {
             match self.listener.accept() {
                 Ok((mut stream, peer)) => {
                     let from_peer = self.per_ip.get(&peer.ip()).copied().unwrap_or(0);
-                    // Connections beyond the first cannot hold a session anyway.
+                    // Beyond 2 x max_clients + 16, connections could not hold a session anyway.
                     let why = if self.conns.len() >= self.cfg.max_clients * 2 + 16 {
                         Some("too many connections")
                     } else if from_peer >= self.cfg.max_connections_per_ip {

@@ -3,9 +3,14 @@ exit for every mistake; bad frames later are skipped, not fatal."""
 
 from __future__ import annotations
 
+import os
+import pwd
 import socket
 import subprocess
 import threading
+from pathlib import Path
+
+import pytest
 
 from conftest import BIN, ROOT, Camstream, assert_frames_match, frames_of, free_port
 from rtsp import Client
@@ -13,7 +18,7 @@ from test_interop import H, W, ffmpeg_client
 
 KEYS = ["source", "width", "height", "fps", "quality", "format", "buffers", "listen", "rtsp_port", "rtp_port",
         "path", "mtu", "max_clients", "client_queue", "session_timeout", "rtcp_interval", "max_request_size",
-        "max_connections_per_ip", "request_timeout", "idle_timeout", "log_level", "basic_auth", "nonce_lifetime"]
+        "max_connections_per_ip", "request_timeout", "idle_timeout", "user", "log_level", "basic_auth", "nonce_lifetime"]
 
 
 def fails(*args: str) -> str:
@@ -254,3 +259,16 @@ def test_check_tries_a_new_connection_after_a_silent_one(camstream):
     said = "camstream check: waiting for the answer to DESCRIBE: the server sent nothing for 10."
     assert notes[0].startswith(said), notes
     assert notes[0].endswith("trying again"), notes
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping privileges needs root")
+def test_drops_root_after_binding(camstream):
+    """Started as root with `--user nobody`: serves as nobody, with no
+    capabilities and no way back."""
+    cs = camstream("--user", "nobody", "--width", "160", "--height", "120")
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{cs.proc.pid}/status").read_text().splitlines())
+    assert status["Uid"].split()[0] == status["Uid"].split()[1] == str(pwd.getpwnam("nobody").pw_uid), status["Uid"]
+    assert int(status["CapEff"], 16) == 0 and int(status["CapPrm"], 16) == 0, status
+    assert status["NoNewPrivs"].strip() == "1"
+    assert Client(cs.port).call("OPTIONS").status == 200
+    cs.wait_for("running as nobody")

@@ -122,6 +122,10 @@ pub struct Options {
     #[arg(long, value_name = "SECONDS")]
     pub idle_timeout: Option<u32>,
 
+    /// Started as root: become this user once the ports are bound and the camera is open (its groups, e.g. video, give access to the camera) [default: none: stay as started]
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+
     /// Log level: error, warn, info, debug or trace [default: info]
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<String>,
@@ -222,6 +226,7 @@ impl Options {
             max_connections_per_ip: self.max_connections_per_ip.or(other.max_connections_per_ip),
             request_timeout: self.request_timeout.or(other.request_timeout),
             idle_timeout: self.idle_timeout.or(other.idle_timeout),
+            user: self.user.or(other.user),
             log_level: self.log_level.or(other.log_level),
             users: self.users.or(other.users),
             basic_auth: self.basic_auth.or(other.basic_auth),
@@ -255,6 +260,7 @@ pub struct Config {
     pub max_connections_per_ip: usize,
     pub request_timeout: u32,
     pub idle_timeout: u32,
+    pub user: Option<String>,
     pub log_level: log::LevelFilter,
     /// Who may stream; empty: anyone.
     pub users: Vec<User>,
@@ -378,6 +384,7 @@ impl Config {
             )? as usize,
             request_timeout: in_range("request_timeout", o.request_timeout.unwrap_or(10), 1, 600)?,
             idle_timeout: in_range("idle_timeout", o.idle_timeout.unwrap_or(60), 5, 3600)?,
+            user: o.user.filter(|u| !u.is_empty()),
             log_level,
             users: {
                 let u = users(o.users)?;
@@ -522,7 +529,7 @@ mod tests {
         std::fs::write(&dir, "fps = 10\nrtsp_prot = 1\n").unwrap();
         let one_line = read_file(&dir).unwrap_err().to_string();
         std::fs::remove_file(&dir).unwrap();
-        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `request_timeout`, `idle_timeout`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`"), "{one_line}");
+        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`"), "{one_line}");
         assert!(!one_line.contains('\n'));
         assert!(e.contains("unknown field `rtsp_prot`"), "{e}");
         let e = parse("fps = \"fast\"").unwrap_err().to_string();

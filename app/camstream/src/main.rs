@@ -10,6 +10,7 @@ mod jpegenc;
 mod latency;
 mod logger;
 mod normalize;
+mod privileges;
 mod server;
 mod source;
 
@@ -79,6 +80,9 @@ fn run() -> anyhow::Result<()> {
     let source = source::open(&cfg)?;
     let info = source.info();
     let server = server::Server::bind(cfg.clone(), info)?;
+    if let Some(user) = &cfg.user {
+        privileges::drop_to(user)?;
+    }
     let addr = server.rtsp_addr()?;
     let host = if addr.ip().is_unspecified() {
         "127.0.0.1".to_string()

@@ -26,7 +26,8 @@ pub fn account(name: &str, passwd: &str, group: &str) -> Result<Account> {
         .lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split(':').collect();
-            (f.len() >= 4 && f[0] == name).then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))?
+            (f.len() >= 4 && f[0] == name)
+                .then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))?
         })
         .next()
         .with_context(|| format!("user = {name:?}: no such user in /etc/passwd"))?;
@@ -94,7 +95,8 @@ mod tests {
 
     const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\n\
         camstream:x:101:101:camstream daemon:/nonexistent:/bin/false\n";
-    const GROUP: &str = "root:x:0:\nvideo:x:44:camstream,other\ncamstream:x:101:\naudio:x:29:other\n";
+    const GROUP: &str =
+        "root:x:0:\nvideo:x:44:camstream,other\ncamstream:x:101:\naudio:x:29:other\n";
 
     #[test]
     fn account_and_groups() {

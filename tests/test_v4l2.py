@@ -33,7 +33,8 @@ def vm(image):
 
 
 def start(vm: guest.Guest, args: str, log: str = "/tmp/camstream.log") -> str:
-    vm.sh(f"camstream {args} 2>{log} & echo $! >/tmp/camstream.pid")
+    # The host's clients arrive from QEMU's side of the forwarded port.
+    vm.sh(f"camstream --anonymous true {args} 2>{log} & echo $! >/tmp/camstream.pid")
     vm.wait_for(f"cat {log}", "streaming |error")
     out = vm.sh(f"cat {log}")
     assert "error" not in out, out

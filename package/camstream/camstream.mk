@@ -39,6 +39,13 @@ CAMSTREAM_CARGO_ENV = \
 	CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
 	CARGO_PROFILE_RELEASE_OPT_LEVEL=3
 
+# The daemon's own user: started as root, camstream binds its ports, opens
+# the camera and becomes this user (user = "camstream" in its config);
+# group video gives it the camera nodes mdev creates.
+define CAMSTREAM_USERS
+	camstream -1 camstream -1 * - - video camstream daemon
+endef
+
 define CAMSTREAM_INSTALL_INIT_SYSV
 	$(INSTALL) -D -m 0755 $(@D)/rootfs-overlay/etc/init.d/S50camstream \
 		$(TARGET_DIR)/etc/init.d/S50camstream

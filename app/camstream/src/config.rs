@@ -132,7 +132,7 @@ pub struct Options {
 
     /// Users allowed to stream, in the file only: `[users.NAME]` tables with
     /// `md5` and `sha256`, the lines `camstream passwd NAME` prints. With none,
-    /// anyone who reaches the port may stream.
+    /// only this machine's clients may stream, unless `anonymous`.
     #[arg(skip)]
     pub users: Option<std::collections::BTreeMap<String, UserHashes>>,
 
@@ -143,6 +143,10 @@ pub struct Options {
     /// Seconds a Digest nonce stays valid; after that clients are asked to retry with a new one (stale=true) [default: 600]
     #[arg(long, value_name = "SECONDS")]
     pub nonce_lifetime: Option<u32>,
+
+    /// Without users, let clients on other machines stream without a password too (a network you trust) [default: false: without users, only this machine's clients (127.0.0.1, ::1)]
+    #[arg(long, value_name = "BOOL")]
+    pub anonymous: Option<bool>,
 }
 
 /// A user's password digests, H(name:camstream:password), lower-case hex.
@@ -162,7 +166,8 @@ pub enum Command {
         device: Option<PathBuf>,
     },
     /// Read a password from standard input and print the config lines that
-    /// let user NAME stream with it (its digests; the password is not kept)
+    /// let user NAME stream with it (its digests; the password is not kept);
+    /// with --config, set them in that file instead
     Passwd {
         /// User name (no ':' or '"')
         name: String,
@@ -231,6 +236,7 @@ impl Options {
             users: self.users.or(other.users),
             basic_auth: self.basic_auth.or(other.basic_auth),
             nonce_lifetime: self.nonce_lifetime.or(other.nonce_lifetime),
+            anonymous: self.anonymous.or(other.anonymous),
         }
     }
 }
@@ -262,10 +268,12 @@ pub struct Config {
     pub idle_timeout: u32,
     pub user: Option<String>,
     pub log_level: log::LevelFilter,
-    /// Who may stream; empty: anyone.
+    /// Who may stream; empty: this machine's clients, or anyone if
+    /// `anonymous`.
     pub users: Vec<User>,
     pub basic_auth: bool,
     pub nonce_lifetime: u32,
+    pub anonymous: bool,
 }
 
 /// The realm users' digests are made with (part of every stored digest, so
@@ -400,6 +408,7 @@ impl Config {
                 30,
                 86_400,
             )?,
+            anonymous: o.anonymous.unwrap_or(false),
         })
     }
 }
@@ -424,6 +433,90 @@ fn read_file(path: &Path) -> Result<Options> {
         let column = at - text[..at].rfind('\n').map_or(0, |i| i + 1) + 1;
         anyhow::anyhow!("config {}:{line}:{column}: {}", path.display(), e.message())
     })
+}
+
+/// A config file's text with `user`'s table set (added, or replacing the one
+/// there); comments and every other line stay as written.
+pub fn with_user(text: &str, user: &User) -> Result<String> {
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let empty = text.trim().is_empty();
+    let users = doc.entry("users").or_insert_with(|| {
+        let mut t = toml_edit::Table::new();
+        // [users.NAME] headers only, no bare [users].
+        t.set_implicit(true);
+        toml_edit::Item::Table(t)
+    });
+    let Some(users) = users.as_table_like_mut() else {
+        bail!("users is not a table of [users.NAME] tables");
+    };
+    if let Some(t) = users
+        .get_mut(&user.name)
+        .and_then(|t| t.as_table_like_mut())
+    {
+        // Where it is, with its comments.
+        t.insert("md5", toml_edit::value(&user.md5));
+        t.insert("sha256", toml_edit::value(&user.sha256));
+    } else {
+        let mut t = toml_edit::Table::new();
+        t["md5"] = toml_edit::value(&user.md5);
+        t["sha256"] = toml_edit::value(&user.sha256);
+        // A new table goes last, after the comments that end the file (the
+        // commented defaults): a setting uncommented there later must not
+        // land inside it.
+        let mut end = doc.trailing().as_str().unwrap_or("").trim_end().to_string();
+        if !end.is_empty() {
+            end.push_str("\n\n");
+        } else if !empty {
+            end.push('\n');
+        }
+        t.decor_mut().set_prefix(end);
+        doc.set_trailing("");
+        let users = doc["users"].as_table_like_mut().expect("checked above");
+        users.insert(&user.name, toml_edit::Item::Table(t));
+    }
+    let mut out = doc.to_string();
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    // What is written must load: a daemon that cannot start shows nothing.
+    let opts: Options = toml::from_str(&out).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Config::from_options(opts)?;
+    Ok(out)
+}
+
+/// Sets `user` in the config file at `path` (created if missing): written
+/// beside it with the old file's owner and mode, synced, then renamed over
+/// it, so a power cut leaves the old file or the new one.
+pub fn set_user(path: &Path, user: &User) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("cannot read config {}", path.display())),
+    };
+    let out = with_user(&text, user).with_context(|| format!("config {}", path.display()))?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".new");
+    let tmp = PathBuf::from(tmp);
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(out.as_bytes())?;
+        if let Ok(old) = std::fs::metadata(path) {
+            std::os::unix::fs::fchown(&f, Some(old.uid()), Some(old.gid()))?;
+            f.set_permissions(std::fs::Permissions::from_mode(old.mode() & 0o7777))?;
+        }
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        std::fs::File::open(dir.unwrap_or(Path::new(".")))?.sync_all()
+    };
+    write().with_context(|| format!("cannot write config {}", path.display()))
 }
 
 #[cfg(test)]
@@ -529,7 +622,7 @@ mod tests {
         std::fs::write(&dir, "fps = 10\nrtsp_prot = 1\n").unwrap();
         let one_line = read_file(&dir).unwrap_err().to_string();
         std::fs::remove_file(&dir).unwrap();
-        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`"), "{one_line}");
+        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`, `anonymous`"), "{one_line}");
         assert!(!one_line.contains('\n'));
         assert!(e.contains("unknown field `rtsp_prot`"), "{e}");
         let e = parse("fps = \"fast\"").unwrap_err().to_string();
@@ -543,5 +636,41 @@ mod tests {
         assert!(Config::from_options(o).is_err());
         let o = parse("source = \"webcam\"").unwrap();
         assert!(Config::from_options(o).is_err());
+    }
+
+    #[test]
+    fn passwd_sets_a_user_and_keeps_the_rest() {
+        let alice = User::from_password("alice", REALM, "one");
+        let text = "# a comment\nfps = 15 # why 15\n\n[controls]\nbrightness = 100\n";
+        let out = with_user(text, &alice).unwrap();
+        assert!(out.starts_with(text), "{out}");
+        let c = Config::from_options(parse(&out).unwrap()).unwrap();
+        assert_eq!((c.fps, c.users.clone()), (15, vec![alice.clone()]));
+        assert_eq!(c.controls.len(), 1);
+        // Again with another password and a name TOML must quote: one table
+        // per user, the new digests.
+        let alice2 = User::from_password("alice", REALM, "two");
+        let bob = User::from_password("bob smith", REALM, "three");
+        let out = with_user(&with_user(&out, &alice2).unwrap(), &bob).unwrap();
+        assert_eq!(out.matches("[users.").count(), 2, "{out}");
+        assert!(out.contains("[users.\"bob smith\"]"), "{out}");
+        let c = Config::from_options(parse(&out).unwrap()).unwrap();
+        assert_eq!(c.users, vec![alice2, bob]);
+        assert!(!out.contains("one") && !out.contains("two"));
+        // After the comments that end a file, where uncommenting a default
+        // must not put it inside the user's table.
+        let out = with_user("fps = 15\n# defaults\n#fps = 30\n", &alice).unwrap();
+        assert!(
+            out.starts_with("fps = 15\n# defaults\n#fps = 30\n\n[users.alice]\n"),
+            "{out}"
+        );
+        // From nothing; and a file that is not a config is left alone.
+        assert!(
+            with_user("", &alice)
+                .unwrap()
+                .starts_with("[users.alice]\n")
+        );
+        assert!(with_user("users = 3\n", &alice).is_err());
+        assert!(with_user("fps = 1000\n", &alice).is_err());
     }
 }

@@ -37,10 +37,16 @@ fn run() -> anyhow::Result<()> {
             anyhow::bail!("no password on standard input");
         }
         let u = camstream_rtsp::auth::User::from_password(name, config::REALM, password);
-        println!(
-            "[users.\"{name}\"]\nmd5 = \"{}\"\nsha256 = \"{}\"",
-            u.md5, u.sha256
-        );
+        match &opts.config {
+            Some(path) => {
+                config::set_user(path, &u)?;
+                eprintln!(
+                    "camstream: user {name} set in {}; restart camstream to apply",
+                    path.display()
+                );
+            }
+            None => println!("{}", config::with_user("", &u)?.trim_end()),
+        }
         return Ok(());
     }
     if let Some(config::Command::Check { url, timeout }) = opts.command.clone() {
@@ -98,6 +104,23 @@ fn run() -> anyhow::Result<()> {
         addr.port(),
         cfg.path
     );
+    match (cfg.users.len(), cfg.anonymous) {
+        (0, false) => log::warn!(
+            "no user is set: only clients on this machine may stream \
+             (add one with `camstream passwd NAME`, or anonymous = true on a trusted network)"
+        ),
+        (0, true) => log::warn!(
+            "no user is set and anonymous = true: anyone who reaches the port may stream"
+        ),
+        (n, anonymous) => log::info!(
+            "{n} user(s) may stream{}",
+            if anonymous {
+                " (anonymous = true is ignored once users are set)"
+            } else {
+                ""
+            }
+        ),
+    }
     server.run(source)
 }
 

@@ -396,7 +396,7 @@ impl Server {
                         let _ = stream.write(
                             b"RTSP/1.0 503 Service Unavailable\r\nConnection: close\r\n\r\n",
                         );
-                        self.refused(peer, why);
+                        self.refused(peer, &format!("connection refused: 503, {why}"));
                         continue;
                     }
                     let _ = stream.set_nodelay(true);
@@ -453,7 +453,7 @@ impl Server {
             .is_none_or(|t| now.saturating_sub(t) >= REFUSALS_LOGGED_EVERY)
         {
             log::warn!(
-                "{peer}: connection refused ({why}); {} refused since the last such line",
+                "{peer}: {why}; {} refused since the last such line",
                 self.refused.0
             );
             self.refused = (0, Some(now));

@@ -100,6 +100,16 @@ impl Server {
         }
         let target = target(req.request_uri(), &self.cfg.path);
 
+        // No password set: the network sees nothing until one is (a fresh
+        // camera is not an open one), unless anonymous.
+        let peer = self.conns[ci].peer;
+        if self.auth.is_none() && !self.cfg.anonymous && !peer.ip().to_canonical().is_loopback() {
+            self.refused(
+                peer,
+                "request refused: 403, no user is set and only this machine's clients may stream",
+            );
+            return reply(StatusCode::Forbidden);
+        }
         if let Some(auth) = &self.auth {
             let named_session = req
                 .header(&headers::SESSION)

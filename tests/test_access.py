@@ -65,10 +65,11 @@ def test_the_daemon_runs_as_its_own_user(board):
     # camera's nodes are group video's.
     assert board.sh(f"ls -ln {CONFIG}").split()[:4] == ["-rw-r-----", "1", "0", uid]
     assert board.sh("ls -ln /dev/video0").split()[0:4:3] == ["crw-rw----", "44"]
-    # What it holds open: the camera, sockets, pipes, nothing else on disk.
+    # What it holds open: the camera, sockets, its log pipe (made and
+    # unlinked by the init script), the random source, nothing else on disk.
     fds = board.sh(f"ls -l /proc/{pid}/fd | sed -n 's/.* -> //p'").split()
     files = [f for f in fds if f.startswith("/") and not f.startswith("/dev/video")]
-    assert set(files) <= {"/dev/null"}, fds
+    assert set(files) <= {"/dev/null", "/dev/urandom", "/run/camstream.log"}, fds
 
 
 def test_the_camera_comes_back_to_the_unprivileged_daemon(board):

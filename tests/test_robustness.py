@@ -109,11 +109,12 @@ def flood(port: int, until: float, seed: int, counter: list[int]) -> None:
             pass  # the server closed on us: expected for some payloads
 
 
-def slowloris(port: int, until: float, answers: list[bytes]) -> None:
+def slowloris(port: int, until: float, answers: list[bytes], begun: threading.Semaphore) -> None:
     """Begins a request and sends one more byte a second, never finishing;
     records what the server answered when it gave up on it."""
     with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
         s.sendall(b"OPTIONS rtsp://127.0.0.1/stream RTSP/1.0\r\nCSeq: 1\r\n")
+        begun.release()
         got = b""
         while time.monotonic() < until:
             try:
@@ -146,11 +147,15 @@ def test_hostile_input_while_a_client_watches(camstream, media, clip):
     until = time.monotonic() + 12
     answers: list[bytes] = []
     threads = [threading.Thread(target=flood, args=(cs.port, until, i, sent)) for i in range(6)]
-    threads += [threading.Thread(target=slowloris, args=(cs.port, until, answers)) for _ in range(8)]
-    # More connections than the cap leaves room for, held open until the end.
+    begun = threading.Semaphore(0)
+    threads += [threading.Thread(target=slowloris, args=(cs.port, until, answers, begun)) for _ in range(8)]
+    # More connections than the cap leaves room for, held open until the end
+    # (once the slow senders are in: they are to meet the timeout, not the cap).
     held: list[socket.socket] = []
     for t in threads:
         t.start()
+    for _ in range(8):
+        begun.acquire(timeout=10)
     for _ in range(30):
         try:
             held.append(socket.create_connection(("127.0.0.1", cs.port), timeout=2))

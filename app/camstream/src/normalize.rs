@@ -25,6 +25,9 @@ pub struct Normalizer {
     out: Vec<u8>,
     decoded: [Vec<u8>; 3],
     i420: [Vec<u8>; 3],
+    /// Frames with more pixels are refused before any buffer is sized for
+    /// them: a corrupt header can claim 65535x65535 (12 GiB of output).
+    max_pixels: usize,
 }
 
 impl Drop for Normalizer {
@@ -59,7 +62,8 @@ struct Header {
 }
 
 impl Normalizer {
-    pub fn new(quality: u8) -> Result<Normalizer> {
+    /// `max_pixels`: the most a frame may have (the stream's, with room).
+    pub fn new(quality: u8, max_pixels: usize) -> Result<Normalizer> {
         // A transform handle decompresses and compresses too.
         let handle = unsafe { raw::tjInitTransform() };
         if handle.is_null() {
@@ -71,6 +75,7 @@ impl Normalizer {
             out: Vec::new(),
             decoded: Default::default(),
             i420: Default::default(),
+            max_pixels,
         })
     }
 
@@ -94,6 +99,9 @@ impl Normalizer {
         };
         if r != 0 || w <= 0 || h <= 0 {
             bail!("{}", self.error());
+        }
+        if w as usize * h as usize > self.max_pixels {
+            bail!("a {w}x{h} frame is larger than this stream's frames can be");
         }
         Ok(Header {
             width: w as usize,
@@ -334,7 +342,7 @@ mod tests {
     /// same pixels, the re-encoded ones to nearly the same picture.
     #[test]
     fn repairs_frames_from_real_encoders() {
-        let mut n = Normalizer::new(90).unwrap();
+        let mut n = Normalizer::new(90, 160 * 120).unwrap();
         for (file, want) in [
             (
                 "ffmpeg-5.1-mjpeg-yuvj420p-huffman-optimal-160x120.jpg",
@@ -390,7 +398,7 @@ mod tests {
 
     #[test]
     fn crops_to_whole_blocks_and_refuses_broken_frames() {
-        let mut n = Normalizer::new(90).unwrap();
+        let mut n = Normalizer::new(90, 160 * 120).unwrap();
         let src = turbojpeg::compress(
             turbojpeg::Image {
                 pixels: &(0..100 * 60 * 3)
@@ -435,5 +443,18 @@ mod tests {
         let mut cut = good[..good.len() * 3 / 4].to_vec();
         cut.extend_from_slice(&[0xff, 0xd9]);
         assert!(n.normalize(&cut, Some(JpegError::Progressive)).is_err());
+    }
+
+    /// A corrupt header claiming a huge frame is refused before anything is
+    /// sized for it (it used to abort the daemon on a 12 GiB allocation).
+    #[test]
+    fn refuses_frames_larger_than_the_stream() {
+        let mut src = testdata("libjpeg-turbo-2.1-cjpeg-progressive-160x120.jpg");
+        let sof = src.windows(2).position(|w| w == [0xff, 0xc2]).unwrap();
+        src[sof + 5..sof + 9].copy_from_slice(&[0xfd, 0xe8, 0xfd, 0xe8]); // 65000x65000
+        let fault = jpeg::parse(&src).err();
+        let mut n = Normalizer::new(90, 4 * 160 * 120).unwrap();
+        let e = n.normalize(&src, fault).unwrap_err().to_string();
+        assert!(e.contains("65000x65000 frame is larger"), "{e}");
     }
 }

@@ -269,7 +269,13 @@ impl Server {
                 warned_size_change: false,
             },
             stats: Stats::default(),
-            normalizer: Normalizer::new(cfg.quality)?,
+            // Room for a camera that changes its size (clients keep the
+            // first), none for a header claiming gigapixels; at most the
+            // largest size the config takes.
+            normalizer: Normalizer::new(
+                cfg.quality,
+                (4 * info.width as usize * info.height as usize).min(8192 * 8192),
+            )?,
             cname: format!("camstream@{}", hostname()),
             auth: (!cfg.users.is_empty()).then(|| {
                 let mut key = [0u8; 32];

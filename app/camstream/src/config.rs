@@ -655,7 +655,7 @@ mod tests {
         assert_eq!(out.matches("[users.").count(), 2, "{out}");
         assert!(out.contains("[users.\"bob smith\"]"), "{out}");
         let c = Config::from_options(parse(&out).unwrap()).unwrap();
-        assert_eq!(c.users, vec![alice2, bob]);
+        assert_eq!(c.users, vec![alice2.clone(), bob.clone()]);
         assert!(!out.contains("one") && !out.contains("two"));
         // After the comments that end a file, where uncommenting a default
         // must not put it inside the user's table.
@@ -664,6 +664,14 @@ mod tests {
             out.starts_with("fps = 15\n# defaults\n#fps = 30\n\n[users.alice]\n"),
             "{out}"
         );
+        // Users written as inline tables: updated and added in that form.
+        let inline = format!(
+            "users = {{ alice = {{ md5 = \"{}\", sha256 = \"{}\" }} }}\n",
+            alice.md5, alice.sha256
+        );
+        let out = with_user(&with_user(&inline, &bob).unwrap(), &alice2).unwrap();
+        let c = Config::from_options(parse(&out).unwrap()).unwrap();
+        assert_eq!(c.users, vec![alice2.clone(), bob.clone()], "{out}");
         // From nothing; and a file that is not a config is left alone.
         assert!(
             with_user("", &alice)

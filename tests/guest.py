@@ -126,6 +126,15 @@ class Guest:
             raise AssertionError(f"guest: {command!r} exited {rc}:\n{out}")
         return out
 
+    def log_since_mark(self) -> str:
+        """Writes a mark into the system log; returns the command that
+        prints the log from it on (what happened after this call, however
+        many lines it took)."""
+        self.marks = getattr(self, "marks", 0) + 1
+        mark = f"test-mark-{self.marks}-{time.monotonic_ns()}"
+        self.sh(f"logger -t test {mark}")
+        return f"logread | sed -n '/{mark}/,$p'"
+
     def wait_for(self, command: str, pattern: str, timeout: float = 60) -> re.Match:
         """Reruns `command` (once a second) until its output matches."""
         out = self.sh(f"i=0; until {command} | grep -qE '{pattern}' || [ $i -ge {int(timeout)} ]; "

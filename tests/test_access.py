@@ -85,8 +85,9 @@ def test_the_camera_comes_back_to_the_unprivileged_daemon(board):
 def test_users_from_the_boot_partition(board, tmp_path):
     # As written on a PC (CRLF), a comment, a password with ':' in it.
     board.sh(f"printf '# viewers\\r\\nviewer:pass:word\\r\\nnvr:nvr-secret' > {PASSWORDS}")
+    since = board.log_since_mark()
     board.sh("/etc/init.d/S50camstream restart")
-    board.wait_for("logread | grep camstream | tail -n 2", "2 user\\(s\\) may stream")
+    board.wait_for(f"{since} | grep camstream", "2 user\\(s\\) may stream")
     assert board.sh(f"ls {PASSWORDS} 2>&1", check=False).strip().endswith("No such file or directory")
     cfg = board.sh(f"cat {CONFIG}")
     assert "[users.viewer]" in cfg and "[users.nvr]" in cfg, cfg
@@ -110,8 +111,9 @@ def test_users_from_the_boot_partition(board, tmp_path):
 
 def test_a_wrong_password_file_is_kept_and_said_why(board):
     board.sh(f"printf 'viewer:new-one\\nno colon here\\n' > {PASSWORDS}")
+    since = board.log_since_mark()
     board.sh("/etc/init.d/S50camstream restart")
-    board.wait_for("logread | grep camstream | tail -n 3", "streaming ")
+    board.wait_for(f"{since} | grep camstream", "streaming ")
     log = board.sh("logread | grep camstream-password.txt")
     assert "camstream-password.txt line 2: want NAME:PASSWORD" in log, log
     assert "camstream-password.txt line 2" in board.console_text

@@ -111,8 +111,9 @@ def test_init_script_stops_and_starts(fw):
     assert fw.sh("pidof camstream", check=False).strip() == ""
     assert "camstream is stopped" in fw.sh(f"{SERVICE} status", check=False)
     assert streams(fw, 2) == 0
+    since = fw.log_since_mark()
     fw.sh(f"{SERVICE} start")
-    fw.wait_for("logread | grep camstream | tail -n 3", "streaming")
+    fw.wait_for(f"{since} | grep camstream", "streaming ")
     assert streams(fw) >= 25
 
 

@@ -59,11 +59,10 @@ pub fn drop_to(name: &str) -> Result<()> {
         &fs::read_to_string("/etc/passwd").context("/etc/passwd")?,
         &fs::read_to_string("/etc/group").unwrap_or_default(),
     )?;
-    let groups: Vec<libc::gid_t> = a.groups.clone();
     // Groups first, then the group, then the user: each step needs root.
     // glibc's setgid/setuid apply to every thread of the process.
     unsafe {
-        if libc::setgroups(groups.len(), groups.as_ptr()) != 0 {
+        if libc::setgroups(a.groups.len(), a.groups.as_ptr()) != 0 {
             bail!("setgroups: {}", std::io::Error::last_os_error());
         }
         if libc::setgid(a.gid) != 0 {

@@ -402,7 +402,7 @@ impl Server {
                         let _ = stream.write(
                             b"RTSP/1.0 503 Service Unavailable\r\nConnection: close\r\n\r\n",
                         );
-                        self.refused(peer, &format!("connection refused: 503, {why}"));
+                        self.refused(peer, "connection refused: 503", why);
                         continue;
                     }
                     let _ = stream.set_nodelay(true);
@@ -450,7 +450,7 @@ impl Server {
         }
     }
 
-    fn refused(&mut self, peer: SocketAddr, why: &str) {
+    fn refused(&mut self, peer: SocketAddr, what: &str, why: &str) {
         let now = Mono::now();
         self.refused.0 += 1;
         if self
@@ -459,7 +459,7 @@ impl Server {
             .is_none_or(|t| now.saturating_sub(t) >= REFUSALS_LOGGED_EVERY)
         {
             log::warn!(
-                "{peer}: {why}; {} refused since the last such line",
+                "{peer}: {what}, {why}; {} refused since the last such line",
                 self.refused.0
             );
             self.refused = (0, Some(now));

@@ -106,7 +106,8 @@ impl Server {
         if self.auth.is_none() && !self.cfg.anonymous && !peer.ip().to_canonical().is_loopback() {
             self.refused(
                 peer,
-                "request refused: 403, no user is set and only this machine's clients may stream",
+                "request refused: 403",
+                "no user is set and only this machine's clients may stream",
             );
             return reply(StatusCode::Forbidden);
         }

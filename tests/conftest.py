@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -110,6 +111,38 @@ def run(cmd: list[str], timeout: float = 120, **kw) -> subprocess.CompletedProce
         # What the program said, not only that it failed.
         err = p.stderr if isinstance(p.stderr, str) else p.stderr.decode(errors="replace")
         raise AssertionError(f"{' '.join(map(str, cmd))}\nexited {p.returncode}:\n{err[-4000:]}")
+    return p
+
+
+# GStreamer 1.22's RTSP connection reports any blocking write that fails
+# before a byte is out as end-of-file (writev_bytes in gstrtspconnection.c),
+# a write its own flush cancelled included. When the pipeline stops, rtspsrc
+# queues PAUSE and at once CLOSE, which flushes the connection: if that lands
+# while PAUSE is being written, rtspsrc posts "Could not send message.
+# (Received end-of-file)" from gst_rtspsrc_pause although the server never saw
+# the PAUSE, and then sends TEARDOWN on the same connection and gets its 200.
+# A server that really closed the connection fails differently: "Could not
+# receive message", or an error from gst_rtspsrc_close (its TEARDOWN).
+GST_ERROR = re.compile(r"^ERROR: from element .*\nAdditional debug info:\n.*: (\w+) \(\): .*\n(.*)$", re.M)
+
+
+def gst_stopped_cleanly(returncode: int, output: str) -> bool:
+    """True if gst-launch succeeded, or failed only by rtspsrc's PAUSE race."""
+    if returncode == 0:
+        return True
+    errors = GST_ERROR.findall(output)
+    return (returncode == 1 and output.count("ERROR:") == len(errors)
+            and ("gst_rtspsrc_pause", "Could not send message. (Received end-of-file)") in errors
+            and all(fn in ("gst_rtspsrc_try_send", "gst_rtspsrc_pause")
+                    and msg == "Could not send message. (Received end-of-file)" for fn, msg in errors))
+
+
+def gst_launch(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    """gst-launch-1.0 -q ARGS, failing on any error but rtspsrc's PAUSE race."""
+    cmd = ["gst-launch-1.0", "-q", *args]
+    p = subprocess.run(cmd, timeout=timeout, capture_output=True, text=True)
+    assert gst_stopped_cleanly(p.returncode, p.stdout + p.stderr), \
+        f"{' '.join(cmd)}\nexited {p.returncode}:\n{(p.stdout + p.stderr)[-4000:]}"
     return p
 
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import BIN, run
+from conftest import BIN, gst_launch, gst_stopped_cleanly, run
 from rtsp import Client
 
 USER, PASSWORD = "viewer", "correct horse battery"
@@ -64,13 +64,11 @@ def test_ffmpeg_with_and_without_the_password(camstream, config, transport):
 def test_gstreamer_with_and_without_the_password(camstream, config):
     cs = camstream("--config", str(config), "--width", "320", "--height", "240")
 
-    def gst(password: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["gst-launch-1.0", "-q", "rtspsrc", f"location={cs.url}", f"user-id={USER}",
-                               f"user-pw={password}", "protocols=tcp", "!", "rtpjpegdepay", "!", "jpegdec", "!",
-                               "fakesink", "num-buffers=10"], capture_output=True, text=True, timeout=60)
-    ok = gst(PASSWORD)
-    assert ok.returncode == 0, ok.stderr
-    refused = gst("wrong")
+    def args(password: str) -> list[str]:
+        return ["rtspsrc", f"location={cs.url}", f"user-id={USER}", f"user-pw={password}", "protocols=tcp",
+                "!", "rtpjpegdepay", "!", "jpegdec", "!", "fakesink", "num-buffers=10"]
+    gst_launch(args(PASSWORD))
+    refused = subprocess.run(["gst-launch-1.0", "-q", *args("wrong")], capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0 and "Unauthorized" in refused.stderr, refused.stderr
 
 
@@ -197,7 +195,7 @@ def test_sessions_outlive_their_nonce(camstream, config):
         out = gst.communicate(timeout=30)[0]
     finally:
         gst.kill()
-    assert gst.returncode == 0, out
+    assert gst_stopped_cleanly(gst.returncode, out), out
     keeper.join(30)
     assert statuses == [200] * 11, statuses
     c.interleaved.clear()

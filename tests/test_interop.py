@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import subprocess
 import threading
+from pathlib import Path
 
 import pytest
 
-from conftest import Media, assert_frames_match, run, split
+from conftest import Media, assert_frames_match, gst_launch, gst_stopped_cleanly, run, split
 
 W, H = 640, 360
 
@@ -24,9 +25,9 @@ def ffmpeg_client(url: str, transport: str, frames: int, pix_fmt: str, w: int = 
 def gst_client(url: str, protocols: str, frames: int, fmt: str, w: int = W, h: int = H,
                tmp=None) -> list[bytes]:
     out = tmp / f"gst-{protocols}-{w}x{h}.raw"
-    run(["gst-launch-1.0", "-q", "rtspsrc", f"location={url}", f"protocols={protocols}", "latency=200",
-         "!", "rtpjpegdepay", "!", "jpegdec", "!", f"video/x-raw,format={fmt}",
-         "!", "identity", f"eos-after={frames + 1}", "!", "filesink", f"location={out}"], timeout=60)
+    gst_launch(["rtspsrc", f"location={url}", f"protocols={protocols}", "latency=200",
+                "!", "rtpjpegdepay", "!", "jpegdec", "!", f"video/x-raw,format={fmt}",
+                "!", "identity", f"eos-after={frames + 1}", "!", "filesink", f"location={out}"])
     return split(out.read_bytes(), Media.frame_size(w, h, fmt))
 
 
@@ -138,3 +139,17 @@ def test_ffprobe_reports_the_stream(camstream):
     codec, w, h, n = out.split(",")
     assert (codec, w, h) == ("mjpeg", "1280", "720")
     assert int(n) >= 50
+
+
+@pytest.mark.parametrize("transcript, clean", [
+    ("gstreamer-1.22-rtspsrc-pause-cancelled-at-eos.txt", True),
+    ("gstreamer-1.22-rtspsrc-server-closed-at-pause.txt", False),
+    ("gstreamer-1.22-rtspsrc-server-closed-at-teardown.txt", False),
+])
+def test_gstreamer_pause_race_is_told_from_a_server_close(transcript, clean):
+    """What gst-launch printed when rtspsrc cancelled its own PAUSE at the
+    end (the server never saw it), and when a proxy in front of camstream
+    closed the connection at PAUSE or TEARDOWN: only the first may pass."""
+    out = (Path(__file__).parent / "testdata/gstreamer" / transcript).read_text()
+    assert gst_stopped_cleanly(1, out) is clean
+    assert not gst_stopped_cleanly(2, out)

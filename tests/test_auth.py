@@ -98,6 +98,14 @@ def test_digest_sha256_and_md5_and_what_is_refused(camstream, config):
     assert r.status == 400
     r = c.call("DESCRIBE", headers={"Authorization": digest("MD5", "DESCRIBE", c.url, ch)})
     assert r.status == 200
+    # A response made for another URI is not taken for this one (RFC 7616
+    # 3.4.6: 400); the same path under another host name is the same one.
+    other = c.url.replace("/stream", "/other")
+    r = c.call("DESCRIBE", headers={"Authorization": digest("MD5", "DESCRIBE", other, ch)})
+    assert r.status == 400, r
+    alias = c.url.replace("127.0.0.1", "camstream.local")
+    r = c.call("DESCRIBE", headers={"Authorization": digest("MD5", "DESCRIBE", alias, ch, nc="00000002")})
+    assert r.status == 200, r
     # A whole session with credentials on every request.
     r = c.call("SETUP", c.url + "/trackID=0", headers={
         "Transport": "RTP/AVP/TCP;unicast;interleaved=0-1",

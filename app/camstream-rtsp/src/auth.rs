@@ -16,6 +16,7 @@ use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use hmac::{Hmac, Mac};
 use md5::Md5;
+use rtsp_types::Url;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -205,8 +206,15 @@ impl Auth {
         v
     }
 
-    /// Checks a request's Authorization header (`None`: there was none).
-    pub fn check(&self, method: &str, authorization: Option<&str>, now: u64) -> Verdict<'_> {
+    /// Checks a request's Authorization header (`None`: there was none);
+    /// `request` is its request URI (`None`: `*`).
+    pub fn check(
+        &self,
+        method: &str,
+        request: Option<&Url>,
+        authorization: Option<&str>,
+        now: u64,
+    ) -> Verdict<'_> {
         let Some(h) = authorization else {
             return Verdict::Challenge;
         };
@@ -217,7 +225,7 @@ impl Auth {
         let (scheme, rest) = h.split_once(' ').unwrap_or((h, ""));
         if scheme.eq_ignore_ascii_case("Digest") {
             match Params::parse(rest) {
-                Some(p) => self.digest(method, &p, now),
+                Some(p) => self.digest(method, request, &p, now),
                 None => Verdict::Malformed("unreadable Digest parameters"),
             }
         } else if scheme.eq_ignore_ascii_case("Basic") {
@@ -253,7 +261,7 @@ impl Auth {
         }
     }
 
-    fn digest(&self, method: &str, p: &Params<'_>, now: u64) -> Verdict<'_> {
+    fn digest(&self, method: &str, request: Option<&Url>, p: &Params<'_>, now: u64) -> Verdict<'_> {
         let (Some(name), Some(realm), Some(nonce), Some(uri), Some(response)) = (
             p.get("username"),
             p.get("realm"),
@@ -265,6 +273,11 @@ impl Auth {
                 "Digest credentials without username, realm, nonce, uri or response",
             );
         };
+        // RFC 7616 §3.4.6: a response made for another resource is not
+        // taken for this one (a captured PLAY of one stream, say).
+        if !same_resource(uri, request) {
+            return Verdict::Malformed("Digest uri is not the request's URI");
+        }
         // RFC 7616's userhash (the name hashed) is not offered, so not taken.
         if realm != self.realm
             || p.get("userhash")
@@ -311,6 +324,20 @@ impl Auth {
             Verdict::Expired(&user.name)
         } else {
             Verdict::User(&user.name)
+        }
+    }
+}
+
+/// Whether a Digest `uri` names the request's resource. Clients copy the
+/// request line; a path alone (as HTTP clients send it) or the camera under
+/// another host name (behind NAT or a proxy) still name the same resource.
+fn same_resource(uri: &str, request: Option<&Url>) -> bool {
+    match request {
+        None => uri == "*",
+        Some(r) => {
+            uri == r.as_str()
+                || r.join(uri)
+                    .is_ok_and(|u| u.path() == r.path() && u.query() == r.query())
         }
     }
 }
@@ -515,6 +542,10 @@ mod tests {
         )
     }
 
+    fn url() -> Url {
+        Url::parse("rtsp://cam/stream").unwrap()
+    }
+
     fn digest_header(
         a: &Auth,
         alg: Option<Algorithm>,
@@ -592,12 +623,15 @@ mod tests {
         for alg in [None, Some(Algorithm::Md5), Some(Algorithm::Sha256)] {
             let h = digest_header(&a, alg, "s3cret", &nonce, "DESCRIBE");
             assert_eq!(
-                a.check("DESCRIBE", Some(&h), 1010),
+                a.check("DESCRIBE", Some(&url()), Some(&h), 1010),
                 Verdict::User("admin"),
                 "{h}"
             );
             // The response covers the method.
-            assert_eq!(a.check("SETUP", Some(&h), 1010), Verdict::Challenge);
+            assert_eq!(
+                a.check("SETUP", Some(&url()), Some(&h), 1010),
+                Verdict::Challenge
+            );
         }
         // RFC 2069 style, no qop: H(HA1:nonce:HA2).
         let ha1 = Algorithm::Md5.hex(&[b"admin", b"camstream", b"s3cret"]);
@@ -606,7 +640,10 @@ mod tests {
         let h = format!(
             "Digest username=\"admin\", realm=\"camstream\", nonce=\"{nonce}\", uri=\"*\", response=\"{r}\""
         );
-        assert_eq!(a.check("OPTIONS", Some(&h), 1000), Verdict::User("admin"));
+        assert_eq!(
+            a.check("OPTIONS", None, Some(&h), 1000),
+            Verdict::User("admin")
+        );
     }
 
     #[test]
@@ -614,17 +651,26 @@ mod tests {
         let a = auth(false);
         let nonce = a.nonce(1000);
         let wrong = digest_header(&a, None, "guess", &nonce, "PLAY");
-        assert_eq!(a.check("PLAY", Some(&wrong), 1000), Verdict::Challenge);
+        assert_eq!(
+            a.check("PLAY", Some(&url()), Some(&wrong), 1000),
+            Verdict::Challenge
+        );
         let other = Auth::new("camstream", vec![], false, [8; 32], 300);
         let right_but_foreign = digest_header(&a, None, "s3cret", &other.nonce(1000), "PLAY");
         assert_eq!(
-            a.check("PLAY", Some(&right_but_foreign), 1000),
+            a.check("PLAY", Some(&url()), Some(&right_but_foreign), 1000),
             Verdict::Challenge
         );
         let unknown =
             digest_header(&a, None, "s3cret", &nonce, "PLAY").replace("\"admin\"", "\"root\"");
-        assert_eq!(a.check("PLAY", Some(&unknown), 1000), Verdict::Challenge);
-        assert_eq!(a.check("PLAY", None, 1000), Verdict::Challenge);
+        assert_eq!(
+            a.check("PLAY", Some(&url()), Some(&unknown), 1000),
+            Verdict::Challenge
+        );
+        assert_eq!(
+            a.check("PLAY", Some(&url()), None, 1000),
+            Verdict::Challenge
+        );
     }
 
     #[test]
@@ -632,10 +678,19 @@ mod tests {
         let a = auth(false);
         let nonce = a.nonce(1000);
         let h = digest_header(&a, Some(Algorithm::Sha256), "s3cret", &nonce, "PLAY");
-        assert_eq!(a.check("PLAY", Some(&h), 1300), Verdict::User("admin"));
-        assert_eq!(a.check("PLAY", Some(&h), 1301), Verdict::Expired("admin"));
+        assert_eq!(
+            a.check("PLAY", Some(&url()), Some(&h), 1300),
+            Verdict::User("admin")
+        );
+        assert_eq!(
+            a.check("PLAY", Some(&url()), Some(&h), 1301),
+            Verdict::Expired("admin")
+        );
         let wrong = digest_header(&a, None, "guess", &nonce, "PLAY");
-        assert_eq!(a.check("PLAY", Some(&wrong), 5000), Verdict::Challenge);
+        assert_eq!(
+            a.check("PLAY", Some(&url()), Some(&wrong), 5000),
+            Verdict::Challenge
+        );
         // As live555 reads it: realm, nonce, stale.
         for c in a.challenges(5000, true) {
             assert!(c.starts_with("Digest realm=\"camstream\", nonce=\""), "{c}");
@@ -650,20 +705,20 @@ mod tests {
     fn basic_only_when_enabled() {
         let h = format!("Basic {}", STANDARD.encode("admin:s3cret"));
         assert_eq!(
-            auth(false).check("DESCRIBE", Some(&h), 0),
+            auth(false).check("DESCRIBE", Some(&url()), Some(&h), 0),
             Verdict::Challenge
         );
         assert_eq!(
-            auth(true).check("DESCRIBE", Some(&h), 0),
+            auth(true).check("DESCRIBE", Some(&url()), Some(&h), 0),
             Verdict::User("admin")
         );
         let wrong = format!("Basic {}", STANDARD.encode("admin:guess"));
         assert_eq!(
-            auth(true).check("DESCRIBE", Some(&wrong), 0),
+            auth(true).check("DESCRIBE", Some(&url()), Some(&wrong), 0),
             Verdict::Challenge
         );
         assert!(matches!(
-            auth(true).check("DESCRIBE", Some("Basic !!"), 0),
+            auth(true).check("DESCRIBE", Some(&url()), Some("Basic !!"), 0),
             Verdict::Malformed(_)
         ));
         assert!(
@@ -722,14 +777,51 @@ mod tests {
         assert!(Params::parse(&many).is_none());
         let a = auth(false);
         assert!(matches!(
-            a.check("PLAY", Some("Digest username=\"x"), 0),
+            a.check("PLAY", Some(&url()), Some("Digest username=\"x"), 0),
             Verdict::Malformed(_)
         ));
         assert!(matches!(
-            a.check("PLAY", Some(&"x".repeat(5000)), 0),
+            a.check("PLAY", Some(&url()), Some(&"x".repeat(5000)), 0),
             Verdict::Malformed(_)
         ));
-        assert_eq!(a.check("PLAY", Some("Bearer abc"), 0), Verdict::Challenge);
+        assert_eq!(
+            a.check("PLAY", Some(&url()), Some("Bearer abc"), 0),
+            Verdict::Challenge
+        );
+    }
+
+    #[test]
+    fn the_digest_uri_must_name_the_requested_resource() {
+        let a = auth(false);
+        let h = digest_header(&a, None, "s3cret", &a.nonce(1000), "PLAY");
+        let req = |u: &str| a.check("PLAY", Some(&Url::parse(u).unwrap()), Some(&h), 1000);
+        // The same resource, under another host name or port.
+        assert_eq!(req("rtsp://cam/stream"), Verdict::User("admin"));
+        assert_eq!(req("rtsp://192.0.2.7:8554/stream"), Verdict::User("admin"));
+        // Another resource: 400, as RFC 7616 §3.4.6 says.
+        for other in [
+            "rtsp://cam/other",
+            "rtsp://cam/stream/",
+            "rtsp://cam/stream?x",
+        ] {
+            assert!(matches!(req(other), Verdict::Malformed(_)), "{other}");
+        }
+        assert!(matches!(
+            a.check("PLAY", None, Some(&h), 1000),
+            Verdict::Malformed(_)
+        ));
+        // A path alone, as HTTP clients send it.
+        let ha1 = Algorithm::Md5.hex(&[b"admin", b"camstream", b"s3cret"]);
+        let ha2 = Algorithm::Md5.hex(&[b"PLAY", b"/stream"]);
+        let nonce = a.nonce(1000);
+        let r = Algorithm::Md5.hex(&[ha1.as_bytes(), nonce.as_bytes(), ha2.as_bytes()]);
+        let h = format!(
+            "Digest username=\"admin\", realm=\"camstream\", nonce=\"{nonce}\", uri=\"/stream\", response=\"{r}\""
+        );
+        assert_eq!(
+            a.check("PLAY", Some(&url()), Some(&h), 1000),
+            Verdict::User("admin")
+        );
     }
 
     #[test]
@@ -740,20 +832,29 @@ mod tests {
         let ch: Vec<&str> = ch.iter().map(String::as_str).collect();
         let h = answer(&ch, &user, "DESCRIBE", "rtsp://127.0.0.1/stream", "c0ffee").unwrap();
         assert!(h.contains("algorithm=SHA-256"), "{h}");
-        assert_eq!(a.check("DESCRIBE", Some(&h), 101), Verdict::User("admin"));
-        assert_eq!(a.check("PLAY", Some(&h), 101), Verdict::Challenge);
+        assert_eq!(
+            a.check("DESCRIBE", Some(&url()), Some(&h), 101),
+            Verdict::User("admin")
+        );
+        assert_eq!(
+            a.check("PLAY", Some(&url()), Some(&h), 101),
+            Verdict::Challenge
+        );
         // MD5 only, without qop, as RFC 2069 servers ask.
         let md5 = format!("Digest realm=\"camstream\", nonce=\"{}\"", a.nonce(100));
         let h = answer(
             &["Basic realm=\"x\"", &md5],
             &user,
             "PLAY",
-            "rtsp://h/s",
+            "rtsp://cam/stream",
             "x",
         )
         .unwrap();
         assert!(!h.contains("qop"), "{h}");
-        assert_eq!(a.check("PLAY", Some(&h), 100), Verdict::User("admin"));
+        assert_eq!(
+            a.check("PLAY", Some(&url()), Some(&h), 100),
+            Verdict::User("admin")
+        );
         assert_eq!(
             answer(&["Basic realm=\"x\""], &user, "PLAY", "u", "c"),
             None
@@ -761,7 +862,10 @@ mod tests {
         // All of them in one value, as when repeated headers are joined.
         let joined = a.challenges(100, false).join(", ");
         assert_eq!(split_challenges(&joined).count(), 2);
-        let h = answer(&[joined.as_str()], &user, "PLAY", "rtsp://h/s", "x").unwrap();
-        assert_eq!(a.check("PLAY", Some(&h), 100), Verdict::User("admin"));
+        let h = answer(&[joined.as_str()], &user, "PLAY", "rtsp://cam/stream", "x").unwrap();
+        assert_eq!(
+            a.check("PLAY", Some(&url()), Some(&h), 100),
+            Verdict::User("admin")
+        );
     }
 }

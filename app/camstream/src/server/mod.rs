@@ -32,7 +32,7 @@ use mio::{Events, Interest, Poll, Token};
 use rustix::net::SocketAddrAny;
 use slab::Slab;
 
-use crate::clock::{Mono, RtpClock, ntp_now};
+use crate::clock::{Mono, RtpClock, WallClockWatch, ntp_now, wall_now};
 use crate::config::{self, Config};
 use crate::latency::Histogram;
 use crate::normalize::{Fix, Normalizer};
@@ -189,6 +189,8 @@ pub struct Server {
     per_ip: HashMap<IpAddr, usize>,
     /// Connections refused since the last log line about it, and when that was.
     refused: (u64, Option<Mono>),
+    /// Notices the wall clock being set, once per housekeeping pass.
+    wall_clock: WallClockWatch,
 }
 
 fn random_u64() -> u64 {
@@ -294,6 +296,7 @@ impl Server {
             latency_since: Mono::now(),
             per_ip: HashMap::new(),
             refused: (0, None),
+            wall_clock: WallClockWatch::default(),
             cfg,
         };
         let r = server.poll.registry();
@@ -1078,6 +1081,19 @@ impl Server {
             // An interleaved session's connection has nothing left to carry.
             if tcp && self.conns.get(ci).is_some_and(|c| c.sessions.is_empty()) {
                 self.close_conn(ci, "session timed out");
+            }
+        }
+        // RTP time goes on from the monotonic clock; receivers map it to wall
+        // time by the latest sender report, so after a step they get one now
+        // rather than up to rtcp_interval later.
+        let (wall, mono) = wall_now();
+        if let Some(step) = self.wall_clock.observe(wall, mono) {
+            log::info!(
+                "wall clock stepped by {:+.3} s (NTP or set by hand): RTCP sender reports follow it, RTP timestamps go on unchanged",
+                step as f64 / 1e9
+            );
+            for (_, s) in self.sessions.iter_mut().filter(|(_, s)| s.playing) {
+                s.next_report = now;
             }
         }
         let due: Vec<usize> = self

@@ -105,6 +105,74 @@ build_rauc_aarch64() {
     echo "$out/rauc"
 }
 
+# BusyBox for the QEMU image, cross-built static from Debian's source of
+# busybox with Debian's security fixes: upstream's default applet set plus
+# board/common/busybox.fragment, the applets the firmware's scripts need
+# beyond Buildroot's default set (the Buildroot images take the same
+# fragment). Debian's own builds leave out ntpd and ifplugd. Prints the
+# directory holding busybox and busybox.links (the applets' paths).
+BUSYBOX_VERSION=1.35.0
+BUSYBOX_DEBIAN=4+deb12u1
+BUSYBOX_SHA256=faeeb244c35a348a334f4a59e44626ee870fb07b6884d68c10ae8bc19f83a694
+BUSYBOX_DEBIAN_SHA256=1cacbe095ef4880ea7879933c8e3c5075d1527cd6fbcb626a9b41e5daefd1a46
+# A static binary, and the full modprobe as Buildroot's config has it (the
+# small one ignores modules.dep and the options the image's coldplug uses;
+# the Buildroot images use kmod's).
+BUSYBOX_QEMU_CONFIG="CONFIG_STATIC=y CONFIG_MODPROBE_SMALL=n CONFIG_MODPROBE=y CONFIG_FEATURE_MODPROBE_BLACKLIST=y
+CONFIG_FEATURE_MODUTILS_ALIAS=y CONFIG_FEATURE_MODUTILS_SYMBOLS=y CONFIG_FEATURE_CMDLINE_MODULE_OPTIONS=y
+CONFIG_INSMOD=y CONFIG_RMMOD=y CONFIG_LSMOD=y CONFIG_DEPMOD=y CONFIG_MODINFO=y"
+build_busybox_aarch64() {
+    fragment="$ROOT/board/common/busybox.fragment"
+    out="$ROOT/output/busybox/$BUSYBOX_VERSION-$({ cat "$fragment" && echo "$BUSYBOX_QEMU_CONFIG"; } |
+        sha256sum | cut -c1-12)"
+    if [ ! -x "$out/busybox" ]; then
+        dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
+        need_packages gcc-aarch64-linux-gnu libc6-dev:arm64 make bzip2 xz-utils patch
+        debs="$ROOT/output/debs"
+        src="$debs/busybox_$BUSYBOX_VERSION.orig.tar.bz2"
+        fixes="$debs/busybox_$BUSYBOX_VERSION-$BUSYBOX_DEBIAN.debian.tar.xz"
+        if [ ! -f "$src" ] || [ ! -f "$fixes" ]; then
+            pool=$(apt-get download --print-uris -q busybox 2>/dev/null | sed -n "s|^'\([^']*\)/busybox_[^/]*' .*|\1|p")
+            [ -n "$pool" ] || { echo "cannot locate Debian's busybox package" >&2 && return 1; }
+            mkdir -p "$debs"
+            /usr/lib/apt/apt-helper download-file "$pool/${src##*/}" "$src" "SHA256:$BUSYBOX_SHA256" >&2
+            /usr/lib/apt/apt-helper download-file "$pool/$(echo "${fixes##*/}" | sed 's/+/%2b/g')" "$fixes" \
+                "SHA256:$BUSYBOX_DEBIAN_SHA256" >&2
+        fi
+        b="$out.build"
+        rm -rf "$b"
+        mkdir -p "$b/debian"
+        tar -xf "$src" -C "$b" --strip-components=1
+        tar -xf "$fixes" -C "$b"
+        (
+            cd "$b" &&
+                grep '^CVE-' debian/patches/series | while read -r f; do
+                    patch -s -p1 <"debian/patches/$f" || exit 1
+                done &&
+                make -s defconfig &&
+                # The fragment's lines, then BUSYBOX_QEMU_CONFIG's, over the
+                # defaults (KEY=n: not set).
+                { grep '^CONFIG_' "$fragment" && echo "$BUSYBOX_QEMU_CONFIG" | tr ' ' '\n'; } |
+                while IFS='=' read -r key value; do
+                    sed -i "/^$key=/d; /^# $key is not set/d" .config
+                    if [ "$value" = n ]; then
+                        echo "# $key is not set" >>.config
+                    else
+                        echo "$key=$value" >>.config
+                    fi
+                done &&
+                yes '' | make -s oldconfig >/dev/null &&
+                make -s -j"$(nproc)" CROSS_COMPILE=aarch64-linux-gnu- busybox busybox.links
+        ) >"$out.log" 2>&1 || { tail -n 30 "$out.log" >&2 && return 1; }
+        mkdir -p "$out"
+        aarch64-linux-gnu-strip -o "$out/busybox.tmp" "$b/busybox"
+        cp "$b/busybox.links" "$out/busybox.links"
+        mv "$out/busybox.tmp" "$out/busybox"
+        rm -rf "$b"
+    fi
+    echo "$out"
+}
+
 # Downloads Debian packages (PACKAGE or PACKAGE:ARCH) into $ROOT/output/debs
 # unless a copy is there; records name and version in versions.txt.
 fetch_debs() {

@@ -17,6 +17,11 @@ rm -f "$target/etc/init.d/S02klogd" "$target/etc/init.d/S01seedrng" \
 
 # Mount points: the data partition, the boot partition (U-Boot's A/B state).
 mkdir -p "$target/data" "$target/boot/firmware"
+# root's home as Buildroot's skeleton has it (the overlay brings .ssh, a
+# link to the data partition, and with it the directory's mode).
+chmod 0700 "$target/root"
+# Our S40network (ifplugd per interface, hotplug) replaces BusyBox's S41ifplugd.
+rm -f "$target/etc/init.d/S41ifplugd"
 
 # The root filesystem says which camstream it carries.
 version=$(git -C "$here" describe --always --dirty 2>/dev/null || echo unknown)

@@ -1,0 +1,97 @@
+# Shared by the init scripts (sourced): settings read from /data/etc, and
+# files a user leaves on the boot partition before the first boot.
+# shellcheck shell=sh
+
+BOOT=/boot/firmware
+
+# conf_get FILE KEY: the value of a "KEY = VALUE" line of FILE (the last one;
+# quotes around VALUE and a trailing "# comment" dropped), empty if none.
+conf_get() {
+    sed -n "s/^[[:space:]]*$2[[:space:]]*=[[:space:]]*//p" "$1" 2>/dev/null | tail -n 1 |
+        sed 's/[[:space:]]*#.*//; s/^"\(.*\)"$/\1/; s/[[:space:]]*$//'
+}
+
+# Whether /data is the data partition: when it could not be mounted it is
+# RAM (S02data), and nothing written there outlives this boot.
+data_kept() {
+    [ "$(awk '$2 == "/data" { print $3 }' /proc/mounts)" = ext4 ]
+}
+
+# log TAG MESSAGE: to the system log, and to the console if it is an error
+# (log TAG MESSAGE err).
+log() {
+    if [ "${3:-}" = err ]; then
+        echo "$1: $2" >/dev/console
+        logger -t "$1" -p daemon.err "$2"
+    else
+        logger -t "$1" "$2"
+    fi
+}
+
+# seed FILE DEFAULT: FILE becomes a copy of DEFAULT if it is missing, or
+# empty: a power cut in the first seconds after the first boot can leave a
+# new file empty, since its data reaches the disk later than its name.
+# Written beside, synced, renamed, synced.
+seed() {
+    [ ! -s "$1" ] || return 0
+    if [ -e "$1" ]; then
+        log setup "$1 was empty (cut off while it was written?): made again from $2" err
+    fi
+    mkdir -p "${1%/*}"
+    cp "$2" "$1.new"
+    sync
+    mv "$1.new" "$1"
+    sync
+}
+
+# take_from_boot NAME DEST MODE [add]: the boot partition's file NAME
+# becomes DEST (mode MODE; with "add", its lines are added to DEST's, each
+# once), written beside DEST and renamed, and NAME is deleted: a FAT volume
+# leaves it readable to anyone holding the card. It stays while /data is
+# only RAM. Windows line ends are dropped. Fails if there is no NAME.
+take_from_boot() {
+    src=$BOOT/$1
+    [ -f "$src" ] || return 1
+    mkdir -p "${2%/*}"
+    if [ "${4:-}" = add ] && [ -f "$2" ]; then
+        { cat "$2" && tr -d '\r' <"$src"; } | awk '!seen[$0]++' >"$2.new"
+    else
+        tr -d '\r' <"$src" >"$2.new"
+    fi
+    chmod "$3" "$2.new"
+    sync
+    mv "$2.new" "$2"
+    sync
+    if data_kept; then
+        rm -f "$src"
+        sync
+        log setup "$1 from the boot partition is now $2"
+    else
+        log setup "/data is not the data partition: $1 stays on the boot partition" err
+    fi
+}
+
+# Sets port, path and at (":PORT", empty for RTSP's own 554) from camstream's
+# settings (the image's until the first start has copied them).
+stream_settings() {
+    conf=/data/etc/camstream.toml
+    [ -f "$conf" ] || conf=/etc/camstream.toml
+    port=$(conf_get "$conf" rtsp_port)
+    port=${port:-8554}
+    path=$(conf_get "$conf" path)
+    path=${path:-stream}
+    at=":$port"
+    [ "$port" != 554 ] || at=""
+}
+
+# The stream's URLs, by name (mDNS) and by the first IPv4 address: a line
+# for the console.
+stream_urls() {
+    stream_settings
+    addr=$(ip -4 -o addr show scope global | sed -n 's/.* inet \([0-9.]*\).*/\1/p' | head -n 1)
+    if [ -n "$addr" ]; then
+        echo "camstream: rtsp://$(hostname).local$at/$path (rtsp://$addr$at/$path)"
+    else
+        echo "camstream: rtsp://$(hostname).local$at/$path once the network is up"
+    fi
+}

@@ -31,14 +31,18 @@ def build() -> None:
 
 class Guest:
     def __init__(self, memory: str = "256M", testdrive: bool = True, wait: bool = True,
-                 image: Path | None = None, drive: Path | None = None, password_needed: bool = False):
+                 image: Path | None = None, drive: Path | None = None, password_needed: bool = False,
+                 ssh: bool = False):
         """`image`: a disk image of the test's own, booted without a snapshot
         (its writes stay, as on a real board); `drive`: a read-only second
         disk instead of the test drive; `password_needed`: the host's
-        clients are treated as a network's (scripts/qemu --password-needed)."""
+        clients are treated as a network's (scripts/qemu --password-needed);
+        `ssh`: the guest's SSH port forwarded to `ssh_port`."""
         self.rtsp_port = free_port()
+        self.ssh_port = free_port() if ssh else None
         self.qmp_path = f"/tmp/camstream-qmp-{self.rtsp_port}.sock"
         args = ["--no-build", "--port", str(self.rtsp_port), "--memory", memory]
+        args += ["--ssh-port", str(self.ssh_port)] if ssh else []
         args += ["--password-needed"] if password_needed else []
         args += ["--image", str(image)] if image else ["--snapshot"]
         if drive:

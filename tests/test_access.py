@@ -47,7 +47,7 @@ def test_a_fresh_camera_serves_only_itself(board):
     assert "request refused: 403, no user is set" in log, log
     # On the camera itself (the OTA health check's way in), it streams.
     out = board.sh("camstream check --config /data/etc/camstream.toml")
-    assert re.search(r"rtsp://127\.0\.0\.1:8554/stream: 1280x720 frame", out), out
+    assert re.search(r"rtsp://127\.0\.0\.1:554/stream: 1280x720 frame", out), out
 
 
 def test_the_daemon_runs_as_its_own_user(board):
@@ -104,7 +104,7 @@ def test_users_from_the_boot_partition(board, tmp_path):
     assert wrong.returncode != 0 and "401" in wrong.stderr, wrong.stderr
     # The camera itself now answers the password request too: with the
     # password's ':' percent-encoded in a URL, or the stored digests.
-    out = board.sh("camstream check rtsp://viewer:pass%3Aword@127.0.0.1:8554/stream")
+    out = board.sh("camstream check rtsp://viewer:pass%3Aword@127.0.0.1/stream")
     assert "1280x720 frame" in out, out
     assert "1280x720 frame" in board.sh("camstream check --config /data/etc/camstream.toml")
 
@@ -119,6 +119,6 @@ def test_a_wrong_password_file_is_kept_and_said_why(board):
     assert "camstream-password.txt line 2" in board.console_text
     # Kept (nothing lost), the good line applied, the camera still serving.
     assert board.sh(f"cat {PASSWORDS}").startswith("viewer:new-one")
-    out = board.sh("camstream check rtsp://viewer:new-one@127.0.0.1:8554/stream")
+    out = board.sh("camstream check rtsp://viewer:new-one@127.0.0.1/stream")
     assert "1280x720 frame" in out, out
     board.sh(f"rm {PASSWORDS}")

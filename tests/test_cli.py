@@ -18,8 +18,8 @@ from test_interop import H, W, ffmpeg_client
 
 KEYS = ["source", "width", "height", "fps", "quality", "format", "buffers", "listen", "rtsp_port", "rtp_port",
         "path", "mtu", "max_clients", "client_queue", "session_timeout", "rtcp_interval", "max_request_size",
-        "max_connections_per_ip", "request_timeout", "idle_timeout", "user", "log_level", "basic_auth", "nonce_lifetime",
-        "anonymous"]
+        "max_connections_per_ip", "request_timeout", "idle_timeout", "user", "log_level", "basic_auth",
+        "nonce_lifetime", "anonymous"]
 
 
 def fails(*args: str) -> str:
@@ -116,8 +116,8 @@ def test_bad_frames_in_the_stream_are_skipped(camstream, media, tmp_path):
                 f.write(fr[: len(fr) // 2])  # truncated, as UVC cameras send
     cs = camstream("--source", f"file:{mixed}")
     got = ffmpeg_client(cs.url, "tcp", 60, "yuvj420p")
-    assert_frames_match(got, media.ffmpeg_reference(media.path("ffmpeg-testsrc2-640x360-420.mjpeg"), W, H,
-                                                   "yuvj420p"), min_frames=60)
+    ref = media.ffmpeg_reference(media.path("ffmpeg-testsrc2-640x360-420.mjpeg"), W, H, "yuvj420p")
+    assert_frames_match(got, ref, min_frames=60)
     cs.wait_for("frame not sent: JPEG sample precision is not 8 bits (1 so far")
     assert cs.alive()
 
@@ -146,7 +146,7 @@ def test_the_shipped_config_is_valid(tmp_path):
     read without error (checked up to opening the camera)."""
     shipped = (ROOT / "rootfs-overlay/etc/camstream.toml").read_text()
     uncommented = "\n".join(line[1:] if line.startswith("#") and "=" in line or line.startswith("#[")
-                             else line for line in shipped.splitlines())
+                            else line for line in shipped.splitlines())
     cfg = tmp_path / "camstream.toml"
     cfg.write_text(uncommented.replace('"v4l2:auto"', '"v4l2:/dev/null"'))
     assert "/dev/null is not a V4L2 device" in fails("--config", str(cfg))

@@ -169,7 +169,9 @@ def test_update_over_the_network_and_keep(board):
     # A setting the user changed, on the data partition.
     b.sh("sed -i 's/^#* *fps *=.*/fps = 25/' /data/etc/camstream.toml; grep -q '^fps = 25' /data/etc/camstream.toml "
          "|| echo 'fps = 25' >>/data/etc/camstream.toml")
-    settings = b.sh("md5sum /data/etc/camstream.toml")
+    # And the network's: a name of the user's choosing.
+    b.sh("sed -i 's/^hostname =.*/hostname = ota-cam/' /data/etc/network.conf")
+    settings = b.sh("md5sum /data/etc/camstream.toml /data/etc/network.conf")
     # A web server inside the guest stands in for the user's.
     b.sh("httpd -p 127.0.0.1:8080 -h /tmp/b")
     start = time.monotonic()
@@ -188,7 +190,8 @@ def test_update_over_the_network_and_keep(board):
     booted = {v: k for k, v in slots.items()}["B"]
     assert f"RAUC_SLOT_BOOT_STATUS_{booted}='good'" in status, status
     assert b.boot_state()["BOOT_ORDER"].startswith("B")
-    assert b.sh("md5sum /data/etc/camstream.toml") == settings
+    assert b.sh("md5sum /data/etc/camstream.toml /data/etc/network.conf") == settings
+    assert b.sh("hostname").strip() == "ota-cam"
     assert "update to " + b.ota.v2 + " is good" in b.g.console_text
     # A connection the check gave up on is not a failure, but worth seeing.
     for note in re.findall(r"camstream check: [^\r\n]*", b.g.console_text):

@@ -14,7 +14,7 @@ import time
 import pytest
 
 import guest
-from conftest import assert_frames_match, frames_of
+from conftest import assert_frames_match
 from rtsp import Client, complete_frames
 from test_interop import ffmpeg_client
 

@@ -1,0 +1,248 @@
+"""The firmware on a network, as a user meets it under QEMU: DHCP on the
+virtio NIC through user networking, the link going down and up, a static
+address, the hostname and its mDNS announcement, ntpd with no server to
+reach and the clock stepped by hand, SSH with a key only, and the Wi-Fi and
+SSH files left on the boot partition. One boot (a snapshot); the guest can
+open no connection out."""
+
+from __future__ import annotations
+
+import re
+import struct
+import subprocess
+import time
+
+import pytest
+
+import guest
+from conftest import figure
+from rtsp import Client
+
+BOOT = "/boot/firmware"
+CONF = "/data/etc/network.conf"
+# QEMU's first NIC has MAC 52:54:00:12:34:56: the default name ends in 3456.
+NAME = "camstream-3456"
+
+
+@pytest.fixture(scope="module")
+def fw():
+    guest.build()
+    g = guest.Guest(testdrive=False, ssh=True)
+    try:
+        g.wait_for("logread | grep camstream", "streaming ")
+        yield g
+    finally:
+        g.close()
+
+
+def streams(fw: guest.Guest, timeout: float = 60) -> None:
+    try:
+        fw.first_frame(timeout=timeout)
+    except TimeoutError:
+        raise AssertionError(fw.diagnose())
+
+
+def test_dhcp_gives_the_address_and_the_name(fw):
+    assert fw.sh("hostname").strip() == NAME
+    assert "inet 10.0.2.15/24" in fw.sh("ip -4 addr show dev eth0")
+    log = fw.sh("logread | grep -E 'network|udhcpc'")
+    assert "eth0: link up, asking for an address (DHCP)" in log, log
+    assert "lease of 10.0.2.15 obtained" in log, log
+    # udhcpc tells the DHCP server the name, and asks for time servers.
+    assert re.search(rf"udhcpc .*-x hostname:{NAME} -O ntpsrv", fw.sh("ps")), fw.sh("ps")
+    assert re.search(rf"camstream: rtsp://{NAME}\.local/stream \(rtsp://10\.0\.2\.15/stream\)",
+                     fw.console_text), fw.console_text
+    # RTSP on its own port, 554, reached through QEMU's forwarded port.
+    assert ":554 " in fw.sh("netstat -ltn")
+    streams(fw)
+
+
+def test_the_link_going_down_and_up(fw):
+    since = fw.log_since_mark()
+    fw.qmp("set_link", name="net", up=False)
+    fw.wait_for(f"{since} | grep network", "eth0: link down", timeout=30)
+    assert "inet " not in fw.sh("ip -4 addr show dev eth0")
+    assert not fw.sh("pidof udhcpc", check=False).strip(), "no DHCP client while the link is down"
+    fw.qmp("set_link", name="net", up=True)
+    fw.wait_for(f"{since} | grep udhcpc", "lease of 10.0.2.15 obtained", timeout=60)
+    streams(fw)
+
+
+def test_mdns_answers_to_the_name_and_lists_the_stream(fw):
+    services = fw.sh("cat /run/mdns.d/rtsp.service")
+    assert services.split("\n")[:4] == [f"name {NAME}", "type _rtsp._tcp", "port 554", "txt path=/stream"]
+    # A query on the camera's own network (QEMU's user network carries no
+    # multicast to the host): the name's address record, then a browse.
+    out = fw.sh(f"mquery -i eth0 -l debug -w 3 -t 1 {NAME}.local 2>&1")
+    assert f"Got Answer: Name: {NAME}.local., Type: 1" in out, out
+    out = fw.sh("mquery -i eth0 -w 4 2>&1")
+    assert f"+ {NAME}._rtsp._tcp.local. (10.0.2.15)" in out, out
+
+
+def test_a_static_address_then_a_wrong_one(fw):
+    fw.sh(f"cp {CONF} /tmp/network.conf.saved")
+    try:
+        # The address QEMU's forwarded port leads to, set by hand.
+        fw.sh(f"sed -i 's|^address =.*|address = 10.0.2.15/24|; s|^gateway =.*|gateway = 10.0.2.2|;"
+              f" s|^dns =.*|dns = 10.0.2.3 192.0.2.53|' {CONF}")
+        since = fw.log_since_mark()
+        fw.sh("/etc/init.d/S40network restart")
+        fw.wait_for(f"{since} | grep network", r"eth0: link up, 10\.0\.2\.15/24 via 10\.0\.2\.2 \(static")
+        assert not fw.sh("pidof udhcpc", check=False).strip()
+        assert "default via 10.0.2.2 dev eth0" in fw.sh("ip route")
+        assert fw.sh("cat /etc/resolv.conf").split() == ["nameserver", "10.0.2.3", "nameserver", "192.0.2.53"]
+        streams(fw)
+        # A mistake is said on the console and DHCP takes over: still reachable.
+        fw.sh(f"sed -i 's|^address =.*|address = 10.0.2.15|' {CONF}")
+        since = fw.log_since_mark()
+        fw.sh("/etc/init.d/S40network restart")
+        fw.wait_for(f"{since} | grep udhcpc", "lease of 10.0.2.15 obtained")
+        assert "address 10.0.2.15 in /data/etc/network.conf is not ADDRESS/PREFIX: using DHCP" in fw.console_text
+        streams(fw)
+    finally:
+        fw.sh(f"cp /tmp/network.conf.saved {CONF}; /etc/init.d/S40network restart")
+
+
+def test_a_hostname_from_the_settings(fw):
+    fw.sh(f"cp {CONF} /tmp/network.conf.saved")
+    try:
+        fw.sh(f"sed -i 's|^hostname =.*|hostname = porch-cam|' {CONF}")
+        fw.sh("/etc/init.d/S40network restart && /etc/init.d/S50mdnsd restart")
+        assert fw.sh("hostname").strip() == "porch-cam"
+        fw.wait_for("mquery -i eth0 -l debug -w 3 -t 1 porch-cam.local 2>&1",
+                    r"Got Answer: Name: porch-cam\.local\., Type: 1", timeout=30)
+        # Not a host name: said, and the default used.
+        fw.sh(f"sed -i 's|^hostname =.*|hostname = porch_cam!|' {CONF}")
+        fw.sh("/etc/init.d/S40network restart")
+        assert fw.sh("hostname").strip() == NAME
+        assert 'hostname "porch_cam!" in /data/etc/network.conf is not a host name' in fw.console_text
+    finally:
+        fw.sh(f"cp /tmp/network.conf.saved {CONF}; /etc/init.d/S40network restart; /etc/init.d/S50mdnsd restart")
+    assert fw.sh("hostname").strip() == NAME
+
+
+def test_ntpd_runs_and_fails_quietly(fw):
+    # scripts/qemu points it at the guest itself, where no server answers.
+    assert re.search(r"ntpd -S /usr/lib/camstream/ntp-event -p 127\.0\.0\.1", fw.sh("ps"))
+    log = fw.sh("logread | grep ntpd")
+    assert "ntpd: asking 127.0.0.1" in log, log
+    boot = fw.console_text.split("Please press Enter to activate this console.")[0]
+    assert "daemon.err" not in log and "ntpd" not in boot, log
+    streams(fw)
+
+
+def sender_reports_and_frames(c: Client, seconds: float):
+    """RTP timestamps of marked packets, and (NTP seconds, RTP time) of sender reports."""
+    frames, reports = [], []
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        c.sock.settimeout(left)
+        try:
+            m = c.read_message()
+        except (TimeoutError, OSError):
+            break
+        if not isinstance(m, tuple):
+            continue
+        ch, pkt = m
+        if ch == 0 and pkt[1] & 0x80:
+            frames.append(struct.unpack("!I", pkt[4:8])[0])
+        elif ch == 1 and pkt[1] == 200:
+            sec, frac, rtp = struct.unpack("!III", pkt[8:20])
+            reports.append((sec + frac / 2**32, rtp, time.monotonic()))
+    return frames, reports
+
+
+def test_the_clock_set_by_hand_keeps_the_rtp_timeline(fw):
+    """As when ntpd's first answer steps the clock at boot: RTP time goes on
+    without a jump, the next sender report follows the new wall clock and
+    comes at once, not rtcp_interval later."""
+    c = Client(fw.rtsp_port, timeout=20)
+    try:
+        assert c.setup_tcp().status == 200 and c.play().status == 200
+        before, reports_before = sender_reports_and_frames(c, 3)
+        since = fw.log_since_mark()
+        fw.sh('date -s "@$(( $(date +%s) + 3600 ))" >/dev/null')
+        stepped = time.monotonic()
+        after, reports_after = sender_reports_and_frames(c, 4)
+    finally:
+        c.close()
+    assert re.search(r"wall clock stepped by \+3[56]\d\d\.\d{3} s", fw.sh(f"{since} | grep camstream"))
+    timeline = before + after
+    steps = [(b - a) % 2**32 for a, b in zip(timeline, timeline[1:])]
+    # 12.5 fps is 7200 ticks a frame; a lost frame or two, but no jump.
+    assert steps and all(0 < s <= 4 * 7200 for s in steps), steps
+    assert reports_before and reports_after, (reports_before, reports_after)
+    ntp0, rtp0, _ = reports_before[-1]
+    ntp1, rtp1, at = reports_after[0]
+    moved = (ntp1 - ntp0) - ((rtp1 - rtp0) % 2**32) / 90000
+    assert 3590 < moved < 3610, moved
+    assert at - stepped < 3, "a sender report right after the step"
+    fw.sh('date -s "@$(( $(date +%s) - 3600 ))" >/dev/null')
+
+
+def test_ssh_with_a_key_from_the_boot_partition_and_never_a_password(fw, tmp_path):
+    key = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "test", "-f", str(key)], check=True)
+    ssh = ["ssh", "-p", str(fw.ssh_port), "-o", "StrictHostKeyChecking=no",
+           "-o", f"UserKnownHostsFile={tmp_path / 'known_hosts'}", "-o", "BatchMode=yes",
+           "-o", "ConnectTimeout=20"]
+    # Before a key: no SSH at all.
+    assert "no SSH key (authorized_keys on the boot partition, README): SSH stays off" in fw.sh("logread")
+    assert ":22 " not in fw.sh("netstat -ltn")
+    # As written on a PC: CRLF line ends.
+    public = key.with_suffix(".pub").read_text().strip()
+    fw.sh(f"printf '%s\\r\\n' '{public}' > {BOOT}/authorized_keys")
+    fw.sh("/etc/init.d/S50dropbear start && /etc/init.d/S50mdnsd restart")
+    assert fw.sh(f"ls {BOOT}/authorized_keys 2>&1", check=False).strip().endswith("No such file or directory")
+    assert fw.sh("cat /data/etc/ssh/authorized_keys").strip() == public
+    assert fw.sh("ls -ln /data/etc/ssh/authorized_keys").split()[0] == "-rw-------"
+    out = subprocess.run([*ssh, "-i", str(key), "root@127.0.0.1", "id -u; hostname"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.split() == ["0", NAME], out
+    # No password is ever asked for.
+    out = subprocess.run([*ssh, "-o", "PubkeyAuthentication=no", "-o",
+                          "PreferredAuthentications=password,keyboard-interactive", "root@127.0.0.1", "true"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "Permission denied (publickey)" in out.stderr, out
+    # A second key is added to the first; the host key stays what it was.
+    fingerprint = fw.sh("dropbearkey -y -f /data/etc/dropbear/dropbear_ed25519_host_key | grep Fingerprint")
+    fw.sh(f"printf 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIO4VY6rzWeSPVjiZaK3vTXK2mSdeUqIdGZH6JMKbyxfR second\\n'"
+          f" > {BOOT}/authorized_keys")
+    fw.sh("/etc/init.d/S50dropbear restart")
+    assert fw.sh("grep -c ssh-ed25519 /data/etc/ssh/authorized_keys").strip() == "2"
+    assert fw.sh("dropbearkey -y -f /data/etc/dropbear/dropbear_ed25519_host_key | grep Fingerprint") == fingerprint
+    assert "_ssh._tcp" in fw.sh("cat /run/mdns.d/ssh.service")
+
+
+def test_wifi_settings_from_the_boot_partition(fw):
+    """No radio under QEMU: what happens to the file is what is checked."""
+    fw.sh(f"printf 'ctrl_interface=/run/wpa_supplicant\\r\\ncountry=GB\\r\\nnetwork={{\\r\\n"
+          f"  ssid=\"home\"\\r\\n  psk=\"a long passphrase\"\\r\\n}}\\r\\n' > {BOOT}/wpa_supplicant.conf")
+    since = fw.log_since_mark()
+    fw.sh("/etc/init.d/S40network restart")
+    assert fw.sh(f"ls {BOOT}/wpa_supplicant.conf 2>&1", check=False).strip().endswith("No such file or directory")
+    conf = fw.sh("cat /data/etc/wpa_supplicant.conf")
+    assert "\r" not in conf and "country=GB" in conf and 'psk="a long passphrase"' in conf, conf
+    assert fw.sh("ls -ln /data/etc/wpa_supplicant.conf").split()[0] == "-rw-------"
+    log = fw.sh(f"{since} | grep -E 'setup|network'")
+    assert "wpa_supplicant.conf from the boot partition is now /data/etc/wpa_supplicant.conf" in log, log
+    assert "country" not in log, log
+    # Without a country or a network: kept, and said on the console.
+    fw.sh(f"printf 'network={{\\n  ssid=\"home\"\\n}}\\n' > {BOOT}/wpa_supplicant.conf")
+    fw.sh("/etc/init.d/S40network restart")
+    assert "sets no country=XX: the radio keeps to the channels allowed everywhere" in fw.console_text
+    fw.sh(f"printf 'country=GB\\n' > {BOOT}/wpa_supplicant.conf")
+    fw.sh("/etc/init.d/S40network restart")
+    assert "has no network={...} block: Wi-Fi has nothing to join" in fw.console_text
+    streams(fw)
+
+
+def test_what_the_network_services_cost(fw):
+    """Memory of the daemons this issue adds, as the guest sees it."""
+    out = fw.sh("for d in ifplugd udhcpc ntpd mdnsd dropbear; do for p in $(pidof $d); do "
+                "echo $d $(grep -E 'VmRSS|RssAnon' /proc/$p/status | tr -s ' \\t' ' '); done; done")
+    daemons = {"ifplugd", "udhcpc", "ntpd", "mdnsd", "dropbear"}
+    rows = [r for r in (line.split() for line in out.split("\n")) if r and r[0] in daemons and len(r) == 7]
+    assert {r[0] for r in rows} == daemons, out
+    figure("network daemons, kB resident (of it their own): "
+           + ", ".join(f"{r[0]} {r[2]} ({r[5]})" for r in sorted(rows)))

@@ -5,6 +5,7 @@ host reaches it through forwarded ports only."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -27,6 +28,19 @@ def build() -> None:
     """Builds (or updates) the firmware image and the tests' extra drive."""
     subprocess.run([str(ROOT / "scripts/image")], check=True, timeout=1800)
     subprocess.run([str(ROOT / "tests/qemu/build")], check=True, timeout=1800)
+
+
+@contextlib.contextmanager
+def streaming(**kwargs):
+    """The image built (or updated) and booted as Guest(**kwargs), once its
+    camstream streams; powered off afterwards."""
+    build()
+    g = Guest(**kwargs)
+    try:
+        g.wait_for("logread | grep camstream", "streaming ")
+        yield g
+    finally:
+        g.close()
 
 
 class Guest:

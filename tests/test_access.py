@@ -22,13 +22,8 @@ PASSWORDS = "/boot/firmware/camstream-password.txt"
 
 @pytest.fixture(scope="module")
 def board():
-    guest.build()
-    g = guest.Guest(testdrive=False, password_needed=True)
-    try:
-        g.wait_for("logread | grep camstream", "streaming ")
+    with guest.streaming(testdrive=False, password_needed=True) as g:
         yield g
-    finally:
-        g.close()
 
 
 def status(board: guest.Guest, method: str = "DESCRIBE") -> int:

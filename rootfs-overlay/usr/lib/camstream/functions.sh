@@ -28,6 +28,22 @@ log() {
     fi
 }
 
+# stop_daemon PIDFILE: ends the daemon PIDFILE names and waits (at most
+# 10 s) until it is gone: one that is still ending would remove the pid
+# file of the one started next, which then nothing could stop.
+stop_daemon() {
+    [ -f "$1" ] || return 0
+    pid=$(cat "$1" 2>/dev/null) || return 0
+    if kill "$pid" 2>/dev/null; then
+        i=0
+        while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do
+            sleep 0.1
+            i=$((i + 1))
+        done
+    fi
+    rm -f "$1"
+}
+
 # seed FILE DEFAULT: FILE becomes a copy of DEFAULT if it is missing, or
 # empty: a power cut in the first seconds after the first boot can leave a
 # new file empty, since its data reaches the disk later than its name.

@@ -39,6 +39,8 @@ def streams(fw: guest.Guest, timeout: float = 60) -> None:
 
 def test_dhcp_gives_the_address_and_the_name(fw):
     assert fw.sh("hostname").strip() == NAME
+    # Chosen at the first boot and kept: interfaces come up in no fixed order.
+    assert fw.sh("cat /data/etc/hostname.default").strip() == NAME
     assert "inet 10.0.2.15/24" in fw.sh("ip -4 addr show dev eth0")
     log = fw.sh("logread | grep -E 'network|udhcpc'")
     assert "eth0: link up, asking for an address (DHCP)" in log, log

@@ -65,6 +65,21 @@ def test_the_link_going_down_and_up(fw):
     streams(fw)
 
 
+def test_an_interface_plugged_in_later(fw):
+    """A second network card hot-plugged (as a USB Ethernet adapter would
+    be), on a network of its own: mdev reports it, it gets ifplugd and a
+    DHCP lease; unplugged, its daemons go."""
+    fw.qmp("netdev_add", type="user", id="net2", net="10.0.3.0/24", restrict=True)
+    since = fw.log_since_mark()
+    fw.qmp("device_add", driver="virtio-net-pci", netdev="net2", bus="hp0", id="nic2", mac="52:54:00:12:34:57")
+    fw.wait_for(f"{since} | grep udhcpc", r"eth1: 10\.0\.3\.15/24", timeout=60)
+    assert "ifplugd -i eth1" in fw.sh("ps")
+    fw.qmp("device_del", id="nic2")
+    fw.wait_for("ps | grep -c '[i]fplugd -i eth1'", "^0", timeout=60)
+    assert not fw.sh("ls /sys/class/net/eth1 2>/dev/null", check=False).strip()
+    streams(fw)
+
+
 def test_mdns_answers_to_the_name_and_lists_the_stream(fw):
     services = fw.sh("cat /run/mdns.d/rtsp.service")
     assert services.split("\n")[:4] == [f"name {NAME}", "type _rtsp._tcp", "port 554", "txt path=/stream"]

@@ -87,27 +87,36 @@ take_from_boot() {
     fi
 }
 
-# Sets port, path and at (":PORT", empty for RTSP's own 554) from camstream's
-# settings (the image's until the first start has copied them).
-stream_settings() {
+# camstream's setting KEY, or DEFAULT: from the camera's settings, or the
+# image's until the first start has copied them.
+stream_setting() {
     conf=/data/etc/camstream.toml
     [ -f "$conf" ] || conf=/etc/camstream.toml
-    port=$(conf_get "$conf" rtsp_port)
-    port=${port:-8554}
-    path=$(conf_get "$conf" path)
-    path=${path:-stream}
-    at=":$port"
-    [ "$port" != 554 ] || at=""
+    value=$(conf_get "$conf" "$1")
+    echo "${value:-$2}"
+}
+
+stream_port() {
+    stream_setting rtsp_port 8554
+}
+
+stream_path() {
+    stream_setting path stream
+}
+
+# The stream's URL on HOST (no port when it is RTSP's own, 554).
+stream_url() {
+    port=$(stream_port)
+    [ "$port" = 554 ] && echo "rtsp://$1/$(stream_path)" || echo "rtsp://$1:$port/$(stream_path)"
 }
 
 # The stream's URLs, by name (mDNS) and by the first IPv4 address: a line
 # for the console.
 stream_urls() {
-    stream_settings
     addr=$(ip -4 -o addr show scope global | sed -n 's/.* inet \([0-9.]*\).*/\1/p' | head -n 1)
     if [ -n "$addr" ]; then
-        echo "camstream: rtsp://$(hostname).local$at/$path (rtsp://$addr$at/$path)"
+        echo "camstream: $(stream_url "$(hostname).local") ($(stream_url "$addr"))"
     else
-        echo "camstream: rtsp://$(hostname).local$at/$path once the network is up"
+        echo "camstream: $(stream_url "$(hostname).local") once the network is up"
     fi
 }

@@ -146,6 +146,34 @@ def gst_launch(args: list[str], timeout: float = 60) -> subprocess.CompletedProc
     return p
 
 
+@pytest.fixture
+def openrtsp(tmp_path):
+    """live555's openRTSP (`$CAMSTREAM_OPENRTSP`): VLC's RTSP client and RFC
+    2435 depacketizer, run as VLC runs them. live555 is not in Debian (nor is
+    a VLC with it), so the test is skipped without one; its recorded
+    exchanges (testdata/rtsp/live555-*) are replayed either way. Returns a
+    function running it with ARGS in a folder of its own, where `-F PREFIX`
+    puts one JPEG file per frame; it gives that folder and the result."""
+    path = os.environ.get("CAMSTREAM_OPENRTSP")
+    if not path:
+        pytest.skip("no live555 openRTSP given (CAMSTREAM_OPENRTSP=/path/to/openRTSP: tests/README.md)")
+    assert os.access(path, os.X_OK), f"CAMSTREAM_OPENRTSP={path} is not a program"
+
+    def start(*args: str, name: str = "openrtsp") -> tuple[Path, subprocess.CompletedProcess]:
+        folder = tmp_path / name
+        folder.mkdir()
+        return folder, subprocess.run([path, *args], cwd=folder, capture_output=True, text=True,
+                                      errors="replace", timeout=60, stdin=subprocess.DEVNULL)
+    return start
+
+
+def live555_frames(folder: Path) -> list[bytes]:
+    """The JPEG files openRTSP -F PREFIX wrote in `folder`, in order (named
+    PREFIXvideo-JPEG-1-SECONDS by their presentation time)."""
+    return [f.read_bytes() for f in sorted(folder.glob("*video-JPEG-*"),
+                                           key=lambda f: float(f.name.rsplit("-", 1)[1]))]
+
+
 class Media:
     """MJPEG streams made by real encoders, and how they decode."""
 

@@ -8,7 +8,9 @@ the client with {url} replaced by the relay's URL, and writes
 tests/testdata/rtsp/NAME.rtsp (the client's RTSP requests, byte for byte) and,
 if the client sent RTCP over the connection, app/camstream-rtp/testdata/rtcp/
 NAME.rtcp (one packet per line, hex). RTP/RTCP over UDP does not pass through
-the relay.
+the relay. The client runs in an empty folder (openRTSP writes what it
+receives there) and may fail (a wrong password is worth recording too): its
+exit status is printed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -81,8 +84,9 @@ def main() -> None:
 
     t = threading.Thread(target=relay, daemon=True)
     t.start()
-    subprocess.run([a.replace("{url}", url) for a in command], timeout=60, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with tempfile.TemporaryDirectory() as folder:
+        status = subprocess.run([a.replace("{url}", url) for a in command], timeout=60, cwd=folder,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
     t.join(5)
     requests, rtcp = split_client_stream(bytes(sent))
     OUT.mkdir(parents=True, exist_ok=True)
@@ -90,7 +94,7 @@ def main() -> None:
     if rtcp:
         OUT_RTCP.mkdir(parents=True, exist_ok=True)
         (OUT_RTCP / f"{name}.rtcp").write_text("".join(p.hex() + "\n" for p in rtcp))
-    print(f"{name}: {requests.count(b'RTSP/1.0')} requests, {len(rtcp)} RTCP packets")
+    print(f"{name}: {requests.count(b'RTSP/1.0')} requests, {len(rtcp)} RTCP packets; the client exited {status}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ reading, or inspect every RTP header.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import re
 import socket
 import struct
 import time
@@ -196,3 +198,21 @@ def jpeg_headers_len(p: Rtp, first: bool) -> int:
         (length,) = struct.unpack("!H", p.payload[n + 2:n + 4])
         n += 4 + length
     return n
+
+
+def auth_params(value: str) -> dict[str, str]:
+    """The name=value parameters of a WWW-Authenticate or Authorization value."""
+    return {k: v1 or v2 for k, v1, v2 in re.findall(r'(\w+)=(?:"([^"]*)"|([^,\s]+))', value)}
+
+
+def digest_response(p: dict[str, str], method: str, password: str) -> str:
+    """The Digest response (RFC 7616 3.4.1) for the Authorization parameters
+    `p` (username, realm, nonce, uri; algorithm, qop, nc, cnonce if there)."""
+    h = {"MD5": hashlib.md5, "SHA-256": hashlib.sha256}[p.get("algorithm", "MD5").upper()]
+
+    def hx(*parts: str) -> str:
+        return h(":".join(parts).encode()).hexdigest()
+    ha1, ha2 = hx(p["username"], p["realm"], password), hx(method, p["uri"])
+    if "qop" in p:
+        return hx(ha1, p["nonce"], p["nc"], p["cnonce"], p["qop"], ha2)
+    return hx(ha1, p["nonce"], ha2)

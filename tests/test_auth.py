@@ -5,16 +5,14 @@ RFC 7616 and RFC 2617 compute it, Basic only when enabled."""
 from __future__ import annotations
 
 import base64
-import hashlib
-import re
 import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import BIN, gst_launch, gst_stopped_cleanly, run
-from rtsp import Client
+from conftest import BIN, gst_launch, gst_stopped_cleanly, live555_frames, run
+from rtsp import Client, auth_params, digest_response
 
 USER, PASSWORD = "viewer", "correct horse battery"
 
@@ -30,18 +28,11 @@ def config(tmp_path):
     return path
 
 
-def params(challenge: str) -> dict[str, str]:
-    return {k: v1 or v2 for k, v1, v2 in re.findall(r'(\w+)=(?:"([^"]*)"|([^,\s]+))', challenge)}
-
-
 def digest(algorithm: str, method: str, uri: str, challenge: dict[str, str], password: str = PASSWORD,
            nc: str = "00000001", cnonce: str = "0a4f113b") -> str:
-    h = {"MD5": hashlib.md5, "SHA-256": hashlib.sha256}[algorithm]
-
-    def hx(*parts: str) -> str:
-        return h(":".join(parts).encode()).hexdigest()
-    ha1 = hx(USER, challenge["realm"], password)
-    response = hx(ha1, challenge["nonce"], nc, cnonce, "auth", hx(method, uri))
+    p = {"username": USER, "realm": challenge["realm"], "nonce": challenge["nonce"], "uri": uri,
+         "algorithm": algorithm, "qop": "auth", "nc": nc, "cnonce": cnonce}
+    response = digest_response(p, method, password)
     return (f'Digest username="{USER}", realm="{challenge["realm"]}", nonce="{challenge["nonce"]}", uri="{uri}", '
             f'response="{response}", algorithm={algorithm}, qop=auth, nc={nc}, cnonce="{cnonce}"')
 
@@ -79,10 +70,10 @@ def test_digest_sha256_and_md5_and_what_is_refused(camstream, config):
     assert r.status == 401
     challenges = r.all("www-authenticate")
     # SHA-256 first (RFC 7616 3.7), one nonce for both, no Basic unless enabled.
-    assert [params(ch)["algorithm"] for ch in challenges] == ["SHA-256", "MD5"], challenges
+    assert [auth_params(ch)["algorithm"] for ch in challenges] == ["SHA-256", "MD5"], challenges
     assert all(ch.startswith("Digest ") for ch in challenges)
-    ch = params(challenges[0])
-    assert ch["realm"] == "camstream" and ch["qop"] == "auth" and params(challenges[1])["nonce"] == ch["nonce"]
+    ch = auth_params(challenges[0])
+    assert ch["realm"] == "camstream" and ch["qop"] == "auth" and auth_params(challenges[1])["nonce"] == ch["nonce"]
     for algorithm in ("SHA-256", "MD5"):
         r = c.call("DESCRIBE", headers={"Authorization": digest(algorithm, "DESCRIBE", c.url, ch)})
         assert r.status == 200 and b"m=video" in r.body, (algorithm, r)
@@ -120,27 +111,27 @@ def test_digest_sha256_and_md5_and_what_is_refused(camstream, config):
     c.close()
 
 
-def test_as_live555_reads_and_answers_challenges(camstream, config):
-    """VLC's RTSP client (live555) keeps the last Digest challenge, reads it
-    with a fixed pattern (realm, nonce, then optionally stale) and answers
-    with MD5 and no qop (RFC 2069's form). VLC itself cannot be run here
-    (Debian builds it without live555), so its parsing is done as its
-    source does."""
-    cs = camstream("--config", str(config))
-    c = Client(cs.port)
-    r = c.call("DESCRIBE")
-    last = [v for v in r.all("www-authenticate") if v.startswith("Digest")][-1]
-    m = re.match(r'Digest realm="([^"]*)", nonce="([^"]*)"(?:, stale=([a-zA-Z]+))?', last)
-    assert m, last
-    realm, nonce = m.group(1), m.group(2)
-
-    def md5(s: str) -> str:
-        return hashlib.md5(s.encode()).hexdigest()
-    response = md5(f"{md5(f'{USER}:{realm}:{PASSWORD}')}:{nonce}:{md5('DESCRIBE:' + c.url)}")
-    header = f'Digest username="{USER}", realm="{realm}", nonce="{nonce}", uri="{c.url}", response="{response}"'
-    r = c.call("DESCRIBE", headers={"Authorization": header})
-    assert r.status == 200, r
-    c.close()
+@pytest.mark.parametrize("transport", ["tcp", "udp"])
+def test_live555_with_and_without_the_password(camstream, config, openrtsp, transport):
+    """live555's openRTSP (VLC's RTSP client) keeps the last Digest challenge,
+    answers with MD5 and no qop, and names the presentation's URL in every
+    request after DESCRIBE, its SETUP of the stream included: with the
+    password every frame it saves decodes; without it, or with a wrong one,
+    it gets 401 and nothing."""
+    cs = camstream("--config", str(config), "--width", "320", "--height", "240")
+    tcp = ["-t"] if transport == "tcp" else []
+    folder, out = openrtsp(*tcp, "-d", "4", "-m", "-F", "f-", "-u", USER, PASSWORD, cs.url)
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert 'uri="' + cs.url + '/"' in out.stderr, "the presentation's URL in SETUP's credentials"
+    frames = live555_frames(folder)
+    assert len(frames) >= 90, len(frames)
+    raw = run(["ffmpeg", "-v", "error", "-f", "mjpeg", "-i", "-", "-f", "rawvideo", "-pix_fmt", "gray", "-"],
+              input=b"".join(frames)).stdout
+    assert len(raw) == len(frames) * 320 * 240, "every frame decodes, at 320x240"
+    for name, args in (("none", []), ("wrong", ["-u", USER, "wrong"])):
+        folder, out = openrtsp(*tcp, "-d", "2", "-m", "-F", "f-", *args, cs.url, name=name)
+        assert out.returncode != 0 and "401 Unauthorized" in out.stderr, out.stderr[-4000:]
+        assert not live555_frames(folder)
 
 
 def test_basic_only_when_enabled(camstream, config):
@@ -176,7 +167,7 @@ def test_sessions_outlive_their_nonce(camstream, config):
     cs = camstream("--config", str(config), "--width", "320", "--height", "240", "--fps", "5",
                    "--nonce-lifetime", "30", "--session-timeout", "10")
     c = Client(cs.port)
-    ch = params(c.call("DESCRIBE").all("www-authenticate")[0])
+    ch = auth_params(c.call("DESCRIBE").all("www-authenticate")[0])
     r = c.call("SETUP", c.url + "/trackID=0", headers={
         "Transport": "RTP/AVP/TCP;unicast;interleaved=0-1",
         "Authorization": digest("SHA-256", "SETUP", c.url + "/trackID=0", ch)})

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Media, assert_frames_match, gst_launch, gst_stopped_cleanly, run, split
+from conftest import Media, assert_frames_match, gst_launch, gst_stopped_cleanly, live555_frames, run, split
 
 W, H = 640, 360
 
@@ -62,6 +62,23 @@ def test_gstreamer(camstream, media, clip420, clip422, protocols, sampling, tmp_
     got = gst_client(cs.url, protocols, 60, fmt, tmp=tmp_path)
     assert_frames_match(got, media.gst_reference(clip, W, H, fmt), min_frames=60,
                         consecutive=protocols == "tcp")
+
+
+@pytest.mark.parametrize("transport", ["tcp", "udp"])
+def test_live555(camstream, media, clip420, openrtsp, transport):
+    """live555's openRTSP, VLC's RTSP client: the JPEG files it rebuilds from
+    RTP/JPEG (its own headers, the tables from the packets) decode to the
+    source frames."""
+    cs = camstream("--source", f"file:{clip420}")
+    folder, out = openrtsp(*(["-t"] if transport == "tcp" else []), "-d", "4", "-m", "-F", "f-", cs.url)
+    assert out.returncode == 0, out.stderr[-4000:]
+    frames = live555_frames(folder)
+    raw = run(["ffmpeg", "-v", "error", "-f", "mjpeg", "-i", "-", "-fps_mode", "passthrough",
+               "-f", "rawvideo", "-pix_fmt", "yuvj420p", "-"], input=b"".join(frames)).stdout
+    got = split(raw, Media.frame_size(W, H, "yuvj420p"))
+    assert len(got) == len(frames), "every file openRTSP wrote decodes"
+    assert_frames_match(got, media.ffmpeg_reference(clip420, W, H, "yuvj420p"), min_frames=90,
+                        consecutive=transport == "tcp")
 
 
 def test_restart_markers(camstream, media, tmp_path):

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
 import time
 
 import pytest
 
-from conftest import free_port
-from rtsp import Client, Rtp, complete_frames
+from conftest import BIN, free_port, run
+from rtsp import Client, Rtp, auth_params, complete_frames, digest_response
 
 
 @pytest.fixture
@@ -281,31 +282,74 @@ def test_oversized_request_gets_400_and_close(server):
             time.sleep(0.1)
 
 
-def test_replay_real_client_transcripts(server):
-    """The requests FFmpeg and GStreamer sent (tests/testdata/rtsp, recorded
-    with tests/record_transcript.py) replayed against a new server: every one
-    succeeds once the session and address are this server's."""
-    import re
+# What the transcripts with a password were recorded with (the user admin).
+TRANSCRIPT_PASSWORD = "s3cret"
+
+
+def replayed(request: str, port: int, session: str | None, nonce: str | None) -> tuple[str, int]:
+    """A recorded request made this server's (its port, session and, for
+    Digest, nonce `nonce`: the response is computed again for it with the
+    recorded uri, qop, nc and cnonce) and the status it must get: 200, or
+    401 where it carries no credentials or a response that the transcripts'
+    password does not explain (a wrong password)."""
+    method = request.split(" ", 1)[0]
+    header = re.search(r"^Authorization: Digest (.*)$", request, re.M)
+    genuine = header is not None and (
+        digest_response(p := auth_params(header.group(1)), method, TRANSCRIPT_PASSWORD) == p["response"])
+    old = re.search(r"rtsp://127\.0\.0\.1:\d+/", request).group(0)
+    request = request.replace(old, f"rtsp://127.0.0.1:{port}/")
+    if session:
+        request = re.sub(r"Session: [0-9A-F]+", f"Session: {session}", request)
+    if nonce is None:
+        return request, 200
+    if header is None:
+        return request, 401
+    value = re.search(r"^Authorization: Digest (.*)$", request, re.M).group(1)
+    new = re.sub(r'nonce="[^"]*"', f'nonce="{nonce}"', value)
+    if genuine:
+        response = digest_response(auth_params(new), method, TRANSCRIPT_PASSWORD)
+        new = re.sub(r'response="[^"]*"', f'response="{response}"', new)
+    return request.replace(value, new), 200 if genuine else 401
+
+
+def test_replay_real_client_transcripts(server, camstream, tmp_path):
+    """The requests FFmpeg, GStreamer and live555 (VLC's RTSP client) sent
+    (tests/testdata/rtsp, recorded with tests/record_transcript.py) replayed
+    against a new server: every one succeeds once the session, address and
+    nonce are this server's. Those recorded with a password go to a server
+    with that user, and must pass with the uri each client chose (live555
+    names the presentation in its SETUP of the stream), or be refused where
+    the recording was made with a wrong password."""
     from pathlib import Path
 
+    config = tmp_path / "admin.toml"
+    config.write_text(run([str(BIN), "passwd", "admin"], input=TRANSCRIPT_PASSWORD + "\n", text=True).stdout)
+    protected = camstream("--config", str(config), "--width", "320", "--height", "240")
     files = sorted((Path(__file__).parent / "testdata" / "rtsp").glob("*.rtsp"))
-    assert len(files) >= 4
+    assert len([f for f in files if f.name.startswith("live555-")]) >= 5
+    refused = 0
     for f in files:
         data = f.read_bytes().decode()
         requests = [r + "\r\n\r\n" for r in data.split("\r\n\r\n") if r]
-        c = Client(server.port)
-        for req in requests:
-            req = re.sub(r"rtsp://127\.0\.0\.1:\d+/", f"rtsp://127.0.0.1:{server.port}/", req)
-            if c.session:
-                req = re.sub(r"Session: [0-9A-F]+", f"Session: {c.session}", req)
+        nonce = None
+        port = server.port
+        if "Authorization: Digest" in data:
+            port = protected.port
+            challenge = Client(port).call("OPTIONS").all("www-authenticate")
+            nonce = auth_params(challenge[0])["nonce"]
+        c = Client(port)
+        for recorded in requests:
+            req, status = replayed(recorded, port, c.session, nonce)
             c.send_raw(req.encode())
             r = c.response()
             method = req.split(" ", 1)[0]
-            assert r.status == 200, (f.name, method, r)
+            assert r.status == status, (f.name, req, r)
             assert r.header("cseq") == re.search(r"CSeq: (\d+)", req).group(1)
+            refused += status == 401 and "Authorization" in req
             if method == "SETUP":
                 c.session = r.header("session").split(";")[0]
         c.close()
+    assert refused == 2, "live555's two requests with a wrong password"
 
 
 def test_file_source_timestamps_are_evenly_spaced(camstream, media):

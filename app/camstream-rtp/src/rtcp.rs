@@ -338,6 +338,50 @@ mod tests {
     }
 
     #[test]
+    fn receiver_reports_and_bye_from_live555() {
+        // What live555's openRTSP 2026.06.24 (VLC's RTSP client) sent over
+        // TCP: RR + SDES, and at the end RR + BYE without SDES.
+        let text = include_str!("../testdata/rtcp/live555-2026.06.24-openrtsp-tcp.rtcp");
+        let mut lines = text.lines().map(hex);
+        let first = lines.next().unwrap();
+        let mut it = parse_compound(&first);
+        match it.next() {
+            Some(Ok(Packet::ReceiverReport { ssrc, mut blocks })) => {
+                assert_eq!(ssrc, 0xf8f3_93a6);
+                let b = blocks.next().unwrap();
+                assert_eq!(b.ssrc, 0x56de_a85c);
+                assert_eq!(b.highest_sequence, 0x0001_f8c0);
+                assert!(blocks.next().is_none());
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            it.next(),
+            Some(Ok(Packet::Other {
+                packet_type: PT_SDES,
+                ..
+            }))
+        ));
+        assert!(it.next().is_none());
+        let last = lines.next().unwrap();
+        let mut it = parse_compound(&last);
+        assert!(matches!(
+            it.next(),
+            Some(Ok(Packet::ReceiverReport {
+                ssrc: 0xf8f3_93a6,
+                ..
+            }))
+        ));
+        let bye = it.next().unwrap().unwrap();
+        assert_eq!(
+            bye.bye_ssrcs().collect::<alloc::vec::Vec<_>>(),
+            [0xf8f3_93a6]
+        );
+        assert!(it.next().is_none());
+        assert!(lines.next().is_none());
+    }
+
+    #[test]
     fn malformed_stops_iteration() {
         let mut it = parse_compound(&[0x80, 0xc9, 0x00, 0x09, 0, 0, 0, 0]);
         assert_eq!(it.next(), Some(Err(CompoundError::Length)));

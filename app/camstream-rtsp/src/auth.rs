@@ -207,11 +207,14 @@ impl Auth {
     }
 
     /// Checks a request's Authorization header (`None`: there was none);
-    /// `request` is its request URI (`None`: `*`).
+    /// `request` is its request URI (`None`: `*`), `presentation` the path
+    /// (no slashes around it) of the presentation that URI belongs to, if it
+    /// names one or one of its streams.
     pub fn check(
         &self,
         method: &str,
         request: Option<&Url>,
+        presentation: Option<&str>,
         authorization: Option<&str>,
         now: u64,
     ) -> Verdict<'_> {
@@ -225,7 +228,7 @@ impl Auth {
         let (scheme, rest) = h.split_once(' ').unwrap_or((h, ""));
         if scheme.eq_ignore_ascii_case("Digest") {
             match Params::parse(rest) {
-                Some(p) => self.digest(method, request, &p, now),
+                Some(p) => self.digest(method, request, presentation, &p, now),
                 None => Verdict::Malformed("unreadable Digest parameters"),
             }
         } else if scheme.eq_ignore_ascii_case("Basic") {
@@ -261,7 +264,14 @@ impl Auth {
         }
     }
 
-    fn digest(&self, method: &str, request: Option<&Url>, p: &Params<'_>, now: u64) -> Verdict<'_> {
+    fn digest(
+        &self,
+        method: &str,
+        request: Option<&Url>,
+        presentation: Option<&str>,
+        p: &Params<'_>,
+        now: u64,
+    ) -> Verdict<'_> {
         let (Some(name), Some(realm), Some(nonce), Some(uri), Some(response)) = (
             p.get("username"),
             p.get("realm"),
@@ -275,8 +285,10 @@ impl Auth {
         };
         // RFC 7616 §3.4.6: a response made for another resource is not
         // taken for this one (a captured PLAY of one stream, say).
-        if !same_resource(uri, request) {
-            return Verdict::Malformed("Digest uri is not the request's URI");
+        if !names_resource(uri, request, presentation) {
+            return Verdict::Malformed(
+                "Digest uri names neither the request's URI nor its presentation",
+            );
         }
         // RFC 7616's userhash (the name hashed) is not offered, so not taken.
         if realm != self.realm
@@ -328,18 +340,24 @@ impl Auth {
     }
 }
 
-/// Whether a Digest `uri` names the request's resource. Clients copy the
-/// request line; a path alone (as HTTP clients send it) or the camera under
-/// another host name (behind NAT or a proxy) still name the same resource.
-fn same_resource(uri: &str, request: Option<&Url>) -> bool {
-    match request {
-        None => uri == "*",
-        Some(r) => {
-            uri == r.as_str()
-                || r.join(uri)
-                    .is_ok_and(|u| u.path() == r.path() && u.query() == r.query())
-        }
+/// Whether a Digest `uri` names the request's resource or the presentation
+/// it belongs to. Most clients copy the request line; live555 (VLC) names
+/// the presentation's base URL in every request after DESCRIBE, its SETUP
+/// of a stream included. A path alone (as HTTP clients send it) or the
+/// camera under another host name (behind NAT or a proxy) name the same
+/// resource. The response still binds method, nonce and password.
+fn names_resource(uri: &str, request: Option<&Url>, presentation: Option<&str>) -> bool {
+    let Some(r) = request else {
+        return uri == "*";
+    };
+    if uri == r.as_str() {
+        return true;
     }
+    let Ok(u) = r.join(uri) else {
+        return false;
+    };
+    (u.path() == r.path() && u.query() == r.query())
+        || presentation.is_some_and(|p| u.query().is_none() && u.path().trim_matches('/') == p)
 }
 
 /// The client's side, for the health check on the device itself, which has
@@ -532,6 +550,9 @@ fn unquote(s: &str) -> Option<(std::borrow::Cow<'_, str>, &str)> {
 mod tests {
     use super::*;
 
+    /// The presentation rtsp://cam/stream, as the server passes it.
+    const PRESENTATION: Option<&str> = Some("stream");
+
     fn auth(basic: bool) -> Auth {
         Auth::new(
             "camstream",
@@ -623,13 +644,13 @@ mod tests {
         for alg in [None, Some(Algorithm::Md5), Some(Algorithm::Sha256)] {
             let h = digest_header(&a, alg, "s3cret", &nonce, "DESCRIBE");
             assert_eq!(
-                a.check("DESCRIBE", Some(&url()), Some(&h), 1010),
+                a.check("DESCRIBE", Some(&url()), PRESENTATION, Some(&h), 1010),
                 Verdict::User("admin"),
                 "{h}"
             );
             // The response covers the method.
             assert_eq!(
-                a.check("SETUP", Some(&url()), Some(&h), 1010),
+                a.check("SETUP", Some(&url()), PRESENTATION, Some(&h), 1010),
                 Verdict::Challenge
             );
         }
@@ -641,7 +662,7 @@ mod tests {
             "Digest username=\"admin\", realm=\"camstream\", nonce=\"{nonce}\", uri=\"*\", response=\"{r}\""
         );
         assert_eq!(
-            a.check("OPTIONS", None, Some(&h), 1000),
+            a.check("OPTIONS", None, None, Some(&h), 1000),
             Verdict::User("admin")
         );
     }
@@ -652,23 +673,29 @@ mod tests {
         let nonce = a.nonce(1000);
         let wrong = digest_header(&a, None, "guess", &nonce, "PLAY");
         assert_eq!(
-            a.check("PLAY", Some(&url()), Some(&wrong), 1000),
+            a.check("PLAY", Some(&url()), PRESENTATION, Some(&wrong), 1000),
             Verdict::Challenge
         );
         let other = Auth::new("camstream", vec![], false, [8; 32], 300);
         let right_but_foreign = digest_header(&a, None, "s3cret", &other.nonce(1000), "PLAY");
         assert_eq!(
-            a.check("PLAY", Some(&url()), Some(&right_but_foreign), 1000),
+            a.check(
+                "PLAY",
+                Some(&url()),
+                PRESENTATION,
+                Some(&right_but_foreign),
+                1000
+            ),
             Verdict::Challenge
         );
         let unknown =
             digest_header(&a, None, "s3cret", &nonce, "PLAY").replace("\"admin\"", "\"root\"");
         assert_eq!(
-            a.check("PLAY", Some(&url()), Some(&unknown), 1000),
+            a.check("PLAY", Some(&url()), PRESENTATION, Some(&unknown), 1000),
             Verdict::Challenge
         );
         assert_eq!(
-            a.check("PLAY", Some(&url()), None, 1000),
+            a.check("PLAY", Some(&url()), PRESENTATION, None, 1000),
             Verdict::Challenge
         );
     }
@@ -679,16 +706,16 @@ mod tests {
         let nonce = a.nonce(1000);
         let h = digest_header(&a, Some(Algorithm::Sha256), "s3cret", &nonce, "PLAY");
         assert_eq!(
-            a.check("PLAY", Some(&url()), Some(&h), 1300),
+            a.check("PLAY", Some(&url()), PRESENTATION, Some(&h), 1300),
             Verdict::User("admin")
         );
         assert_eq!(
-            a.check("PLAY", Some(&url()), Some(&h), 1301),
+            a.check("PLAY", Some(&url()), PRESENTATION, Some(&h), 1301),
             Verdict::Expired("admin")
         );
         let wrong = digest_header(&a, None, "guess", &nonce, "PLAY");
         assert_eq!(
-            a.check("PLAY", Some(&url()), Some(&wrong), 5000),
+            a.check("PLAY", Some(&url()), PRESENTATION, Some(&wrong), 5000),
             Verdict::Challenge
         );
         // As live555 reads it: realm, nonce, stale.
@@ -705,20 +732,20 @@ mod tests {
     fn basic_only_when_enabled() {
         let h = format!("Basic {}", STANDARD.encode("admin:s3cret"));
         assert_eq!(
-            auth(false).check("DESCRIBE", Some(&url()), Some(&h), 0),
+            auth(false).check("DESCRIBE", Some(&url()), PRESENTATION, Some(&h), 0),
             Verdict::Challenge
         );
         assert_eq!(
-            auth(true).check("DESCRIBE", Some(&url()), Some(&h), 0),
+            auth(true).check("DESCRIBE", Some(&url()), PRESENTATION, Some(&h), 0),
             Verdict::User("admin")
         );
         let wrong = format!("Basic {}", STANDARD.encode("admin:guess"));
         assert_eq!(
-            auth(true).check("DESCRIBE", Some(&url()), Some(&wrong), 0),
+            auth(true).check("DESCRIBE", Some(&url()), PRESENTATION, Some(&wrong), 0),
             Verdict::Challenge
         );
         assert!(matches!(
-            auth(true).check("DESCRIBE", Some(&url()), Some("Basic !!"), 0),
+            auth(true).check("DESCRIBE", Some(&url()), PRESENTATION, Some("Basic !!"), 0),
             Verdict::Malformed(_)
         ));
         assert!(
@@ -777,51 +804,143 @@ mod tests {
         assert!(Params::parse(&many).is_none());
         let a = auth(false);
         assert!(matches!(
-            a.check("PLAY", Some(&url()), Some("Digest username=\"x"), 0),
+            a.check(
+                "PLAY",
+                Some(&url()),
+                PRESENTATION,
+                Some("Digest username=\"x"),
+                0
+            ),
             Verdict::Malformed(_)
         ));
         assert!(matches!(
-            a.check("PLAY", Some(&url()), Some(&"x".repeat(5000)), 0),
+            a.check(
+                "PLAY",
+                Some(&url()),
+                PRESENTATION,
+                Some(&"x".repeat(5000)),
+                0
+            ),
             Verdict::Malformed(_)
         ));
         assert_eq!(
-            a.check("PLAY", Some(&url()), Some("Bearer abc"), 0),
+            a.check("PLAY", Some(&url()), PRESENTATION, Some("Bearer abc"), 0),
             Verdict::Challenge
         );
+    }
+
+    /// An MD5 Digest header without qop (RFC 2069's form, as live555 sends
+    /// it) for `method` with this `uri` and the password s3cret.
+    fn rfc2069_header(a: &Auth, method: &str, uri: &str) -> String {
+        let ha1 = Algorithm::Md5.hex(&[b"admin", b"camstream", b"s3cret"]);
+        let ha2 = Algorithm::Md5.hex(&[method.as_bytes(), uri.as_bytes()]);
+        let nonce = a.nonce(1000);
+        let r = Algorithm::Md5.hex(&[ha1.as_bytes(), nonce.as_bytes(), ha2.as_bytes()]);
+        format!(
+            "Digest username=\"admin\", realm=\"camstream\", nonce=\"{nonce}\", uri=\"{uri}\", response=\"{r}\""
+        )
     }
 
     #[test]
     fn the_digest_uri_must_name_the_requested_resource() {
         let a = auth(false);
         let h = digest_header(&a, None, "s3cret", &a.nonce(1000), "PLAY");
-        let req = |u: &str| a.check("PLAY", Some(&Url::parse(u).unwrap()), Some(&h), 1000);
+        let req = |u: &str, presentation| {
+            a.check(
+                "PLAY",
+                Some(&Url::parse(u).unwrap()),
+                presentation,
+                Some(&h),
+                1000,
+            )
+        };
         // The same resource, under another host name or port.
-        assert_eq!(req("rtsp://cam/stream"), Verdict::User("admin"));
-        assert_eq!(req("rtsp://192.0.2.7:8554/stream"), Verdict::User("admin"));
+        assert_eq!(
+            req("rtsp://cam/stream", PRESENTATION),
+            Verdict::User("admin")
+        );
+        assert_eq!(req("rtsp://cam/stream", None), Verdict::User("admin"));
+        assert_eq!(
+            req("rtsp://192.0.2.7:8554/stream", PRESENTATION),
+            Verdict::User("admin")
+        );
+        // The presentation, for a request of it or of its stream.
+        for within in ["rtsp://cam/stream/", "rtsp://cam/stream/trackID=0"] {
+            assert_eq!(
+                req(within, PRESENTATION),
+                Verdict::User("admin"),
+                "{within}"
+            );
+        }
         // Another resource: 400, as RFC 7616 §3.4.6 says.
-        for other in [
-            "rtsp://cam/other",
-            "rtsp://cam/stream/",
-            "rtsp://cam/stream?x",
+        for (other, presentation) in [
+            ("rtsp://cam/other", None),
+            ("rtsp://cam/stream/", None),
+            ("rtsp://cam/stream/trackID=0", None),
+            ("rtsp://cam/stream?x", None),
         ] {
-            assert!(matches!(req(other), Verdict::Malformed(_)), "{other}");
+            assert!(
+                matches!(req(other, presentation), Verdict::Malformed(_)),
+                "{other}"
+            );
         }
         assert!(matches!(
-            a.check("PLAY", None, Some(&h), 1000),
+            a.check("PLAY", None, None, Some(&h), 1000),
             Verdict::Malformed(_)
         ));
         // A path alone, as HTTP clients send it.
-        let ha1 = Algorithm::Md5.hex(&[b"admin", b"camstream", b"s3cret"]);
-        let ha2 = Algorithm::Md5.hex(&[b"PLAY", b"/stream"]);
-        let nonce = a.nonce(1000);
-        let r = Algorithm::Md5.hex(&[ha1.as_bytes(), nonce.as_bytes(), ha2.as_bytes()]);
-        let h = format!(
-            "Digest username=\"admin\", realm=\"camstream\", nonce=\"{nonce}\", uri=\"/stream\", response=\"{r}\""
-        );
+        let h = rfc2069_header(&a, "PLAY", "/stream");
         assert_eq!(
-            a.check("PLAY", Some(&url()), Some(&h), 1000),
+            a.check("PLAY", Some(&url()), PRESENTATION, Some(&h), 1000),
             Verdict::User("admin")
         );
+    }
+
+    /// live555 (VLC) answers every request after DESCRIBE with the
+    /// presentation's base URL (Content-Base) as its uri, SETUP of the
+    /// stream included: rtsp://127.0.0.1:8654/stream/ in a real exchange
+    /// (tests/testdata/rtsp/live555-*-digest.rtsp).
+    #[test]
+    fn the_presentations_url_is_taken_for_its_streams() {
+        let a = auth(false);
+        let base = "rtsp://127.0.0.1:8654/stream/";
+        let setup = Url::parse("rtsp://127.0.0.1:8654/stream/trackID=0").unwrap();
+        let h = rfc2069_header(&a, "SETUP", base);
+        assert_eq!(
+            a.check("SETUP", Some(&setup), PRESENTATION, Some(&h), 1000),
+            Verdict::User("admin")
+        );
+        // Without the slash, and as a path alone.
+        for uri in ["rtsp://127.0.0.1:8654/stream", "/stream/", "/stream"] {
+            let h = rfc2069_header(&a, "SETUP", uri);
+            assert_eq!(
+                a.check("SETUP", Some(&setup), PRESENTATION, Some(&h), 1000),
+                Verdict::User("admin"),
+                "{uri}"
+            );
+        }
+        // The response still binds the method and the password.
+        let h = rfc2069_header(&a, "PLAY", base);
+        assert_eq!(
+            a.check("SETUP", Some(&setup), PRESENTATION, Some(&h), 1000),
+            Verdict::Challenge
+        );
+        // Another presentation, or the stream of one, is not this one.
+        for uri in [
+            "rtsp://127.0.0.1:8654/other/",
+            "rtsp://127.0.0.1:8654/stream/trackID=1",
+            "rtsp://127.0.0.1:8654/stream/x/",
+            "rtsp://127.0.0.1:8654/stream/?q",
+        ] {
+            let h = rfc2069_header(&a, "SETUP", uri);
+            assert!(
+                matches!(
+                    a.check("SETUP", Some(&setup), PRESENTATION, Some(&h), 1000),
+                    Verdict::Malformed(_)
+                ),
+                "{uri}"
+            );
+        }
     }
 
     #[test]
@@ -833,11 +952,11 @@ mod tests {
         let h = answer(&ch, &user, "DESCRIBE", "rtsp://127.0.0.1/stream", "c0ffee").unwrap();
         assert!(h.contains("algorithm=SHA-256"), "{h}");
         assert_eq!(
-            a.check("DESCRIBE", Some(&url()), Some(&h), 101),
+            a.check("DESCRIBE", Some(&url()), PRESENTATION, Some(&h), 101),
             Verdict::User("admin")
         );
         assert_eq!(
-            a.check("PLAY", Some(&url()), Some(&h), 101),
+            a.check("PLAY", Some(&url()), PRESENTATION, Some(&h), 101),
             Verdict::Challenge
         );
         // MD5 only, without qop, as RFC 2069 servers ask.
@@ -852,7 +971,7 @@ mod tests {
         .unwrap();
         assert!(!h.contains("qop"), "{h}");
         assert_eq!(
-            a.check("PLAY", Some(&url()), Some(&h), 100),
+            a.check("PLAY", Some(&url()), PRESENTATION, Some(&h), 100),
             Verdict::User("admin")
         );
         assert_eq!(
@@ -864,7 +983,7 @@ mod tests {
         assert_eq!(split_challenges(&joined).count(), 2);
         let h = answer(&[joined.as_str()], &user, "PLAY", "rtsp://cam/stream", "x").unwrap();
         assert_eq!(
-            a.check("PLAY", Some(&url()), Some(&h), 100),
+            a.check("PLAY", Some(&url()), PRESENTATION, Some(&h), 100),
             Verdict::User("admin")
         );
     }

@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
     let user = User::from_password("admin", "camstream", "s3cret");
     let auth = Auth::new("camstream", vec![user.clone()], true, [7; 32], 600);
     let url = rtsp_types::Url::parse("rtsp://h/s").expect("a URL");
-    let v = auth.check("DESCRIBE", Some(&url), Some(text), 1000);
+    let v = auth.check("DESCRIBE", Some(&url), Some("s"), Some(text), 1000);
     assert!(!matches!(v, Verdict::User(_) | Verdict::Expired(_)), "{text:?}");
     // The answer to any challenge is one header line.
     if let Some(a) = auth::answer(&[text], &user, "DESCRIBE", "rtsp://h/s", "c") {

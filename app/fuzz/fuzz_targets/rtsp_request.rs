@@ -43,7 +43,7 @@ fuzz_target!(|data: &[u8]| {
                 let authorization = req
                     .header(&rtsp_types::headers::AUTHORIZATION)
                     .map(|v| v.as_str());
-                let verdict = auth.check(req.method().into(), req.request_uri(), authorization, 1000);
+                let verdict = auth.check(req.method().into(), req.request_uri(), Some("stream"), authorization, 1000);
                 // Without the password nobody gets in.
                 assert!(!matches!(verdict, Verdict::User(_) | Verdict::Expired(_)));
             }

@@ -123,7 +123,10 @@ impl Server {
             let method: &str = req.method().into();
             let now = Mono::now().0 / 1_000_000_000;
             let conn = &mut self.conns[ci];
-            match auth.check(method, req.request_uri(), header, now) {
+            // Digest may name the presentation a request belongs to.
+            let presentation = matches!(target, Target::Aggregate | Target::Track)
+                .then_some(self.cfg.path.as_str());
+            match auth.check(method, req.request_uri(), presentation, header, now) {
                 Verdict::User(_) => conn.stale_nonce = false,
                 // A keep-alive (or TEARDOWN) of a session this user set up
                 // goes through on an expired nonce: clients send those

@@ -24,17 +24,19 @@ TESTDRIVE = ROOT / "output/qemu-test"
 PROMPT = "guest# "
 
 
-def build() -> None:
-    """Builds (or updates) the firmware image and the tests' extra drive."""
-    subprocess.run([str(ROOT / "scripts/image")], check=True, timeout=1800)
-    subprocess.run([str(ROOT / "tests/qemu/build")], check=True, timeout=1800)
+def build(board: str = "qemu_aarch64") -> None:
+    """Builds (or updates) the firmware image of `board` and, for the virt
+    board, the tests' extra drive."""
+    subprocess.run([str(ROOT / "scripts/image"), "--board", board], check=True, timeout=1800)
+    if board == "qemu_aarch64":
+        subprocess.run([str(ROOT / "tests/qemu/build")], check=True, timeout=1800)
 
 
 @contextlib.contextmanager
 def streaming(**kwargs):
     """The image built (or updated) and booted as Guest(**kwargs), once its
     camstream streams; powered off afterwards."""
-    build()
+    build(kwargs.get("board", "qemu_aarch64"))
     g = Guest(**kwargs)
     try:
         g.wait_for("logread | grep camstream", "streaming ")
@@ -46,27 +48,31 @@ def streaming(**kwargs):
 class Guest:
     def __init__(self, memory: str = "256M", testdrive: bool = True, wait: bool = True,
                  image: Path | None = None, drive: Path | None = None, password_needed: bool = False,
-                 ssh: bool = False):
+                 ssh: bool = False, board: str = "qemu_aarch64"):
         """`image`: a disk image of the test's own, booted without a snapshot
         (its writes stay, as on a real board); `drive`: a read-only second
         disk instead of the test drive; `password_needed`: the host's
         clients are treated as a network's (scripts/qemu --password-needed);
-        `ssh`: the guest's SSH port forwarded to `ssh_port`."""
+        `ssh`: the guest's SSH port forwarded to `ssh_port`; `board`:
+        scripts/qemu --board (rpi3_64: no extra drive, no PCIe)."""
         self.rtsp_port = free_port()
         self.ssh_port = free_port() if ssh else None
         self.qmp_path = f"/tmp/camstream-qmp-{self.rtsp_port}.sock"
-        args = ["--no-build", "--port", str(self.rtsp_port), "--memory", memory]
+        args = ["--no-build", "--board", board, "--port", str(self.rtsp_port), "--memory", memory]
         args += ["--ssh-port", str(self.ssh_port)] if ssh else []
         args += ["--password-needed"] if password_needed else []
         args += ["--image", str(image)] if image else ["--snapshot"]
+        if board != "qemu_aarch64":
+            testdrive = False
         if drive:
             args += ["--drive", str(drive)]
             testdrive = False
         elif testdrive:
             args += ["--drive", str(TESTDRIVE / "testdrive.tar")]
         # A PCIe port to hot-plug devices into, and QMP to do it with.
-        args += ["--", "-device", "pcie-root-port,id=hp0,chassis=1",
-                 "-qmp", f"unix:{self.qmp_path},server=on,wait=off"]
+        args += ["--", "-qmp", f"unix:{self.qmp_path},server=on,wait=off"]
+        if board == "qemu_aarch64":
+            args += ["-device", "pcie-root-port,id=hp0,chassis=1"]
         self.console: list[str] = []
         self.testdrive = testdrive
         self.started = time.monotonic()

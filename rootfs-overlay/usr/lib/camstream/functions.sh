@@ -11,6 +11,25 @@ conf_get() {
         sed 's/[[:space:]]*#.*//; s/^"\(.*\)"$/\1/; s/[[:space:]]*$//'
 }
 
+# qemu_setting NAME: what scripts/qemu tells the guest (url, anonymous,
+# ntp): over QEMU's firmware config on the virt board, as
+# camstream.qemu.NAME=VALUE on the kernel command line on the emulated Pi
+# (it has no firmware config; scripts/qemu stands in for the Pi's firmware,
+# which passes cmdline.txt). Empty on a real board.
+qemu_setting() {
+    f=/sys/firmware/qemu_fw_cfg/by_name/opt/camstream/$1/raw
+    if [ -r "$f" ]; then
+        cat "$f"
+        return
+    fi
+    read -r kernel_cmdline </proc/cmdline
+    for arg in $kernel_cmdline; do
+        case "$arg" in
+        "camstream.qemu.$1="*) echo "${arg#*=}" ;;
+        esac
+    done
+}
+
 # Whether /data is the data partition: when it could not be mounted it is
 # RAM (S02data), and nothing written there outlives this boot.
 data_kept() {

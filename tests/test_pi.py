@@ -1,0 +1,91 @@
+"""The Raspberry Pi boot path on an emulated Raspberry Pi 3 (QEMU's raspi3b:
+BCM2837, SD host, mini UART, DWC2 USB; no GPU firmware): the image
+`scripts/image --board rpi3_64` lays out as the Buildroot Pi images do,
+booted by `scripts/qemu --board rpi3_64` (U-Boot for the Pi, boot.cmd's A/B
+choice, Debian's kernel with the Pi's device tree, root on the SD card) and
+streaming to the host over a USB network adapter."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+
+import guest
+
+BOARD = "rpi3_64"
+
+
+@pytest.fixture(scope="module")
+def pi():
+    guest.build(BOARD)
+    g = guest.Guest(board=BOARD, wait=False)
+    # The console must be read while the host waits for the first frame.
+    first: list[float] = []
+    t = threading.Thread(target=lambda: first.append(g.first_frame(timeout=240)), daemon=True)
+    t.start()
+    try:
+        g.wait_booted(timeout=240)
+        t.join(250)
+        g.boot_to_frame = first[0] - g.started if first else None
+        yield g
+    finally:
+        g.close()
+
+
+def test_boots_from_the_sd_card_to_streaming(pi):
+    assert pi.boot_to_frame is not None, "no frame reached the host"
+    print(f"\nemulated Pi 3: QEMU start to first RTP frame at the host: {pi.boot_to_frame:.1f} s")
+    console = pi.console_text
+    # U-Boot for the Pi ran boot.cmd from the FAT partition and took an
+    # attempt from slot A.
+    assert "Found U-Boot script /boot.scr" in console, console
+    assert "Booting root slot A (partition 2; 2 more attempts after this one)" in console, console
+    assert "Starting camstream: OK" in console, console
+    assert "Machine model: Raspberry Pi 3 Model B" in pi.sh("dmesg")
+    mounts = pi.sh("cat /proc/mounts")
+    assert re.search(r"^/dev/mmcblk0p2 / ext4 ro[ ,]", mounts, re.M), mounts
+    assert re.search(r"^/dev/mmcblk0p4 /data ext4 rw[ ,]", mounts, re.M), mounts
+    assert re.search(r"^/dev/mmcblk0p1 /boot/firmware vfat rw[ ,]", mounts, re.M), mounts
+
+
+def test_the_boot_partition_is_the_pis(pi):
+    """What the Pi's firmware reads, beside U-Boot's files."""
+    files = pi.sh("ls /boot/firmware").split()
+    for f in ("bootcode.bin", "start.elf", "fixup.dat", "config.txt", "cmdline.txt", "u-boot.bin",
+              "bcm2837-rpi-3-b.dtb", "bcm2837-rpi-3-b-plus.dtb", "bcm2837-rpi-zero-2-w.dtb",
+              "boot.scr", "bootstate.env"):
+        assert f in files, files
+    config = pi.sh("cat /boot/firmware/config.txt")
+    assert "kernel=u-boot.bin" in config and "arm_64bit=1" in config, config
+    # The kernel's command line is cmdline.txt's (the console last: the
+    # one init's console and shell use).
+    cmdline = pi.sh("cat /proc/cmdline")
+    assert cmdline.startswith(pi.sh("cat /boot/firmware/cmdline.txt").strip()), cmdline
+    assert "console=tty1 console=ttyS1,115200" in cmdline, cmdline
+
+
+def test_the_ab_counter_on_the_boot_partition(pi):
+    """U-Boot took one attempt from slot A; the health check gave it back
+    once camstream streamed, through RAUC and fw_setenv on the FAT file."""
+    state = pi.sh("fw_printenv BOOT_ORDER BOOT_A_LEFT BOOT_B_LEFT")
+    assert state.split() == ["BOOT_ORDER=A", "B", "BOOT_A_LEFT=3", "BOOT_B_LEFT=0"], state
+    assert "in slot A" in pi.sh("camstream-update status")
+    assert "rootfs.0" in pi.sh("rauc status"), "RAUC sees the Pi's slots"
+
+
+def test_usb_network_and_name(pi):
+    """The USB network adapter gets its address by DHCP and the name comes
+    from its MAC (QEMU's 52:54:00:12:34:57)."""
+    addr = pi.sh("ip -4 addr show usb0")
+    assert "inet 10.0.2.15/24" in addr, addr
+    assert pi.sh("hostname").strip() == "camstream-3457"
+
+
+def test_no_hardware_watchdog_under_emulation(pi):
+    """scripts/qemu keeps the BCM2835 watchdog's driver out (QEMU resets the
+    board the moment it is armed): the health check says so and goes on."""
+    assert pi.sh("test -e /dev/watchdog || echo none").strip() == "none"
+    assert "bcm2835_wdt" in pi.sh("cat /proc/cmdline")
+    assert "no hardware watchdog" in pi.console_text

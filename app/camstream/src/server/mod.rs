@@ -194,7 +194,35 @@ pub struct Server {
 }
 
 fn random_u64() -> u64 {
-    getrandom::u64().expect("the kernel's random number generator")
+    let mut b = [0u8; 8];
+    random_fill(&mut b);
+    u64::from_ne_bytes(b)
+}
+
+/// Fills `buf` from the kernel's random number generator with getrandom(2),
+/// which waits until the generator is seeded and, while it waits, has the
+/// kernel gather entropy itself (about a second). The getrandom crate in a
+/// static binary cannot find the libc function and instead polls
+/// /dev/random, which only waits: on the emulated Pi, whose hardware RNG
+/// seeds nothing, the first DESCRIBE after boot held the event loop for
+/// over 45 s that way.
+fn random_fill(buf: &mut [u8]) {
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = &mut buf[done..];
+        // SAFETY: the pointer and length describe `rest`, which the kernel
+        // only writes into.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            assert!(
+                e.kind() == std::io::ErrorKind::Interrupted,
+                "getrandom: {e}"
+            );
+            continue;
+        }
+        done += n as usize;
+    }
 }
 
 /// Binds the RTP/RTCP port pair: `port` and `port + 1`, or a free even/odd
@@ -281,7 +309,7 @@ impl Server {
             cname: format!("camstream@{}", hostname()),
             auth: (!cfg.users.is_empty()).then(|| {
                 let mut key = [0u8; 32];
-                getrandom::fill(&mut key).expect("the kernel's random number generator");
+                random_fill(&mut key);
                 Auth::new(
                     config::REALM,
                     cfg.users.clone(),

@@ -48,18 +48,21 @@ def streaming(**kwargs):
 class Guest:
     def __init__(self, memory: str = "256M", testdrive: bool = True, wait: bool = True,
                  image: Path | None = None, drive: Path | None = None, password_needed: bool = False,
-                 ssh: bool = False, board: str = "qemu_aarch64"):
+                 ssh: bool = False, board: str = "qemu_aarch64", host_port: int | None = None):
         """`image`: a disk image of the test's own, booted without a snapshot
         (its writes stay, as on a real board); `drive`: a read-only second
         disk instead of the test drive; `password_needed`: the host's
         clients are treated as a network's (scripts/qemu --password-needed);
         `ssh`: the guest's SSH port forwarded to `ssh_port`; `board`:
-        scripts/qemu --board (rpi3_64: no extra drive, no PCIe)."""
+        scripts/qemu --board (rpi3_64: no extra drive, no PCIe);
+        `host_port`: the host's 127.0.0.1:PORT reachable from the guest at
+        10.0.2.100:PORT (scripts/qemu --host-port)."""
         self.rtsp_port = free_port()
         self.ssh_port = free_port() if ssh else None
         self.qmp_path = f"/tmp/camstream-qmp-{self.rtsp_port}.sock"
         args = ["--no-build", "--board", board, "--port", str(self.rtsp_port), "--memory", memory]
         args += ["--ssh-port", str(self.ssh_port)] if ssh else []
+        args += ["--host-port", str(host_port)] if host_port else []
         args += ["--password-needed"] if password_needed else []
         args += ["--image", str(image)] if image else ["--snapshot"]
         if board != "qemu_aarch64":

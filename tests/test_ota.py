@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import guest
-from conftest import ROOT, figure
+from conftest import ROOT, figure, free_port
 
 HTTP = "http://127.0.0.1:8080"
 
@@ -296,3 +296,46 @@ def test_rauc_dying_is_told_apart_from_a_failed_install(board):
     assert "installing failed, slot A is unchanged and still boots" in out, out
     assert b.boot_state()["BOOT_ORDER"].startswith("A"), b.boot_state()
     assert "pending" not in b.sh("camstream-update status")
+
+
+@pytest.mark.parametrize("board_name", ["qemu_aarch64", "rpi3_64"])
+def test_readme_update_steps_under_qemu(board_name, tmp_path):
+    """README's "Update a board" under QEMU, as a person follows it:
+    scripts/bundle prints the bundle, Python's web server serves its folder
+    on the host's 127.0.0.1, scripts/qemu --host-port lets the board reach
+    it, camstream-update installs it into slot B, reboots and keeps it. On
+    the emulated Pi that is the Pi's layout: U-Boot for the Pi, boot.cmd's
+    A/B state on its FAT partition, slots on the SD card."""
+    guest.build(board_name)
+    out = ROOT / ("output/image" if board_name == "qemu_aarch64" else f"output/image-{board_name}")
+    made = subprocess.run([str(ROOT / "scripts/bundle"), str(out / "rootfs.ext4")], capture_output=True, text=True,
+                          check=True, timeout=300).stdout.strip().splitlines()[-1]
+    path = ROOT / made
+    assert path.parent == out and path.name.startswith(f"camstream-{board_name}-"), made
+    port = free_port()
+    web = subprocess.Popen(["python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(out),
+                            str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    g = None
+    try:
+        g = guest.Guest(board=board_name, host_port=port)
+        version = g.sh("sed -n 's/^VERSION_ID=//p' /etc/os-release").strip()
+        start = time.monotonic()
+        g.p.sendline(f"camstream-update http://10.0.2.100:{port}/{path.name}")
+        g.p.expect("rebooting into slot B", timeout=600)
+        installed = time.monotonic()
+        # U-Boot again (its banner goes to the Pi's screen, not the serial port).
+        g.p.expect("Hit any key to stop autoboot", timeout=120)
+        g.wait_booted(timeout=300)
+        g.wait_for("camstream-update status", "kept", timeout=180)
+        kept = time.monotonic()
+        figure(f"OTA on {board_name} by README's steps: download+install {installed - start:.0f} s, "
+               f"kept {kept - start:.0f} s after the command")
+        assert re.search(r"rauc\.slot=B", g.sh("cat /proc/cmdline"))
+        assert f"update to {version} kept (slot B)" in g.sh("camstream-update status")
+        assert g.sh("fw_printenv BOOT_ORDER").strip() == "BOOT_ORDER=B A"
+        assert g.first_frame(timeout=60)
+    finally:
+        if g is not None:
+            g.close()
+        web.terminate()
+        web.wait(10)

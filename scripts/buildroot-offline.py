@@ -1,0 +1,320 @@
+"""Sources for scripts/buildroot-offline (see there): fills the primary site,
+writes local.mk's overrides and the manifest. Run by that script only."""
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import urllib.request
+
+BUILDROOT = os.environ["BUILDROOT"]
+OFFLINE = os.environ["OFFLINE"]
+OUT = os.environ["O"]
+MIRROR = os.environ["DEBIAN_MIRROR"]
+SITE = os.path.join(OFFLINE, "site")
+SRC = os.path.join(OFFLINE, "src")
+LOCAL = os.environ.get("LOCAL_SOURCES", "").split()
+OVERRIDES = dict(p.split("=", 1) for p in os.environ.get("SRC_OVERRIDES", "").split())
+PINNED = dict(p.split("=", 1) for p in os.environ.get("DEBIAN_VERSIONS", "").split())
+
+# Buildroot's download directory name -> Debian's source package, where
+# they differ.
+DEBIAN_NAMES = {
+    "libzlib": "zlib", "jpeg-turbo": "libjpeg-turbo", "libglib2": "glib2.0",
+    "libopenssl": "openssl", "squashfs": "squashfs-tools", "uboot": "u-boot",
+    "uboot-tools": "u-boot", "libconfuse": "libconfuse", "libyaml": "libyaml",
+    "python-flit-core": "flit", "python-setuptools": "setuptools",
+    "python-wheel": "wheel", "python-packaging": "python-packaging",
+    "python-installer": "python-installer", "python-pypa-build": "python-build",
+    "python-pyproject-hooks": "pyproject-hooks", "pcre2": "pcre2",
+    "libtasn1": "libtasn1-6", "gmp": "gmp",
+    "mpc": "mpclib3", "mpfr": "mpfr4", "autoconf-archive": "autoconf-archive",
+    "zstd": "libzstd", "xz": "xz-utils", "gcc": "gcc-14", "ninja": "ninja-build",
+}
+
+
+def debian_name(dl_dir, version):
+    if dl_dir == "python3":
+        return "python" + ".".join(version.split(".")[:2])
+    if dl_dir == "gcc":
+        return "gcc-" + version.split(".")[0]
+    return DEBIAN_NAMES.get(dl_dir, dl_dir)
+
+
+def upstream_of(dver):
+    """Debian's version without epoch, revision and repacking suffixes."""
+    v = re.sub(r"^\d+:", "", dver).rsplit("-", 1)[0]
+    if "really" in v:
+        v = v.split("really", 1)[1]
+    return re.split(r"[+~]", v)[0]
+
+
+def series(v):
+    return ".".join(re.split(r"[.-]", v)[:2])
+
+
+def vkey(v):
+    return [int(x) if x.isdigit() else 0 for x in re.split(r"[.-]", v)]
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def expected_hash(pkg, source):
+    for hf in pkg.get("hashes") or []:
+        path = os.path.join(BUILDROOT, hf) if not os.path.isabs(hf) else hf
+        if not os.path.exists(path):
+            continue
+        for line in open(path):
+            f = line.split()
+            if len(f) == 3 and f[0] == "sha256" and f[2] == source:
+                return f[1]
+    return None
+
+
+def debian_index():
+    """sha256 -> (directory, file); (package) -> [(version, directory, files)]."""
+    by_hash, by_pkg = {}, {}
+    text = open(os.path.join(OFFLINE, "apt", "Sources"), encoding="utf-8", errors="replace").read()
+    for stanza in text.split("\n\n"):
+        fields, key = {}, None
+        for line in stanza.split("\n"):
+            if line.startswith(" ") and key:
+                fields[key] += "\n" + line.strip()
+            elif ":" in line:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+        if "Package" not in fields:
+            continue
+        files = [x.split() for x in fields.get("Checksums-Sha256", "").split("\n") if x.strip()]
+        for h, _size, name in files:
+            by_hash.setdefault(h, []).append((fields["Directory"], name))
+        by_pkg.setdefault(fields["Package"], []).append((fields["Version"], fields["Directory"], files))
+    return by_hash, by_pkg
+
+
+def fetch(url, dest):
+    print("fetching", url, flush=True)
+    tmp = dest + ".part"
+    with urllib.request.urlopen(url, timeout=120) as r, open(tmp, "wb") as f:
+        shutil.copyfileobj(r, f)
+    os.rename(tmp, dest)
+
+
+def var(name):
+    return re.sub(r"[^A-Z0-9]", "_", name.upper())
+
+
+def overridden(users):
+    """The packages to name in local.mk: the headers built from the kernel
+    take the kernel's override."""
+    return [u for u in users if not (u == "linux-headers" and "linux" in users)]
+
+
+def unpack_with_patches(tarball, dest, patches):
+    if os.path.exists(os.path.join(dest, ".offline-done")):
+        return
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(dest)
+    with tarfile.open(tarball) as t:
+        t.extractall(dest + ".tmp")
+    tops = os.listdir(dest + ".tmp")
+    top = os.path.join(dest + ".tmp", tops[0]) if len(tops) == 1 else dest + ".tmp"
+    os.rmdir(dest)
+    os.rename(top, dest)
+    shutil.rmtree(dest + ".tmp", ignore_errors=True)
+    # Debian's gcc carries the upstream tarball inside its own.
+    nested = [f for f in os.listdir(dest) if re.match(r".*\.tar\.(xz|gz|bz2)$", f)]
+    if nested and not os.path.exists(os.path.join(dest, "configure")):
+        inner = max(nested, key=lambda f: os.path.getsize(os.path.join(dest, f)))
+        outer = dest + ".outer"
+        os.rename(dest, outer)
+        unpack_with_patches(os.path.join(outer, inner), dest, patches)
+        shutil.rmtree(outer)
+        return
+    apply_patches(dest, patches)
+    open(os.path.join(dest, ".offline-done"), "w").close()
+
+
+def apply_patches(dest, patches):
+    for p in patches:
+        p = os.path.join(BUILDROOT, p) if not os.path.isabs(p) else p
+        if not (p.endswith(".patch") or p.endswith(".diff")):
+            continue
+        # A patch the newer source already carries is skipped.
+        with open(p, "rb") as f:
+            if subprocess.run(["patch", "-p1", "-R", "--dry-run", "-s", "-f", "-d", dest], stdin=f,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+                continue
+        with open(p, "rb") as f:
+            subprocess.run(["patch", "-p1", "-N", "-s", "-d", dest], stdin=f, check=True)
+
+
+def rust_shim(sources):
+    """An install.sh that puts wrappers of the system's rustc and cargo in
+    HOST_DIR/bin; the target's std comes with the system's sysroot."""
+    dest = os.path.join(SRC, "rust-bin")
+    shutil.rmtree(dest, ignore_errors=True)
+    script = (
+        "#!/bin/sh\nset -eu\nfor a in \"$@\"; do case $a in --prefix=*) p=${a#--prefix=} ;; esac; done\n"
+        "mkdir -p \"$p/bin\"\n"
+        f"printf '#!/bin/sh\\nexec {os.environ['RUSTC']} \"$@\"\\n' >\"$p/bin/rustc\"\n"
+        f"printf '#!/bin/sh\\nexec {os.environ['CARGO']} \"$@\"\\n' >\"$p/bin/cargo\"\n"
+        "chmod 755 \"$p/bin/rustc\" \"$p/bin/cargo\"\n")
+    std = [os.path.join(dest, "std", s.split(".tar")[0]) for s in sources if s.startswith("rust-std-")]
+    for d in [dest] + std:
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "install.sh"), "w") as f:
+            f.write(script if d == dest else "#!/bin/sh\n")
+        os.chmod(os.path.join(d, "install.sh"), 0o755)
+    return dest
+
+
+def main():
+    info = json.load(open(os.path.join(OUT, "show-info.json")))
+    by_hash, by_pkg = debian_index()
+    # One line per distinct download; the packages sharing it (host and
+    # target, linux and its headers) share its override.
+    downloads = {}
+    for name, pkg in sorted(info.items()):
+        for dl in pkg.get("downloads") or []:
+            key = (pkg["dl_dir"], dl["source"])
+            downloads.setdefault(key, {"pkg": pkg, "uri": (dl["uris"] or [""])[0], "users": []})
+            downloads[key]["users"].append(name)
+    manifest, local_mk = [], []
+    for (dl_dir, source), d in sorted(downloads.items()):
+        pkg, uri, users = d["pkg"], d["uri"], d["users"]
+        version = pkg.get("version", "")
+        site_file = os.path.join(SITE, dl_dir, source)
+        os.makedirs(os.path.dirname(site_file), exist_ok=True)
+        want = expected_hash(pkg, source)
+        origin = check = None
+        if uri.startswith("local+"):
+            origin, check = "the tree itself", "local (no download)"
+        elif "rust-bin" in users[0] or any(u == "host-rust-bin" for u in users):
+            origin = "system rustc/cargo " + subprocess.run(
+                [os.environ["RUSTC"], "--version"], capture_output=True, text=True).stdout.split()[1]
+            check = "overridden: static.rust-lang.org unreachable"
+            line = "HOST_RUST_BIN_OVERRIDE_SRCDIR = " + rust_shim(
+                [dl["source"] for dl in info["host-rust-bin"]["downloads"]])
+            if line not in local_mk:
+                local_mk.append(line)
+        elif os.path.exists(site_file) and want and sha256(site_file) == want:
+            origin, check = "site (earlier run)", "hash"
+            if os.path.exists(site_file + ".origin"):
+                origin = open(site_file + ".origin").read().strip()
+            elif want in by_hash:
+                origin = "Debian " + "/".join(by_hash[want][0])
+            elif "files.pythonhosted.org" in uri:
+                origin = "PyPI"
+        if origin is None:
+            for ldir in LOCAL:
+                cand = os.path.join(ldir, source)
+                if os.path.exists(cand) and want and sha256(cand) == want:
+                    shutil.copy(cand, site_file)
+                    origin, check = "given tarball " + cand, "hash"
+                    break
+        if origin is None and "files.pythonhosted.org" in uri and want:
+            url = uri.split("+", 1)[1] + "/" + source
+            fetch(url, site_file)
+            if sha256(site_file) == want:
+                origin, check = "PyPI", "hash"
+            else:
+                os.unlink(site_file)
+        for directory, name in by_hash.get(want, []) if origin is None else []:
+            try:
+                fetch(f"{MIRROR}/{directory}/{name}", site_file)
+            except OSError as e:
+                print(f"{source}: {MIRROR}/{directory}/{name}: {e}")
+                continue
+            origin, check = f"Debian {directory}/{name}", "hash"
+            break
+        if check == "hash" and not origin.startswith("site") and not os.path.exists(site_file + ".origin"):
+            with open(site_file + ".origin", "w") as f:
+                f.write(origin + "\n")
+        # An extra download (gettext-tiny's gettext) cannot be overridden on
+        # its own: the package's source override must provide it.
+        main_source = source == (pkg.get("downloads") or [{}])[0].get("source")
+        if origin is None and not main_source:
+            origin, check = "missing", "missing (an extra download: give it under its name)"
+        if origin is None:
+            given = [OVERRIDES[u] for u in users if u in OVERRIDES]
+            if given:
+                # A copy, with Buildroot's patches.
+                dest = os.path.join(SRC, f"{dl_dir}-{version}")
+                shutil.rmtree(dest, ignore_errors=True)
+                shutil.copytree(given[0], dest, symlinks=True)
+                apply_patches(dest, pkg.get("patches") or [])
+                origin = "given source " + given[0] + ", Buildroot's patches applied"
+                check = "overridden: given as a source tree"
+                for u in overridden(users):
+                    local_mk.append(f"{var(u)}_OVERRIDE_SRCDIR = {dest}")
+        if origin is None:
+            deb = debian_name(dl_dir, version)
+            upstream = re.sub(r"^v", "", version)
+            cands = by_pkg.get(deb, [])
+            exact = [c for c in cands if upstream_of(c[0]) == upstream]
+            # Else the newest of the same series (a stable update).
+            same = sorted((c for c in cands if series(upstream_of(c[0])) == series(upstream)),
+                          key=lambda c: vkey(upstream_of(c[0])), reverse=True)
+            # Last, the newest of the same major version (a library's
+            # compatible release: mpfr 4.2 for 4.1).
+            major = sorted((c for c in cands if upstream_of(c[0]).split(".")[0] == upstream.split(".")[0]
+                            and vkey(upstream_of(c[0])) > vkey(upstream)),
+                           key=lambda c: vkey(upstream_of(c[0])), reverse=True)
+            # DEBIAN_VERSIONS names Debian's version to take for a package.
+            chosen = [c for c in cands for u in users if PINNED.get(u) == c[0]]
+            if chosen:
+                exact, same, major = chosen[:1], [], []
+            for dver, directory, files in exact + same + major:
+                origs = [f for f in files if ".orig.tar." in f[2] and not f[2].endswith(".asc")
+                         and ".orig-" not in f[2]]
+                if not origs:
+                    continue
+                name = origs[0][2]
+                tarball = os.path.join(OFFLINE, "debian", name)
+                os.makedirs(os.path.dirname(tarball), exist_ok=True)
+                if not os.path.exists(tarball):
+                    try:
+                        fetch(f"{MIRROR}/{directory}/{name}", tarball)
+                    except OSError as e:
+                        print(f"{source}: {MIRROR}/{directory}/{name}: {e}")
+                        continue
+                dest = os.path.join(SRC, f"{dl_dir}-{version}")
+                try:
+                    unpack_with_patches(tarball, dest, pkg.get("patches") or [])
+                except (subprocess.CalledProcessError, tarfile.TarError) as e:
+                    print(f"{dl_dir}: Debian's {name} with Buildroot's patches: {e}")
+                    continue
+                origin = f"Debian {directory}/{name} (Debian {dver}), Buildroot's patches applied"
+                check = ("overridden: same version, other bytes" if upstream_of(dver) == upstream
+                         else f"overridden: other version {upstream_of(dver)}")
+                for u in overridden(users):
+                    local_mk.append(f"{var(u)}_OVERRIDE_SRCDIR = {dest}")
+                break
+        if origin is None:
+            origin, check = "missing", "missing"
+        manifest.append("\t".join([",".join(users), version, source, origin, check, want or ""]))
+    with open(os.path.join(OUT, "sources-manifest.tsv"), "w") as f:
+        f.write("# packages\tversion\tfile\torigin\tcheck\tBuildroot's sha256\n")
+        f.write("\n".join(manifest) + "\n")
+    with open(os.path.join(OUT, "local.mk"), "w") as f:
+        f.write("# Sources used instead of downloads (scripts/buildroot-offline).\n")
+        f.write("\n".join(local_mk) + "\n")
+    counts = {}
+    for line in manifest:
+        f = line.split("\t")
+        k = (f[3].split()[0], f[4].split(":")[0])
+        counts[k] = counts.get(k, 0) + 1
+    for (origin, check), n in sorted(counts.items()):
+        print(f"{n:4} {origin:10} {check}")
+
+
+main()

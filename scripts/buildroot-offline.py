@@ -206,6 +206,8 @@ def main():
                 [dl["source"] for dl in info["host-rust-bin"]["downloads"]])
             if line not in local_mk:
                 local_mk.append(line)
+        elif any(u in OVERRIDES for u in users):
+            pass  # a source tree given for the package wins, below
         elif os.path.exists(site_file) and want and sha256(site_file) == want:
             origin, check = "site (earlier run)", "hash"
             if os.path.exists(site_file + ".origin"):
@@ -214,21 +216,23 @@ def main():
                 origin = "Debian " + "/".join(by_hash[want][0])
             elif "files.pythonhosted.org" in uri:
                 origin = "PyPI"
-        if origin is None:
+        if origin is None and not any(u in OVERRIDES for u in users):
             for ldir in LOCAL:
                 cand = os.path.join(ldir, source)
                 if os.path.exists(cand) and want and sha256(cand) == want:
                     shutil.copy(cand, site_file)
                     origin, check = "given tarball " + cand, "hash"
                     break
-        if origin is None and "files.pythonhosted.org" in uri and want:
+        given_tree = any(u in OVERRIDES for u in users)
+        if origin is None and "files.pythonhosted.org" in uri and want and not given_tree:
             url = uri.split("+", 1)[1] + "/" + source
             fetch(url, site_file)
             if sha256(site_file) == want:
                 origin, check = "PyPI", "hash"
             else:
                 os.unlink(site_file)
-        for directory, name in by_hash.get(want, []) if origin is None else []:
+        for directory, name in by_hash.get(want, []) if origin is None and not any(
+                u in OVERRIDES for u in users) else []:
             try:
                 fetch(f"{MIRROR}/{directory}/{name}", site_file)
             except OSError as e:
@@ -243,15 +247,24 @@ def main():
         # its own: the package's source override must provide it.
         main_source = source == (pkg.get("downloads") or [{}])[0].get("source")
         if origin is None and not main_source:
-            origin, check = "missing", "missing (an extra download: give it under its name)"
+            given = [u for u in users if u in OVERRIDES]
+            if given:
+                origin = f"in the source tree given for {given[0]}"
+                check = "overridden: given as a source tree"
+            else:
+                origin, check = "missing", "missing (an extra download: give it under its name)"
         if origin is None:
             given = [OVERRIDES[u] for u in users if u in OVERRIDES]
             if given:
                 # A copy, with Buildroot's patches.
                 dest = os.path.join(SRC, f"{dl_dir}-{version}")
-                shutil.rmtree(dest, ignore_errors=True)
-                shutil.copytree(given[0], dest, symlinks=True)
-                apply_patches(dest, pkg.get("patches") or [])
+                mark = os.path.join(dest, ".offline-given")
+                if not (os.path.exists(mark) and open(mark).read() == given[0]):
+                    shutil.rmtree(dest, ignore_errors=True)
+                    shutil.copytree(given[0], dest, symlinks=True)
+                    apply_patches(dest, pkg.get("patches") or [])
+                    with open(mark, "w") as f:
+                        f.write(given[0])
                 origin = "given source " + given[0] + ", Buildroot's patches applied"
                 check = "overridden: given as a source tree"
                 for u in overridden(users):

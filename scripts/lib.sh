@@ -1,23 +1,65 @@
 # Shared by the host scripts: install what a fresh Debian 12 machine lacks.
 # shellcheck shell=sh
 
+# Timed steps of a long command: `step NAME` starts one (ending the one
+# before); `step_times TITLE`, from an EXIT trap, ends the last and prints
+# each step's seconds and the total. State: step_name, step_start,
+# step_list, steps_started.
+step_name="" step_start=0 step_list="" steps_started=""
+step() {
+    step_end
+    step_name=$1 step_start=$(date +%s)
+    : "${steps_started:=$step_start}"
+    printf '\n== %s\n' "$1"
+}
+step_end() {
+    [ -z "$step_name" ] ||
+        step_list="$step_list$(printf '%6d s  %s' $(($(date +%s) - step_start)) "$step_name")
+"
+    step_name=""
+}
+step_times() {
+    status=$?
+    step_end
+    printf '\n== %s (%s)\n%s%6d s  in all\n' "$1" \
+        "$([ "$status" -eq 0 ] && echo passed || echo "failed: exit $status")" \
+        "$step_list" $(($(date +%s) - ${steps_started:-$(date +%s)}))
+}
+
 # Runs a command as root (directly, or through sudo).
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
-# Installs the Debian packages given that are not installed yet.
+# Whether a Debian package is installed: NAME for the host's architecture
+# (or an Architecture: all package), NAME:ARCH for that architecture.
+# (dpkg-query -W NAME alone answers for any architecture: with only
+# libturbojpeg0-dev:arm64 installed it calls libturbojpeg0-dev installed.)
+package_installed() {
+    case "$1" in
+    *:*) set -- "${1%%:*}" "${1#*:}" ;;
+    *) set -- "$1" "$(dpkg --print-architecture)" ;;
+    esac
+    # shellcheck disable=SC2016 # dpkg-query's fields, not the shell's
+    dpkg-query -W -f='${Architecture} ${db:Status-Status}\n' "$1" 2>/dev/null |
+        grep -q -e "^$2 installed\$" -e "^all installed\$"
+}
+
+# Installs the Debian packages given (NAME: the host's architecture;
+# NAME:ARCH) that are not installed yet, then checks that each one is.
 need_packages() {
     missing=""
     for p in "$@"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+        package_installed "$p" || missing="$missing $p"
     done
-    if [ -n "$missing" ]; then
-        echo "Installing Debian packages:$missing" >&2
-        as_root apt-get update -q >&2
-        # shellcheck disable=SC2086 # one word per package
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing >&2
-    fi
+    [ -n "$missing" ] || return 0
+    echo "Installing Debian packages:$missing" >&2
+    as_root apt-get update -q >&2
+    # shellcheck disable=SC2086 # one word per package
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing >&2
+    for p in $missing; do
+        package_installed "$p" || { echo "need_packages: $p is still not installed" >&2 && return 1; }
+    done
 }
 
 # Makes rustup's cargo available with the toolchain app/rust-toolchain.toml
@@ -28,12 +70,14 @@ ensure_rust() {
         need_packages ca-certificates curl
         arch=$(uname -m)
         echo "Installing rustup"
-        tmp=$(mktemp)
+        # rustup-init must be called by that name (rustup tells what to be
+        # by the name it was started with).
+        tmp=$(mktemp -d)
         curl --proto '=https' --tlsv1.2 -sSf \
-            "https://static.rust-lang.org/rustup/dist/$arch-unknown-linux-gnu/rustup-init" -o "$tmp"
-        chmod +x "$tmp"
-        "$tmp" -y --profile minimal --default-toolchain none --no-modify-path
-        rm -f "$tmp"
+            "https://static.rust-lang.org/rustup/dist/$arch-unknown-linux-gnu/rustup-init" -o "$tmp/rustup-init"
+        chmod +x "$tmp/rustup-init"
+        "$tmp/rustup-init" -y --profile minimal --default-toolchain none --no-modify-path
+        rm -rf "$tmp"
         PATH="$HOME/.cargo/bin:$PATH"
     fi
     export PATH
@@ -52,8 +96,10 @@ build_camstream() {
 # add targets offline), linking libjpeg-turbo statically. Prints its path.
 build_camstream_aarch64() {
     dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
+    # ca-certificates: cargo fetches crates over HTTPS (Debian's cargo only
+    # recommends it).
     need_packages rustc-web cargo-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu \
-        libc6-dev:arm64 libturbojpeg0-dev:arm64 >&2
+        libc6-dev:arm64 libturbojpeg0-dev:arm64 ca-certificates >&2
     (
         cd "$ROOT/app" || exit
         RUSTC=/usr/bin/rustc \
@@ -77,7 +123,7 @@ build_rauc_aarch64() {
     out="$ROOT/output/rauc/$RAUC_VERSION"
     if [ ! -x "$out/rauc" ]; then
         dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
-        need_packages gcc-aarch64-linux-gnu libc6-dev:arm64 make pkgconf libglib2.0-dev:arm64 libssl-dev:arm64
+        need_packages gcc-aarch64-linux-gnu libc6-dev:arm64 make pkgconf libglib2.0-dev:arm64 libssl-dev:arm64 xz-utils
         src="$ROOT/output/debs/rauc_$RAUC_VERSION.orig.tar.xz"
         if [ ! -f "$src" ]; then
             # Where this machine's apt gets the rauc package, the source next to it.

@@ -6,8 +6,12 @@
 # cache, default ~/.buildroot-ccache) can be shared between builds.
 # See docs/BUILDROOT.md.
 
-BUILDROOT_VERSION = 2026.05.1
-BUILDROOT_SHA256 = ae7f706f087b9ae9083a10a587368dfbf53103c28bf81c2d690198dc4090cb58
+# The 2026.02 long-term release: its Rust (1.88) is camstream's minimum. The
+# sha256 is the release's signed manifest's (buildroot-2026.02.3.tar.xz.sign);
+# the commit is the tag's in Buildroot's git (trees made with `git archive`).
+BUILDROOT_VERSION = 2026.02.3
+BUILDROOT_SHA256 = 5a59e7501b0b4ec52c41f4bfa79412320e0b37eae5f719605a258e8d0c6fc7fb
+BUILDROOT_COMMIT = 679b9ead7620bbf193620d1ebf56f53c1764d37a
 BUILDROOT_URL = https://buildroot.org/downloads/buildroot-$(BUILDROOT_VERSION).tar.xz
 BOARDS = rpi3_64 rpi4_64 rpi5 rpizero2w_64 qemu_aarch64
 

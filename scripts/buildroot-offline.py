@@ -143,6 +143,33 @@ def unpack_with_patches(tarball, dest, patches):
     open(os.path.join(dest, ".offline-done"), "w").close()
 
 
+def debian_repack_fixup(dl_dir, dest):
+    """What Debian's own builds do for the GFDL manuals its repacking takes
+    out of GNU packages (bison, gawk, ...): an empty manual in its place and
+    no makeinfo run (debian/rules of bison)."""
+    for top, _dirs, files in os.walk(dest):
+        if "Makefile.in" not in files:
+            continue
+        mk = os.path.join(top, "Makefile.in")
+        text = open(mk, errors="replace").read()
+        m = re.search(r"^info_TEXINFOS\s*=((?:.*\\\n)*.*)$", text, re.M)
+        names = m.group(1).replace("\\\n", " ").split() if m else []
+        missing = [n for n in names if "$" not in n and not os.path.exists(os.path.join(top, n))]
+        for n in missing:
+            with open(os.path.join(top, n), "w") as f:
+                f.write("@setfilename " + os.path.basename(n)[:-len(".texi")] + ".info\n")
+            # Older than what was made from the real one (gawk's examples).
+            os.utime(os.path.join(top, n), (946684800, 946684800))
+        if missing:
+            text = re.sub(r"^MAKEINFO = @MAKEINFO@.*$", "MAKEINFO = true", text, flags=re.M)
+            if dl_dir == "bison":
+                # Its examples come from the manual: not asked for again
+                # (debian/patches/01_keep_stamp_files).
+                text = text.replace("\t@test -f $@ || rm -f examples/extracted.stamp\n", "")
+            with open(mk, "w") as f:
+                f.write(text)
+
+
 def apply_patches(dest, patches):
     for p in patches:
         p = os.path.join(BUILDROOT, p) if not os.path.isabs(p) else p
@@ -303,6 +330,7 @@ def main():
                 dest = os.path.join(SRC, f"{dl_dir}-{version}")
                 try:
                     unpack_with_patches(tarball, dest, pkg.get("patches") or [])
+                    debian_repack_fixup(dl_dir, dest)
                 except (subprocess.CalledProcessError, tarfile.TarError) as e:
                     print(f"{dl_dir}: Debian's {name} with Buildroot's patches: {e}")
                     continue

@@ -148,10 +148,33 @@ def debian_repack_fixup(dl_dir, dest):
     out of GNU packages (bison, gawk, ...): an empty manual in its place and
     no makeinfo run (debian/rules of bison)."""
     for top, _dirs, files in os.walk(dest):
+        # A whole doc/ directory gone (gmp): an empty one in its place.
+        if "Makefile.am" in files:
+            text = open(os.path.join(top, "Makefile.am"), errors="replace").read()
+            m = re.search(r"^SUBDIRS\s*=((?:.*\\\n)*.*)$", text, re.M)
+            for d in (m.group(1).replace("\\\n", " ").split() if m else []):
+                sub = os.path.join(top, d)
+                if "$" in d or "@" in d or os.path.exists(sub):
+                    continue
+                os.makedirs(sub)
+                open(os.path.join(sub, "Makefile.am"), "w").close()
+                with open(os.path.join(sub, "Makefile.in"), "w") as f:
+                    f.write("all install install-strip uninstall clean distclean mostlyclean check "
+                            "installcheck info install-info install-data install-exec distdir:\n"
+                            ".PHONY: all install install-strip uninstall clean distclean mostlyclean "
+                            "check installcheck info install-info install-data install-exec distdir\n")
         if "Makefile.in" not in files:
             continue
         mk = os.path.join(top, "Makefile.in")
         text = open(mk, errors="replace").read()
+        # gcc's target hooks manual is a stub: not compared with the one
+        # made from the hooks (Debian's gcc-gfdl-build.diff).
+        stub = os.path.join(top, "doc", "tm.texi.in")
+        if os.path.exists(stub) and os.path.getsize(stub) < 512:
+            text = re.sub(r"^s-tm-texi: build/genhooks.*\n(\t.*\n)+", "s-tm-texi:\n\t$(STAMP) $@\n",
+                          text, flags=re.M)
+            with open(mk, "w") as f:
+                f.write(text)
         m = re.search(r"^info_TEXINFOS\s*=((?:.*\\\n)*.*)$", text, re.M)
         names = m.group(1).replace("\\\n", " ").split() if m else []
         missing = [n for n in names if "$" not in n and not os.path.exists(os.path.join(top, n))]

@@ -147,6 +147,12 @@ def debian_repack_fixup(dl_dir, dest):
     """What Debian's own builds do for the GFDL manuals its repacking takes
     out of GNU packages (bison, gawk, ...): an empty manual in its place and
     no makeinfo run (debian/rules of bison)."""
+    # glibc without manual/: not among the directories it builds.
+    makeconfig = os.path.join(dest, "Makeconfig")
+    if dl_dir == "glibc" and not os.path.exists(os.path.join(dest, "manual")):
+        text = open(makeconfig).read()
+        with open(makeconfig, "w") as f:
+            f.write(re.sub(r"^(\t.*\bwctype) manual\b", r"\1", text, flags=re.M))
     for top, _dirs, files in os.walk(dest):
         # A whole doc/ directory gone (gmp): an empty one in its place.
         if "Makefile.am" in files:

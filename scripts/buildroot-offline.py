@@ -204,11 +204,15 @@ def apply_patches(dest, patches):
         p = os.path.join(BUILDROOT, p) if not os.path.isabs(p) else p
         if not (p.endswith(".patch") or p.endswith(".diff")):
             continue
-        # A patch the newer source already carries is skipped.
-        with open(p, "rb") as f:
-            if subprocess.run(["patch", "-p1", "-R", "--dry-run", "-s", "-f", "-d", dest], stdin=f,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
-                continue
+        # A patch the newer source already carries is skipped: it does not
+        # apply, and it reverses. (Reversing alone proves nothing: a patch
+        # that only deletes lines reverses onto any source with its context.)
+        def dry_run(*args):
+            with open(p, "rb") as f:
+                return subprocess.run(["patch", "-p1", "--dry-run", "-s", "-f", *args, "-d", dest], stdin=f,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+        if not dry_run("-N") and dry_run("-R"):
+            continue
         with open(p, "rb") as f:
             subprocess.run(["patch", "-p1", "-N", "-s", "-d", dest], stdin=f, check=True)
 
@@ -231,6 +235,16 @@ def rust_shim(sources):
             f.write(script if d == dest else "#!/bin/sh\n")
         os.chmod(os.path.join(d, "install.sh"), 0o755)
     return dest
+
+
+def patches_of(pkg):
+    """Buildroot's patches for a package: show-info's list, and gcc's, which
+    its own extract hook applies from package/gcc/VERSION."""
+    patches = list(pkg.get("patches") or [])
+    if pkg.get("dl_dir") == "gcc":
+        d = os.path.join(BUILDROOT, "package", "gcc", pkg["version"])
+        patches += sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".patch"))
+    return patches
 
 
 def main():
@@ -318,7 +332,7 @@ def main():
                 if not (os.path.exists(mark) and open(mark).read() == given[0]):
                     shutil.rmtree(dest, ignore_errors=True)
                     shutil.copytree(given[0], dest, symlinks=True)
-                    apply_patches(dest, pkg.get("patches") or [])
+                    apply_patches(dest, patches_of(pkg))
                     with open(mark, "w") as f:
                         f.write(given[0])
                 origin = "given source " + given[0] + ", Buildroot's patches applied"
@@ -358,7 +372,7 @@ def main():
                         continue
                 dest = os.path.join(SRC, f"{dl_dir}-{version}")
                 try:
-                    unpack_with_patches(tarball, dest, pkg.get("patches") or [])
+                    unpack_with_patches(tarball, dest, patches_of(pkg))
                     debian_repack_fixup(dl_dir, dest)
                 except (subprocess.CalledProcessError, tarfile.TarError) as e:
                     print(f"{dl_dir}: Debian's {name} with Buildroot's patches: {e}")

@@ -14,20 +14,30 @@ import sys
 import time
 from pathlib import Path
 
+import os
+
 import pexpect
 
 from conftest import ROOT, free_port
 from rtsp import Client
 
-IMAGE = ROOT / "output/image"
+# CAMSTREAM_FIRMWARE: a Buildroot build's images directory (for instance
+# output/qemu_aarch64/images, with sdcard.img, rootfs.ext4 and the U-Boot it
+# built) to test instead of the image scripts/image assembles.
+FIRMWARE = os.environ.get("CAMSTREAM_FIRMWARE")
+IMAGE = Path(FIRMWARE).resolve() if FIRMWARE else ROOT / "output/image"
+# The root filesystem's files: scripts/image keeps them beside the image,
+# Buildroot in its target directory.
+ROOTFS = IMAGE / "rootfs" if not FIRMWARE else IMAGE.parent / "target"
 TESTDRIVE = ROOT / "output/qemu-test"
 PROMPT = "guest# "
 
 
 def build(board: str = "qemu_aarch64") -> None:
-    """Builds (or updates) the firmware image of `board` and, for the virt
-    board, the tests' extra drive."""
-    subprocess.run([str(ROOT / "scripts/image"), "--board", board], check=True, timeout=1800)
+    """Builds (or updates) the firmware image of `board` (not a given
+    CAMSTREAM_FIRMWARE) and, for the virt board, the tests' extra drive."""
+    if not FIRMWARE:
+        subprocess.run([str(ROOT / "scripts/image"), "--board", board], check=True, timeout=1800)
     if board == "qemu_aarch64":
         subprocess.run([str(ROOT / "tests/qemu/build")], check=True, timeout=1800)
 
@@ -64,7 +74,12 @@ class Guest:
         args += ["--ssh-port", str(self.ssh_port)] if ssh else []
         args += ["--host-port", str(host_port)] if host_port else []
         args += ["--password-needed"] if password_needed else []
-        args += ["--image", str(image)] if image else ["--snapshot"]
+        if image:
+            args += ["--image", str(image)]
+        else:
+            args += ["--snapshot"] + (["--image", str(IMAGE / "sdcard.img")] if FIRMWARE else [])
+        if FIRMWARE and board == "qemu_aarch64":
+            args += ["--bios", str(IMAGE / "u-boot.bin")]
         if board != "qemu_aarch64":
             testdrive = False
         if drive:

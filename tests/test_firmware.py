@@ -167,7 +167,7 @@ def test_memory_streaming_to_two_clients(fw):
     hwm = int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1))
     size = (guest.IMAGE / "sdcard.img").stat().st_size
     slot = (guest.IMAGE / "rootfs.ext4").stat().st_size
-    files = int(run(["du", "-s", "--apparent-size", "-k", str(guest.IMAGE / "rootfs")]).stdout.split()[0])
+    files = int(run(["du", "-s", "--apparent-size", "-k", str(guest.ROOTFS)]).stdout.split()[0])
     df = fw.sh("df -k / | tail -n 1").split()
     print(f"\nguest memory used (free) streaming 720p to 2 clients: {used / 1024:.1f} MiB of 256 MiB\n"
           f"camstream in the guest: VmRSS {rss} kB, VmHWM {hwm} kB\n"

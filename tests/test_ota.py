@@ -39,7 +39,7 @@ def variant(work: Path, name: str, version: str, replace: dict[str, bytes] | Non
     """A copy of the built root filesystem that says it is `version`, with
     files replaced."""
     rootfs = work / f"{name}.ext4"
-    shutil.copyfile(ROOT / "output/image/rootfs.ext4", rootfs)
+    shutil.copyfile(guest.IMAGE / "rootfs.ext4", rootfs)
     os_release = re.sub(r"(?m)^VERSION_ID=.*$", f"VERSION_ID={version}",
                         ext4_file(rootfs, "/etc/os-release"))
     files = {"/etc/os-release": os_release.encode(), **(replace or {})}
@@ -67,12 +67,12 @@ def ota(tmp_path_factory):
     work = tmp_path_factory.mktemp("ota")
     drive = work / "drive"
     drive.mkdir()
-    v1 = re.search(r"(?m)^VERSION_ID=(.*)$", ext4_file(ROOT / "output/image/rootfs.ext4", "/etc/os-release"))[1]
+    v1 = re.search(r"(?m)^VERSION_ID=(.*)$", ext4_file(guest.IMAGE / "rootfs.ext4", "/etc/os-release"))[1]
     v2 = variant(work, "v2", f"{v1}-v2")
     bundle(v2, drive / "v2.raucb")
     # A v2 whose camstream cannot start (its daemon exits at once), while
     # `camstream check`, which the health check runs, still works.
-    camstream = subprocess.run(["debugfs", "-R", "cat /usr/bin/camstream", str(ROOT / "output/image/rootfs.ext4")],
+    camstream = subprocess.run(["debugfs", "-R", "cat /usr/bin/camstream", str(guest.IMAGE / "rootfs.ext4")],
                                capture_output=True, check=True).stdout
     wrapper = (b'#!/bin/sh\n[ "${1:-}" = check ] && exec /usr/bin/camstream-real "$@"\n'
                b'echo "camstream: error: this build cannot start" >&2\nexit 1\n')
@@ -90,7 +90,7 @@ def ota(tmp_path_factory):
     data = (drive / "v2.raucb").read_bytes()
     (drive / "truncated.raucb").write_bytes(data[: len(data) // 2])
     # Made for another board.
-    conf = ext4_file(ROOT / "output/image/rootfs.ext4", "/etc/rauc/system.conf")
+    conf = ext4_file(guest.IMAGE / "rootfs.ext4", "/etc/rauc/system.conf")
     rpi = variant(work, "rpi", f"{v1}-rpi",
                   {"/etc/rauc/system.conf": conf.replace("camstream-qemu_aarch64", "camstream-rpi4_64").encode()})
     bundle(rpi, drive / "rpi.raucb")
@@ -109,7 +109,7 @@ class Board:
         self.ota = ota
         if disk is None:
             disk = ota.work / f"disk-{time.monotonic_ns()}.img"
-            subprocess.run(["cp", "--sparse=always", str(ROOT / "output/image/sdcard.img"), str(disk)], check=True)
+            subprocess.run(["cp", "--sparse=always", str(guest.IMAGE / "sdcard.img"), str(disk)], check=True)
         self.disk = disk
         self.g = guest.Guest(image=disk, drive=ota.drive)
         self.mount()
@@ -307,7 +307,7 @@ def test_readme_update_steps_under_qemu(board_name, tmp_path):
     the emulated Pi that is the Pi's layout: U-Boot for the Pi, boot.cmd's
     A/B state on its FAT partition, slots on the SD card."""
     guest.build(board_name)
-    out = ROOT / ("output/image" if board_name == "qemu_aarch64" else f"output/image-{board_name}")
+    out = guest.IMAGE if board_name == "qemu_aarch64" else ROOT / f"output/image-{board_name}"
     made = subprocess.run([str(ROOT / "scripts/bundle"), str(out / "rootfs.ext4")], capture_output=True, text=True,
                           check=True, timeout=300).stdout.strip().splitlines()[-1]
     path = ROOT / made

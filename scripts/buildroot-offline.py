@@ -143,6 +143,16 @@ def unpack_with_patches(tarball, dest, patches):
     open(os.path.join(dest, ".offline-done"), "w").close()
 
 
+def generate_configure(dest):
+    """Debian's tarball of a project released from its git tag (libxcrypt)
+    has no configure: made as the project's autogen.sh makes it."""
+    if os.path.exists(os.path.join(dest, "configure")) or not os.path.exists(
+            os.path.join(dest, "configure.ac")):
+        return
+    cmd = ["sh", "autogen.sh"] if os.path.exists(os.path.join(dest, "autogen.sh")) else ["autoreconf", "-fi"]
+    subprocess.run(cmd, cwd=dest, check=True, stdout=subprocess.DEVNULL)
+
+
 def debian_repack_fixup(dl_dir, dest):
     """What Debian's own builds do for the GFDL manuals its repacking takes
     out of GNU packages (bison, gawk, ...): an empty manual in its place and
@@ -374,6 +384,7 @@ def main():
                 try:
                     unpack_with_patches(tarball, dest, patches_of(pkg))
                     debian_repack_fixup(dl_dir, dest)
+                    generate_configure(dest)
                 except (subprocess.CalledProcessError, tarfile.TarError) as e:
                     print(f"{dl_dir}: Debian's {name} with Buildroot's patches: {e}")
                     continue

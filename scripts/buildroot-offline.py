@@ -139,6 +139,14 @@ def unpack_with_patches(tarball, dest, patches):
         unpack_with_patches(os.path.join(outer, inner), dest, patches)
         shutil.rmtree(outer)
         return
+    # Debian's tarball of a repository whose project is a subdirectory of
+    # it (expat/): that subdirectory, as upstream's release has it.
+    inner = os.path.join(dest, os.path.basename(dest).rsplit("-", 1)[0])
+    if not os.path.exists(os.path.join(dest, "configure.ac")) and os.path.exists(
+            os.path.join(inner, "configure.ac")):
+        os.rename(inner, dest + ".inner")
+        shutil.rmtree(dest)
+        os.rename(dest + ".inner", dest)
     apply_patches(dest, patches)
     open(os.path.join(dest, ".offline-done"), "w").close()
 

@@ -163,8 +163,9 @@ def generate_configure(dest):
 
 def debian_repack_fixup(dl_dir, dest):
     """What Debian's own builds do for the GFDL manuals its repacking takes
-    out of GNU packages (bison, gawk, ...): an empty manual in its place and
-    no makeinfo run (debian/rules of bison)."""
+    out of GNU packages: bison's and gawk's .texi (an empty manual in their
+    place, no makeinfo run: debian/rules of bison), gmp's doc/, glibc's
+    manual/, gcc's target hooks manual. Safe to run again."""
     # glibc without manual/: not among the directories it builds.
     makeconfig = os.path.join(dest, "Makeconfig")
     if dl_dir == "glibc" and not os.path.exists(os.path.join(dest, "manual")):

@@ -26,6 +26,15 @@ step_times() {
         "$step_list" $(($(date +%s) - ${steps_started:-$(date +%s)}))
 }
 
+# The symbols a Buildroot defconfig ($1) sets that the .config Buildroot made
+# of it ($2) lacks, one a line: a dependency the release or the toolchain
+# lacks drops a symbol without a word.
+dropped_symbols() {
+    sed -n 's/^\(BR2_[A-Za-z0-9_]*\)=.*/\1/p' "$1" | while read -r sym; do
+        grep -q "^$sym=" "$2" || echo "$sym"
+    done
+}
+
 # Runs a command as root (directly, or through sudo).
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

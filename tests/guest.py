@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-
-import os
 
 import pexpect
 
@@ -28,7 +27,7 @@ FIRMWARE = os.environ.get("CAMSTREAM_FIRMWARE")
 IMAGE = Path(FIRMWARE).resolve() if FIRMWARE else ROOT / "output/image"
 # The root filesystem's files: scripts/image keeps them beside the image,
 # Buildroot in its target directory.
-ROOTFS = IMAGE / "rootfs" if not FIRMWARE else IMAGE.parent / "target"
+ROOTFS = IMAGE.parent / "target" if FIRMWARE else IMAGE / "rootfs"
 TESTDRIVE = ROOT / "output/qemu-test"
 PROMPT = "guest# "
 

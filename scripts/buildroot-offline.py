@@ -286,7 +286,7 @@ def main():
         want = expected_hash(pkg, source)
         origin = check = None
         if uri.startswith("local+"):
-            origin, check = "the tree itself", "local (no download)"
+            origin, check = "local: the tree itself", "local (no download)"
         elif "rust-bin" in users[0] or any(u == "host-rust-bin" for u in users):
             origin = "system rustc/cargo " + subprocess.run(
                 [os.environ["RUSTC"], "--version"], capture_output=True, text=True).stdout.split()[1]
@@ -338,7 +338,7 @@ def main():
         if origin is None and not main_source:
             given = [u for u in users if u in OVERRIDES]
             if given:
-                origin = f"in the source tree given for {given[0]}"
+                origin = f"given: part of the source tree given for {given[0]}"
                 check = "overridden: given as a source tree"
             else:
                 origin, check = "missing", "missing (an extra download: give it under its name)"
@@ -415,7 +415,7 @@ def main():
     counts = {}
     for line in manifest:
         f = line.split("\t")
-        k = (f[3].split()[0], f[4].split(":")[0])
+        k = (f[3].split()[0].rstrip(":"), f[4].split(":")[0])
         counts[k] = counts.get(k, 0) + 1
     for (origin, check), n in sorted(counts.items()):
         print(f"{n:4} {origin:10} {check}")

@@ -35,6 +35,15 @@ dropped_symbols() {
     done
 }
 
+# The assignments of a kernel config fragment ($1) that the kernel's .config
+# ($2) does not hold as written, one a line: Kconfig drops a symbol whose
+# dependencies are unmet (or lowers y to m) without a word.
+unmet_fragment() {
+    grep '^CONFIG_[A-Za-z0-9_]*=' "$1" | while IFS= read -r line; do
+        grep -qxF "$line" "$2" || echo "$line"
+    done
+}
+
 # Runs a command as root (directly, or through sudo).
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

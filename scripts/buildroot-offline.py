@@ -238,13 +238,18 @@ def apply_patches(dest, patches):
 
 def rust_shim(sources):
     """An install.sh that puts wrappers of the system's rustc and cargo in
-    HOST_DIR/bin; the target's std comes with the system's sysroot."""
+    HOST_DIR/bin; the target's std comes with the system's sysroot, linked
+    into HOST_DIR/lib/rustlib and named as rustc's sysroot: Buildroot's
+    compiler wrapper refuses the linker paths under /usr that the system's
+    own sysroot would give."""
     dest = os.path.join(SRC, "rust-bin")
     shutil.rmtree(dest, ignore_errors=True)
     script = (
         "#!/bin/sh\nset -eu\nfor a in \"$@\"; do case $a in --prefix=*) p=${a#--prefix=} ;; esac; done\n"
-        "mkdir -p \"$p/bin\"\n"
-        f"printf '#!/bin/sh\\nexec {os.environ['RUSTC']} \"$@\"\\n' >\"$p/bin/rustc\"\n"
+        "mkdir -p \"$p/bin\" \"$p/lib/rustlib\"\n"
+        f"for d in \"$({os.environ['RUSTC']} --print sysroot)\"/lib/rustlib/*; do\n"
+        "    ln -sfn \"$d\" \"$p/lib/rustlib/\"\ndone\n"
+        f"printf '#!/bin/sh\\nexec {os.environ['RUSTC']} --sysroot %s \"$@\"\\n' \"$p\" >\"$p/bin/rustc\"\n"
         f"printf '#!/bin/sh\\nexec {os.environ['CARGO']} \"$@\"\\n' >\"$p/bin/cargo\"\n"
         "chmod 755 \"$p/bin/rustc\" \"$p/bin/cargo\"\n")
     std = [os.path.join(dest, "std", s.split(".tar")[0]) for s in sources if s.startswith("rust-std-")]

@@ -22,7 +22,6 @@ import pytest
 import guest
 from conftest import ROOT, figure, free_port
 
-HTTP = "http://127.0.0.1:8080"
 
 
 def debugfs(image: Path, commands: str) -> None:
@@ -31,6 +30,15 @@ def debugfs(image: Path, commands: str) -> None:
 
 
 def ext4_file(image: Path, path: str) -> str:
+    """A file of an ext4 image, through symbolic links (Buildroot's
+    /etc/os-release is one)."""
+    for _ in range(8):
+        stat = subprocess.run(["debugfs", "-R", f"stat {path}", str(image)], capture_output=True, text=True,
+                              check=True).stdout
+        link = re.search(r'^Fast link dest: "(.*)"$', stat, re.M)
+        if not link:
+            break
+        path = link[1] if link[1].startswith("/") else f"{os.path.dirname(path)}/{link[1]}"
     return subprocess.run(["debugfs", "-R", f"cat {path}", str(image)], capture_output=True, text=True,
                           check=True).stdout
 
@@ -99,7 +107,15 @@ def ota(tmp_path_factory):
     ota = type("Ota", (), {})()
     ota.work, ota.drive, ota.v1, ota.v2 = work, image, v1, f"{v1}-v2"
     ota.v2_size = (drive / "v2.raucb").stat().st_size
-    return ota
+    # The user's web server, on the host: the guest reaches it through
+    # scripts/qemu --host-port.
+    ota.http_port = free_port()
+    ota.http = f"http://10.0.2.100:{ota.http_port}"
+    web = subprocess.Popen(["python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(drive),
+                            str(ota.http_port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    yield ota
+    web.terminate()
+    web.wait(timeout=10)
 
 
 class Board:
@@ -111,7 +127,7 @@ class Board:
             disk = ota.work / f"disk-{time.monotonic_ns()}.img"
             subprocess.run(["cp", "--sparse=always", str(guest.IMAGE / "sdcard.img"), str(disk)], check=True)
         self.disk = disk
-        self.g = guest.Guest(image=disk, drive=ota.drive)
+        self.g = guest.Guest(image=disk, drive=ota.drive, host_port=ota.http_port)
         self.mount()
 
     def mount(self) -> None:
@@ -172,10 +188,8 @@ def test_update_over_the_network_and_keep(board):
     # And the network's: a name of the user's choosing.
     b.sh("sed -i 's/^hostname =.*/hostname = ota-cam/' /data/etc/network.conf")
     settings = b.sh("md5sum /data/etc/camstream.toml /data/etc/network.conf")
-    # A web server inside the guest stands in for the user's.
-    b.sh("httpd -p 127.0.0.1:8080 -h /tmp/b")
     start = time.monotonic()
-    b.g.p.sendline(f"camstream-update {HTTP}/v2.raucb")
+    b.g.p.sendline(f"camstream-update {b.ota.http}/v2.raucb")
     b.g.p.expect("rebooting into slot B", timeout=300)
     installed = time.monotonic()
     framed = b.wait_reboot_to_frame()
@@ -204,13 +218,12 @@ def test_refused_bundles_change_nothing(board):
     b = board
     before_state = b.boot_state()
     running = b.sh("md5sum /dev/vda2", timeout=300)
-    b.sh("httpd -p 127.0.0.1:8080 -h /tmp/b")
     cases = [
         ("/tmp/b/otherkey.raucb", 5, "signature is not from a key this board trusts"),
         ("/tmp/b/truncated.raucb", 7, "not a valid bundle"),
         ("/tmp/b/rpi.raucb", 6, "the bundle is for 'camstream-rpi4_64', this board is 'camstream-qemu_aarch64'"),
         ("/tmp/b/missing.raucb", 2, "no bundle at"),
-        (f"{HTTP}/missing.raucb", 3, "download of"),
+        (f"{b.ota.http}/missing.raucb", 3, "download of"),
     ]
     for source, code, message in cases:
         rc, out = b.update(source)
@@ -221,7 +234,7 @@ def test_refused_bundles_change_nothing(board):
     free_kib = int(b.sh("df -Pk /data | awk 'NR == 2 {print $4}'"))
     fill = max(0, free_kib - b.ota.v2_size // 1024 // 2)
     b.sh(f"dd if=/dev/zero of=/data/fill bs=1024 count={fill} 2>/dev/null")
-    rc, out = b.update(f"{HTTP}/v2.raucb")
+    rc, out = b.update(f"{b.ota.http}/v2.raucb")
     b.sh("rm /data/fill")
     print(f"camstream-update with {free_kib - fill} KiB free: exit {rc}: {out.strip().splitlines()[-1]}")
     assert rc == 4 and "not enough space on /data" in out, out
@@ -260,7 +273,7 @@ def test_power_cut_while_writing_keeps_the_old_slot(board):
     os.kill(b.g.p.pid, signal.SIGKILL)  # scripts/qemu exec'd QEMU: this is QEMU
     b.g.p.close(force=True)
     cut = time.monotonic()
-    b.g = guest.Guest(image=b.disk, drive=b.ota.drive)
+    b.g = guest.Guest(image=b.disk, drive=b.ota.drive, host_port=b.ota.http_port)
     b.mount()
     assert b.slot() == "A" and b.version() == b.ota.v1
     state = b.boot_state()

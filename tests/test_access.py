@@ -49,17 +49,18 @@ def test_the_daemon_runs_as_its_own_user(board):
     pid = board.sh("pidof camstream").split()[0]
     st = dict(line.split(":", 1) for line in board.sh(f"cat /proc/{pid}/status").splitlines() if ":" in line)
     uid = board.sh("sed -n 's/^camstream:x:\\([0-9]*\\):.*/\\1/p' /etc/passwd").strip()
-    assert uid and uid != "0"
+    gid = board.sh("sed -n 's/^camstream:x:\\([0-9]*\\):.*/\\1/p' /etc/group").strip()
+    assert uid and uid != "0" and gid and gid != "0"
     assert st["Uid"].split() == [uid] * 4, st["Uid"]
-    assert st["Gid"].split() == [uid] * 4, st["Gid"]
+    assert st["Gid"].split() == [gid] * 4, st["Gid"]
     video = board.sh("sed -n 's/^video:x:\\([0-9]*\\):.*/\\1/p' /etc/group").strip()
-    assert sorted(st["Groups"].split()) == sorted([video, uid]), st["Groups"]
+    assert sorted(st["Groups"].split()) == sorted([video, gid]), st["Groups"]
     for caps in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
         assert int(st[caps], 16) == 0, (caps, st[caps])
     assert st["NoNewPrivs"].strip() == "1"
     # Its config (users' digests) is root's, readable by its group only; the
     # camera's nodes are group video's.
-    assert board.sh(f"ls -ln {CONFIG}").split()[:4] == ["-rw-r-----", "1", "0", uid]
+    assert board.sh(f"ls -ln {CONFIG}").split()[:4] == ["-rw-r-----", "1", "0", gid]
     assert board.sh("ls -ln /dev/video0").split()[0:4:3] == ["crw-rw----", video]
     # What it holds open: the camera, sockets, its log pipe (made and
     # unlinked by the init script), the random source, nothing else on disk.

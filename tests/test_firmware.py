@@ -70,13 +70,17 @@ def test_boots_to_streaming(fw):
     assert f"camstream: under QEMU, open {fw.url} on the host" in console, console
     assert on_console(fw, r"camstream: rtsp://camstream-3456\.local/stream \(rtsp://10\.0\.2\.15/stream\)")
     assert "camstream is running" in fw.sh(f"{SERVICE} status")
-    log = fw.sh("logread | grep 'camstream'")
-    assert "/dev/video0 (vivid, vivid): capturing YU12 1280x720 at 12.5 fps" in log, log
+    log = fw.sh("logread | grep ' camstream: '")
+    # vivid's default rate differs between kernels (12.5 fps in 6.1, 30 in 6.12).
+    assert re.search(r"/dev/video0 \(vivid, vivid\): capturing YU12 1280x720 at [0-9.]+ fps", log), log
 
 
 def test_read_only_root_and_data_partition(fw):
     mounts = fw.sh("cat /proc/mounts")
-    assert re.search(r"^/dev/vda2 / ext4 ro[ ,]", mounts, re.M), mounts
+    # Slot A: /dev/vda2, or /dev/root when the kernel mounted it itself (no
+    # initramfs, as Buildroot's images boot).
+    assert re.search(r"^/dev/(vda2|root) / ext4 ro[ ,]", mounts, re.M), mounts
+    assert fw.sh("mountpoint -d /") == fw.sh("cat /sys/class/block/vda2/dev")
     assert re.search(r"^/dev/vda4 /data ext4 rw[ ,]", mounts, re.M), mounts
     assert "Read-only file system" in fw.sh("touch /usr/x 2>&1", check=False)
     # Settings are seeded onto the data partition on first boot.
@@ -86,7 +90,7 @@ def test_read_only_root_and_data_partition(fw):
     # Only the modules the image needs, with a modules.dep for them.
     mods = fw.sh("find /lib/modules -name '*.ko' | wc -l")
     assert 10 < int(mods) < 100, mods
-    assert "virtio_net" in fw.sh("lsmod"), "the NIC's driver came from its modalias at boot"
+    assert fw.sh("basename $(readlink /sys/class/net/eth0/device/driver)").strip() == "virtio_net"
 
 
 def test_update_machinery_is_in_place(fw):
@@ -101,7 +105,7 @@ def test_update_machinery_is_in_place(fw):
     status = fw.sh("rauc status --output-format=shell 2>/dev/null")
     assert "RAUC_SYSTEM_BOOTED_BOOTNAME='A'" in status, status
     assert "RAUC_SYSTEM_COMPATIBLE='camstream-qemu_aarch64'" in status, status
-    assert "i6300esb" in fw.sh("lsmod"), "the watchdog's driver came from its modalias"
+    assert fw.sh("ls '/sys/bus/pci/drivers/i6300ESB timer' | grep -c :").strip() == "1", "no watchdog driver"
     assert "watchdog -F -T 30 -t 5 /dev/watchdog" in fw.sh("ps")
 
 
@@ -202,11 +206,15 @@ def test_serves_while_the_cpu_cannot_keep_up_with_the_camera(fw):
 
 def test_hotplugged_device_gets_its_driver(fw):
     """mdev loads the driver of a device that appears after boot, from its
-    modalias (a USB webcam and uvcvideo work the same way)."""
-    assert "virtio_rng" not in fw.sh("lsmod")
+    modalias (a USB webcam and uvcvideo work the same way); a kernel with
+    the driver built in binds it by itself."""
+    available = "(cat /sys/class/misc/hw_random/rng_available 2>/dev/null || true)"
+    assert "virtio_rng" not in fw.sh(available)
+    module = fw.sh("find /lib/modules -name 'virtio[-_]rng.ko*'") != ""
     fw.qmp("device_add", driver="virtio-rng-pci", bus="hp0", id="rng")
-    fw.wait_for("lsmod", "virtio_rng", timeout=30)
-    assert "virtio_rng" in fw.sh("cat /sys/class/misc/hw_random/rng_available")
+    fw.wait_for(available, "virtio_rng", timeout=30)
+    if module:
+        assert "virtio_rng" in fw.sh("lsmod")
 
 
 def test_settings_on_data_partition_survive_reboot(fw):

@@ -48,6 +48,21 @@ def build(board: str = "qemu_aarch64") -> None:
 
 
 @contextlib.contextmanager
+def web_server(directory: Path):
+    """Python's web server serving `directory` on the host's 127.0.0.1, as a
+    user serves bundles (README); yields (port, the URL the guest reaches
+    it at through Guest(host_port=port))."""
+    port = free_port()
+    web = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory",
+                            str(directory), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield port, f"http://10.0.2.100:{port}"
+    finally:
+        web.terminate()
+        web.wait(timeout=10)
+
+
+@contextlib.contextmanager
 def streaming(**kwargs):
     """The image built (or updated) and booted as Guest(**kwargs), once its
     camstream streams; powered off afterwards."""

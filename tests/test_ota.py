@@ -20,8 +20,7 @@ from pathlib import Path
 import pytest
 
 import guest
-from conftest import ROOT, figure, free_port
-
+from conftest import ROOT, figure
 
 
 def debugfs(image: Path, commands: str) -> None:
@@ -107,15 +106,9 @@ def ota(tmp_path_factory):
     ota = type("Ota", (), {})()
     ota.work, ota.drive, ota.v1, ota.v2 = work, image, v1, f"{v1}-v2"
     ota.v2_size = (drive / "v2.raucb").stat().st_size
-    # The user's web server, on the host: the guest reaches it through
-    # scripts/qemu --host-port.
-    ota.http_port = free_port()
-    ota.http = f"http://10.0.2.100:{ota.http_port}"
-    web = subprocess.Popen(["python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(drive),
-                            str(ota.http_port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    yield ota
-    web.terminate()
-    web.wait(timeout=10)
+    # The user's web server, on the host.
+    with guest.web_server(drive) as (ota.http_port, ota.http):
+        yield ota
 
 
 class Board:
@@ -327,30 +320,26 @@ def test_readme_update_steps_under_qemu(board_name, tmp_path):
                           check=True, timeout=300).stdout.strip().splitlines()[-1]
     path = ROOT / made
     assert path.parent == out and path.name.startswith(f"camstream-{board_name}-"), made
-    port = free_port()
-    web = subprocess.Popen(["python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(out),
-                            str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     g = None
-    try:
-        g = guest.Guest(board=board_name, host_port=port, testdrive=False)
-        version = g.sh("sed -n 's/^VERSION_ID=//p' /etc/os-release").strip()
-        start = time.monotonic()
-        g.p.sendline(f"camstream-update http://10.0.2.100:{port}/{path.name}")
-        g.p.expect("rebooting into slot B", timeout=600)
-        installed = time.monotonic()
-        # U-Boot again (its banner goes to the Pi's screen, not the serial port).
-        g.p.expect("Hit any key to stop autoboot", timeout=120)
-        g.wait_booted(timeout=300)
-        g.wait_for("camstream-update status", "kept", timeout=180)
-        kept = time.monotonic()
-        figure(f"OTA on {board_name} by README's steps: download+install {installed - start:.0f} s, "
-               f"kept {kept - start:.0f} s after the command")
-        assert re.search(r"rauc\.slot=B", g.sh("cat /proc/cmdline"))
-        assert f"update to {version} kept (slot B)" in g.sh("camstream-update status")
-        assert g.sh("fw_printenv BOOT_ORDER").strip() == "BOOT_ORDER=B A"
-        assert g.first_frame(timeout=60)
-    finally:
-        if g is not None:
-            g.close()
-        web.terminate()
-        web.wait(10)
+    with guest.web_server(out) as (port, url):
+        try:
+            g = guest.Guest(board=board_name, host_port=port, testdrive=False)
+            version = g.sh("sed -n 's/^VERSION_ID=//p' /etc/os-release").strip()
+            start = time.monotonic()
+            g.p.sendline(f"camstream-update {url}/{path.name}")
+            g.p.expect("rebooting into slot B", timeout=600)
+            installed = time.monotonic()
+            # U-Boot again (its banner goes to the Pi's screen, not the serial port).
+            g.p.expect("Hit any key to stop autoboot", timeout=120)
+            g.wait_booted(timeout=300)
+            g.wait_for("camstream-update status", "kept", timeout=180)
+            kept = time.monotonic()
+            figure(f"OTA on {board_name} by README's steps: download+install {installed - start:.0f} s, "
+                   f"kept {kept - start:.0f} s after the command")
+            assert re.search(r"rauc\.slot=B", g.sh("cat /proc/cmdline"))
+            assert f"update to {version} kept (slot B)" in g.sh("camstream-update status")
+            assert g.sh("fw_printenv BOOT_ORDER").strip() == "BOOT_ORDER=B A"
+            assert g.first_frame(timeout=60)
+        finally:
+            if g is not None:
+                g.close()

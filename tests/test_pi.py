@@ -75,6 +75,23 @@ def test_the_ab_counter_on_the_boot_partition(pi):
     assert "rootfs.0" in pi.sh("rauc status"), "RAUC sees the Pi's slots"
 
 
+def test_the_first_boot_grew_the_data_partition_to_the_card(pi):
+    """The image's data partition (128 MiB) now ends where the 1 GiB card
+    does, and its filesystem with it (grow-data; test_grow cuts the power
+    while it grows)."""
+    grew = re.search(r"data: growing the data partition /dev/mmcblk0p4 from 128 MiB to (\d+) MiB", pi.console_text)
+    assert grew, pi.console_text
+    start, size, card = (int(pi.sh(f"cat /sys/class/block/{f}").strip())
+                         for f in ("mmcblk0p4/start", "mmcblk0p4/size", "mmcblk0/size"))
+    assert start + size == card == 1 << 21
+    assert size // 2048 == int(grew[1])
+    grown = pi.sh("cat /data/.grown").strip()
+    assert grown.startswith(f"partition {size // 2048} MiB, filesystem "), grown
+    # The filesystem fills its partition (its own metadata aside).
+    kib = int(pi.sh("df -Pk /data | awk 'NR == 2 { print $2 }'"))
+    assert kib > size // 2 * 0.9, (kib, size)
+
+
 def test_usb_network_and_name(pi):
     """The USB network adapter gets its address by DHCP and the name comes
     from its MAC (QEMU's 52:54:00:12:34:57)."""

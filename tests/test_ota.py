@@ -3,8 +3,9 @@ RAUC bundles made by scripts/bundle, installed by camstream-update into the
 other root slot, chosen by U-Boot's A/B boot script, kept or rolled back by
 the boot-time health check. Each test boots its own copy of the disk
 without a snapshot, so writes stay as on a board; bundles come in on a
-read-only second drive (and through a web server inside the guest for the
-URL path: the guest can reach nothing outside)."""
+read-only second drive, or from a web server on the host (scripts/qemu
+--host-port: the guest can reach nothing else). Rollback and power cut
+also run on the emulated Raspberry Pi 3's layout (test_pi)."""
 
 from __future__ import annotations
 
@@ -42,11 +43,12 @@ def ext4_file(image: Path, path: str) -> str:
                           check=True).stdout
 
 
-def variant(work: Path, name: str, version: str, replace: dict[str, bytes] | None = None) -> Path:
-    """A copy of the built root filesystem that says it is `version`, with
-    files replaced."""
+def variant(work: Path, name: str, version: str, replace: dict[str, bytes] | None = None,
+            image: Path = guest.IMAGE) -> Path:
+    """A copy of the root filesystem built in `image` that says it is
+    `version`, with files replaced."""
     rootfs = work / f"{name}.ext4"
-    shutil.copyfile(guest.IMAGE / "rootfs.ext4", rootfs)
+    shutil.copyfile(image / "rootfs.ext4", rootfs)
     os_release = re.sub(r"(?m)^VERSION_ID=.*$", f"VERSION_ID={version}",
                         ext4_file(rootfs, "/etc/os-release"))
     files = {"/etc/os-release": os_release.encode(), **(replace or {})}
@@ -67,6 +69,23 @@ def bundle(rootfs: Path, out: Path, *extra: str) -> Path:
     return out
 
 
+def v2_and_broken(work: Path, drive: Path, image: Path) -> str:
+    """Bundles in `drive` of the root filesystem built in `image`: v2.raucb
+    (another version) and broken.raucb (a version whose camstream cannot
+    start, its daemon exits at once, while `camstream check`, which the
+    health check runs, still works). Returns v1, the built version."""
+    v1 = re.search(r"(?m)^VERSION_ID=(.*)$", ext4_file(image / "rootfs.ext4", "/etc/os-release"))[1]
+    bundle(variant(work, "v2", f"{v1}-v2", image=image), drive / "v2.raucb")
+    camstream = subprocess.run(["debugfs", "-R", "cat /usr/bin/camstream", str(image / "rootfs.ext4")],
+                               capture_output=True, check=True).stdout
+    wrapper = (b'#!/bin/sh\n[ "${1:-}" = check ] && exec /usr/bin/camstream-real "$@"\n'
+               b'echo "camstream: error: this build cannot start" >&2\nexit 1\n')
+    broken = variant(work, "broken", f"{v1}-broken",
+                     {"/usr/bin/camstream": wrapper, "/usr/bin/camstream-real": camstream}, image=image)
+    bundle(broken, drive / "broken.raucb")
+    return v1
+
+
 @pytest.fixture(scope="module")
 def ota(tmp_path_factory):
     """v1 is the built image; bundles of v2 and of what must be refused."""
@@ -74,18 +93,7 @@ def ota(tmp_path_factory):
     work = tmp_path_factory.mktemp("ota")
     drive = work / "drive"
     drive.mkdir()
-    v1 = re.search(r"(?m)^VERSION_ID=(.*)$", ext4_file(guest.IMAGE / "rootfs.ext4", "/etc/os-release"))[1]
-    v2 = variant(work, "v2", f"{v1}-v2")
-    bundle(v2, drive / "v2.raucb")
-    # A v2 whose camstream cannot start (its daemon exits at once), while
-    # `camstream check`, which the health check runs, still works.
-    camstream = subprocess.run(["debugfs", "-R", "cat /usr/bin/camstream", str(guest.IMAGE / "rootfs.ext4")],
-                               capture_output=True, check=True).stdout
-    wrapper = (b'#!/bin/sh\n[ "${1:-}" = check ] && exec /usr/bin/camstream-real "$@"\n'
-               b'echo "camstream: error: this build cannot start" >&2\nexit 1\n')
-    broken = variant(work, "broken", f"{v1}-broken",
-                     {"/usr/bin/camstream": wrapper, "/usr/bin/camstream-real": camstream})
-    bundle(broken, drive / "broken.raucb")
+    v1 = v2_and_broken(work, drive, guest.IMAGE)
     # Signed with a key the board does not trust.
     key, cert = work / "other.key.pem", work / "other.cert.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-subj",
@@ -104,6 +112,7 @@ def ota(tmp_path_factory):
     image = work / "bundles.ext4"
     subprocess.run(["mke2fs", "-q", "-t", "ext4", "-d", str(drive), str(image), "160M"], check=True)
     ota = type("Ota", (), {})()
+    ota.board, ota.image, ota.bundles = "qemu_aarch64", guest.IMAGE, "/tmp/b"
     ota.work, ota.drive, ota.v1, ota.v2 = work, image, v1, f"{v1}-v2"
     ota.v2_size = (drive / "v2.raucb").stat().st_size
     # The user's web server, on the host.
@@ -111,20 +120,53 @@ def ota(tmp_path_factory):
         yield ota
 
 
+@pytest.fixture(scope="module")
+def pi_ota(tmp_path_factory):
+    """The same on the emulated Raspberry Pi 3's layout (test_pi): v2 and
+    broken bundles of its root filesystem, from the host's web server (the
+    Pi has no second drive)."""
+    guest.build(PI)
+    image = ROOT / f"output/image-{PI}"
+    work = tmp_path_factory.mktemp("pi-ota")
+    drive = work / "drive"
+    drive.mkdir()
+    v1 = v2_and_broken(work, drive, image)
+    ota = type("Ota", (), {})()
+    ota.board, ota.image, ota.work, ota.drive, ota.v1, ota.v2 = PI, image, work, None, v1, f"{v1}-v2"
+    with guest.web_server(drive) as (ota.http_port, ota.http):
+        ota.bundles = ota.http
+        yield ota
+
+
+PI = "rpi3_64"
+# The emulated Pi is some ten times slower than the virt board.
+SLOW = {"qemu_aarch64": 1, PI: 4}
+
+
 class Board:
-    """A guest on its own disk, with the bundle drive mounted at /tmp/b."""
+    """A guest on its own disk; on the virt board with the bundle drive
+    mounted at /tmp/b."""
 
     def __init__(self, ota, disk: Path | None = None):
         self.ota = ota
+        self.slow = SLOW[ota.board]
         if disk is None:
             disk = ota.work / f"disk-{time.monotonic_ns()}.img"
-            subprocess.run(["cp", "--sparse=always", str(guest.IMAGE / "sdcard.img"), str(disk)], check=True)
+            subprocess.run(["cp", "--sparse=always", str(ota.image / "sdcard.img"), str(disk)], check=True)
         self.disk = disk
-        self.g = guest.Guest(image=disk, drive=ota.drive, host_port=ota.http_port)
+        self.g = self.boot()
+
+    def boot(self) -> guest.Guest:
+        g = guest.Guest(board=self.ota.board, image=self.disk, drive=self.ota.drive, host_port=self.ota.http_port,
+                        wait=False)
+        g.wait_booted(timeout=120 * self.slow)
+        self.g = g
         self.mount()
+        return g
 
     def mount(self) -> None:
-        self.g.sh("mkdir -p /tmp/b && mount -t ext4 -o ro /dev/vdb /tmp/b")
+        if self.ota.drive:
+            self.g.sh("mkdir -p /tmp/b && mount -t ext4 -o ro /dev/vdb /tmp/b")
 
     def sh(self, cmd: str, **kw) -> str:
         return self.g.sh(cmd, **kw)
@@ -162,6 +204,16 @@ class Board:
 
 @pytest.fixture
 def board(ota, request):
+    yield from a_board(ota, request)
+
+
+@pytest.fixture(params=["qemu_aarch64", PI])
+def any_board(request):
+    """The virt board, and the emulated Pi's layout."""
+    yield from a_board(request.getfixturevalue("ota" if request.param == "qemu_aarch64" else "pi_ota"), request)
+
+
+def a_board(ota, request):
     b = Board(ota)
     yield b
     call = getattr(request.node, "report_call", None)
@@ -237,45 +289,48 @@ def test_refused_bundles_change_nothing(board):
     assert b.g.first_frame(timeout=30)
 
 
-def test_new_slot_that_cannot_stream_rolls_back(board):
-    b = board
+def test_new_slot_that_cannot_stream_rolls_back(any_board):
+    b = any_board
     start = time.monotonic()
-    b.g.p.sendline("camstream-update /tmp/b/broken.raucb")
-    b.g.p.expect("rebooting into slot B", timeout=300)
+    b.g.p.sendline(f"camstream-update {b.ota.bundles}/broken.raucb")
+    b.g.p.expect("rebooting into slot B", timeout=300 * b.slow)
     # Slot B boots, the check fails, the board goes back to A by itself.
-    b.g.p.expect("failed its check", timeout=300)
+    b.g.p.expect("failed its check", timeout=300 * b.slow)
     # With what camstream itself logged, for whoever reads the console.
     b.g.p.expect("camstream's log: .*this build cannot start", timeout=30)
-    b.g.p.expect(r"was rolled back \((.*)\): running (\S+) in slot A again", timeout=300)
+    b.g.p.expect(r"was rolled back \((.*)\): running (\S+) in slot A again", timeout=300 * b.slow)
     reason, running = b.g.p.match.group(1), b.g.p.match.group(2)
     back = time.monotonic()
     assert running == b.ota.v1
-    b.g.wait_booted(since=b.g.console_text.rfind("Starting kernel"))
+    b.g.wait_booted(since=b.g.console_text.rfind("Starting kernel"), timeout=120 * b.slow)
     b.mount()
-    assert b.g.first_frame(timeout=60)
-    figure(f"OTA: update whose camstream cannot start rolled back after {back - start:.0f} s: {reason}")
+    assert b.g.first_frame(timeout=60 * b.slow)
+    figure(f"OTA on {b.ota.board}: update whose camstream cannot start rolled back after {back - start:.0f} s: "
+           f"{reason}")
     assert b.slot() == "A" and b.version() == b.ota.v1
     assert "rolled back" in b.sh("camstream-update status")
     assert "B" not in b.boot_state()["BOOT_ORDER"]
 
 
-def test_power_cut_while_writing_keeps_the_old_slot(board):
-    b = board
-    b.g.p.sendline("camstream-update /tmp/b/v2.raucb")
-    b.g.p.expect("Copying image to rootfs.1", timeout=300)
+def test_power_cut_while_writing_keeps_the_old_slot(any_board):
+    b = any_board
+    b.g.p.sendline(f"camstream-update {b.ota.bundles}/v2.raucb")
+    b.g.p.expect("Copying image to rootfs.1", timeout=300 * b.slow)
     os.kill(b.g.p.pid, signal.SIGKILL)  # scripts/qemu exec'd QEMU: this is QEMU
     b.g.p.close(force=True)
     cut = time.monotonic()
-    b.g = guest.Guest(image=b.disk, drive=b.ota.drive, host_port=b.ota.http_port)
-    b.mount()
+    b.boot()
     assert b.slot() == "A" and b.version() == b.ota.v1
     state = b.boot_state()
     assert state["BOOT_ORDER"].split()[0] == "A", state
-    framed = b.g.first_frame(timeout=60)
-    figure(f"OTA: power cut while writing slot B: back to streaming from slot A {framed - cut:.1f} s after")
-    # And the next update goes through.
-    rc, out = b.update("--no-reboot /tmp/b/v2.raucb")
-    assert rc == 0, out
+    framed = b.g.first_frame(timeout=60 * b.slow)
+    figure(f"OTA on {b.ota.board}: power cut while writing slot B: back to streaming from slot A "
+           f"{framed - cut:.1f} s after")
+    # And the next update goes through (the same code on both boards: on
+    # the quicker one).
+    if b.ota.drive:
+        rc, out = b.update(f"--no-reboot {b.ota.bundles}/v2.raucb")
+        assert rc == 0, out
 
 
 def test_rauc_dying_is_told_apart_from_a_failed_install(board):

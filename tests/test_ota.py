@@ -56,7 +56,7 @@ def variant(work: Path, name: str, version: str, replace: dict[str, bytes] | Non
     for i, (path, content) in enumerate(files.items()):
         src = work / f"{name}-{i}"
         src.write_bytes(content)
-        src.chmod(0o755 if path.startswith("/usr/bin/") else 0o644)
+        src.chmod(0o755 if path.startswith(("/usr/bin/", "/usr/sbin/")) else 0o644)
         # (rm of a file that is not there only makes debugfs complain.)
         cmds += [f"rm {path}", f"write {src} {path}"]
     debugfs(rootfs, "\n".join(cmds) + "\n")
@@ -94,6 +94,20 @@ def ota(tmp_path_factory):
     drive = work / "drive"
     drive.mkdir()
     v1 = v2_and_broken(work, drive, guest.IMAGE)
+    # A v2 that hangs on its trial boot: `camstream check` never returns,
+    # so nothing marks the slot good or bad and only the watchdog (its
+    # deadline shortened from 150 to 20 s) gets the board out.
+    rootfs = guest.IMAGE / "rootfs.ext4"
+    camstream = subprocess.run(["debugfs", "-R", "cat /usr/bin/camstream", str(rootfs)], capture_output=True,
+                               check=True).stdout
+    update = ext4_file(rootfs, "/usr/sbin/camstream-update")
+    assert "\nTRIAL_WATCHDOG=150\n" in update
+    hangs = variant(work, "hangs", f"{v1}-hangs", {
+        "/usr/bin/camstream": b'#!/bin/sh\n[ "${1:-}" = check ] && exec sleep 100000\n'
+                              b'exec /usr/bin/camstream-real "$@"\n',
+        "/usr/bin/camstream-real": camstream,
+        "/usr/sbin/camstream-update": update.replace("\nTRIAL_WATCHDOG=150\n", "\nTRIAL_WATCHDOG=20\n").encode()})
+    bundle(hangs, drive / "hangs.raucb")
     # Signed with a key the board does not trust.
     key, cert = work / "other.key.pem", work / "other.cert.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-subj",
@@ -310,6 +324,34 @@ def test_new_slot_that_cannot_stream_rolls_back(any_board):
     assert b.slot() == "A" and b.version() == b.ota.v1
     assert "rolled back" in b.sh("camstream-update status")
     assert "B" not in b.boot_state()["BOOT_ORDER"]
+
+
+def test_trial_boot_that_hangs_is_reset_by_the_watchdog(board):
+    """Slot B hangs before its check ends: the watchdog, armed and not fed
+    on a trial boot, resets the board (QEMU's i6300esb; the emulated Pi's
+    watchdog resets the moment it is armed, docs/IMAGE.md), each reset
+    costs B a boot attempt, and once they are gone U-Boot boots A, which
+    rolls the update back."""
+    b = board
+    start = time.monotonic()
+    b.g.p.sendline("camstream-update /tmp/b/hangs.raucb")
+    b.g.p.expect("rebooting into slot B", timeout=300)
+    b.g.p.expect(r"was rolled back \((.*)\): running (\S+) in slot A again", timeout=600)
+    reason, running = b.g.p.match.group(1), b.g.p.match.group(2)
+    back = time.monotonic()
+    assert running == b.ota.v1
+    assert reason == "slot B did not come up (its boot attempts ran out)"
+    tries = b.g.console_text.count("Booting root slot B")
+    assert tries == 3, b.g.console_text[-6000:]
+    # Each of them armed the watchdog for its trial and never got further.
+    assert b.g.console_text.count("waiting up to 45 s for a frame") == tries
+    figure(f"OTA: a slot whose trial boot hangs: {tries} watchdog resets (20 s each), back in slot A and "
+           f"rolled back {back - start:.0f} s after the command")
+    b.g.wait_booted(since=b.g.console_text.rfind("Starting kernel"))
+    b.mount()
+    assert b.slot() == "A" and b.version() == b.ota.v1
+    assert "B" not in b.boot_state()["BOOT_ORDER"]
+    assert b.g.first_frame(timeout=60)
 
 
 def test_power_cut_while_writing_keeps_the_old_slot(any_board):

@@ -153,7 +153,7 @@ def pi_ota(tmp_path_factory):
 
 
 PI = "rpi3_64"
-# The emulated Pi is some ten times slower than the virt board.
+# The emulated Pi is slower: its waits are four times the virt board's.
 SLOW = {"qemu_aarch64": 1, PI: 4}
 
 

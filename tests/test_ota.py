@@ -24,6 +24,11 @@ import guest
 from conftest import ROOT, figure
 
 
+PI = "rpi3_64"
+# The emulated Pi is slower: its waits are four times the virt board's.
+SLOW = {"qemu_aarch64": 1, PI: 4}
+
+
 def debugfs(image: Path, commands: str) -> None:
     subprocess.run(["debugfs", "-w", "-f", "-", str(image)], input=commands, text=True, check=True,
                    capture_output=True)
@@ -69,6 +74,14 @@ def bundle(rootfs: Path, out: Path, *extra: str) -> Path:
     return out
 
 
+def camstream_as(image: Path, wrapper: bytes) -> dict[str, bytes]:
+    """Files for variant(): `wrapper` in place of the root filesystem's
+    /usr/bin/camstream, which it finds beside it as camstream-real."""
+    real = subprocess.run(["debugfs", "-R", "cat /usr/bin/camstream", str(image / "rootfs.ext4")],
+                          capture_output=True, check=True).stdout
+    return {"/usr/bin/camstream": wrapper, "/usr/bin/camstream-real": real}
+
+
 def v2_and_broken(work: Path, drive: Path, image: Path) -> str:
     """Bundles in `drive` of the root filesystem built in `image`: v2.raucb
     (another version) and broken.raucb (a version whose camstream cannot
@@ -76,12 +89,9 @@ def v2_and_broken(work: Path, drive: Path, image: Path) -> str:
     health check runs, still works). Returns v1, the built version."""
     v1 = re.search(r"(?m)^VERSION_ID=(.*)$", ext4_file(image / "rootfs.ext4", "/etc/os-release"))[1]
     bundle(variant(work, "v2", f"{v1}-v2", image=image), drive / "v2.raucb")
-    camstream = subprocess.run(["debugfs", "-R", "cat /usr/bin/camstream", str(image / "rootfs.ext4")],
-                               capture_output=True, check=True).stdout
-    wrapper = (b'#!/bin/sh\n[ "${1:-}" = check ] && exec /usr/bin/camstream-real "$@"\n'
-               b'echo "camstream: error: this build cannot start" >&2\nexit 1\n')
-    broken = variant(work, "broken", f"{v1}-broken",
-                     {"/usr/bin/camstream": wrapper, "/usr/bin/camstream-real": camstream}, image=image)
+    broken = variant(work, "broken", f"{v1}-broken", camstream_as(image, (
+        b'#!/bin/sh\n[ "${1:-}" = check ] && exec /usr/bin/camstream-real "$@"\n'
+        b'echo "camstream: error: this build cannot start" >&2\nexit 1\n')), image=image)
     bundle(broken, drive / "broken.raucb")
     return v1
 
@@ -97,15 +107,11 @@ def ota(tmp_path_factory):
     # A v2 that hangs on its trial boot: `camstream check` never returns,
     # so nothing marks the slot good or bad and only the watchdog (its
     # deadline shortened from 150 to 20 s) gets the board out.
-    rootfs = guest.IMAGE / "rootfs.ext4"
-    camstream = subprocess.run(["debugfs", "-R", "cat /usr/bin/camstream", str(rootfs)], capture_output=True,
-                               check=True).stdout
-    update = ext4_file(rootfs, "/usr/sbin/camstream-update")
+    update = ext4_file(guest.IMAGE / "rootfs.ext4", "/usr/sbin/camstream-update")
     assert "\nTRIAL_WATCHDOG=150\n" in update
     hangs = variant(work, "hangs", f"{v1}-hangs", {
-        "/usr/bin/camstream": b'#!/bin/sh\n[ "${1:-}" = check ] && exec sleep 100000\n'
-                              b'exec /usr/bin/camstream-real "$@"\n',
-        "/usr/bin/camstream-real": camstream,
+        **camstream_as(guest.IMAGE, b'#!/bin/sh\n[ "${1:-}" = check ] && exec sleep 100000\n'
+                                    b'exec /usr/bin/camstream-real "$@"\n'),
         "/usr/sbin/camstream-update": update.replace("\nTRIAL_WATCHDOG=150\n", "\nTRIAL_WATCHDOG=20\n").encode()})
     bundle(hangs, drive / "hangs.raucb")
     # Signed with a key the board does not trust.
@@ -150,11 +156,6 @@ def pi_ota(tmp_path_factory):
     with guest.web_server(drive) as (ota.http_port, ota.http):
         ota.bundles = ota.http
         yield ota
-
-
-PI = "rpi3_64"
-# The emulated Pi is slower: its waits are four times the virt board's.
-SLOW = {"qemu_aarch64": 1, PI: 4}
 
 
 class Board:

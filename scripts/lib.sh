@@ -110,22 +110,26 @@ build_camstream() {
     (cd "$ROOT/app" && cargo build --release --locked -p camstream)
 }
 
-# Cross-builds a static aarch64 camstream with Debian's Rust (rustup cannot
-# add targets offline), linking libjpeg-turbo statically. Prints its path.
+# Cross-builds camstream for aarch64 with Debian's Rust (rustup cannot add
+# targets offline), linking libjpeg-turbo statically and libcamera (with
+# glibc) dynamically. Prints its path.
 build_camstream_aarch64() {
     dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
     # ca-certificates: cargo fetches crates over HTTPS (Debian's cargo only
-    # recommends it).
+    # recommends it). libcamera: the Pi's Camera Modules (and vimc in the
+    # tests); linked dynamically, as its C++ library is.
     need_packages rustc-web cargo-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu \
-        libc6-dev:arm64 libturbojpeg0-dev:arm64 ca-certificates >&2
+        g++-aarch64-linux-gnu libc6-dev:arm64 libturbojpeg0-dev:arm64 libcamera-dev:arm64 \
+        pkgconf ca-certificates >&2
     (
         cd "$ROOT/app" || exit
         RUSTC=/usr/bin/rustc \
             CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
-            CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static" \
+            CXX_aarch64_unknown_linux_gnu=aarch64-linux-gnu-g++ \
+            PKG_CONFIG_ALLOW_CROSS=1 PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig \
             TURBOJPEG_SOURCE=explicit TURBOJPEG_LIB_DIR=/usr/lib/aarch64-linux-gnu TURBOJPEG_STATIC=1 \
             /usr/bin/cargo build --release --locked --target aarch64-unknown-linux-gnu \
-            -p camstream --target-dir "$ROOT/output/target" >&2
+            -p camstream --features libcamera --target-dir "$ROOT/output/target" >&2
     )
     echo "$ROOT/output/target/aarch64-unknown-linux-gnu/release/camstream"
 }

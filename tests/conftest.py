@@ -217,7 +217,8 @@ class Media:
 
     @staticmethod
     def frame_size(w: int, h: int, pix_fmt: str) -> int:
-        return {"yuvj420p": w * h * 3 // 2, "yuvj422p": w * h * 2, "I420": w * h * 3 // 2,
+        return {"yuvj420p": w * h * 3 // 2, "yuvj422p": w * h * 2, "I420": w * h * 3 // 2, "rgb24": w * h * 3,
+                "gray": w * h,
                 "Y42B": w * h * 2}[pix_fmt]
 
     def ffmpeg_reference(self, path: Path, w: int, h: int, pix_fmt: str) -> list[bytes]:

@@ -19,8 +19,15 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn run() -> anyhow::Result<()> {
+    #[cfg(feature = "libcamera")]
+    source::libcamera::init();
     let opts = config::Options::parse();
     if let Some(config::Command::Probe { device }) = &opts.command {
+        if device.is_none() {
+            if let Some(cameras) = source::libcamera::probe() {
+                print!("{cameras}");
+            }
+        }
         print!("{}", source::v4l2::probe(device.as_deref())?);
         return Ok(());
     }

@@ -3,6 +3,7 @@
 //! signals, or a V4L2 device) and hands over frames when it is ready.
 
 pub mod file;
+pub mod libcamera;
 pub mod testpattern;
 pub mod v4l2;
 
@@ -23,12 +24,28 @@ pub enum SourceSpec {
     File(PathBuf),
     /// A V4L2 capture device (a USB webcam, a CSI camera's capture node).
     V4l2(v4l2::DeviceSpec),
+    /// A camera libcamera drives (the Raspberry Pi's Camera Modules).
+    Libcamera(libcamera::CameraSpec),
+    /// A libcamera camera if there is one, else the first V4L2 camera.
+    Auto,
 }
 
 impl SourceSpec {
     pub fn parse(s: &str) -> Result<SourceSpec> {
         if s == "testpattern" {
             return Ok(SourceSpec::TestPattern);
+        }
+        if s == "auto" {
+            return Ok(SourceSpec::Auto);
+        }
+        if let Some(id) = s.strip_prefix("libcamera:") {
+            return Ok(SourceSpec::Libcamera(match id {
+                "auto" => libcamera::CameraSpec::Auto,
+                "" => bail!(
+                    "source = {s:?}: give a camera, e.g. libcamera:auto, or an id `camstream probe` lists"
+                ),
+                id => libcamera::CameraSpec::Id(id.into()),
+            }));
         }
         if let Some(path) = s.strip_prefix("file:") {
             if path.is_empty() {
@@ -43,7 +60,10 @@ impl SourceSpec {
                 path => v4l2::DeviceSpec::Path(path.into()),
             }));
         }
-        bail!("source = {s:?}: use testpattern, file:PATH, v4l2:/dev/videoN or v4l2:auto")
+        bail!(
+            "source = {s:?}: use auto, libcamera:auto, libcamera:ID, v4l2:auto, v4l2:/dev/videoN, \
+             testpattern or file:PATH"
+        )
     }
 }
 
@@ -53,6 +73,8 @@ impl std::fmt::Display for SourceSpec {
             SourceSpec::TestPattern => f.write_str("the test pattern"),
             SourceSpec::File(p) => write!(f, "{}", p.display()),
             SourceSpec::V4l2(d) => d.fmt(f),
+            SourceSpec::Libcamera(c) => c.fmt(f),
+            SourceSpec::Auto => f.write_str("the first camera"),
         }
     }
 }
@@ -100,15 +122,54 @@ pub fn open(config: &Config) -> Result<Box<dyn FrameSource>> {
             config.quality,
         )?),
         SourceSpec::File(path) => Box::new(file::FileSource::open(path, config.fps)?),
-        SourceSpec::V4l2(device) => Box::new(v4l2::V4l2Source::open(v4l2::Request {
-            device: device.clone(),
+        SourceSpec::Libcamera(camera) => open_libcamera(config, camera)?,
+        SourceSpec::Auto if libcamera_has_camera() => {
+            open_libcamera(config, &libcamera::CameraSpec::Auto)?
+        }
+        SourceSpec::V4l2(_) | SourceSpec::Auto => {
+            Box::new(v4l2::V4l2Source::open(v4l2::Request {
+                device: match &config.source {
+                    SourceSpec::V4l2(device) => device.clone(),
+                    _ => v4l2::DeviceSpec::Auto,
+                },
+                width: config.width.into(),
+                height: config.height.into(),
+                fps: config.fps,
+                quality: config.quality,
+                buffers: config.buffers,
+                format: config.format,
+                controls: config.controls.clone(),
+            })?)
+        }
+    })
+}
+
+#[cfg(feature = "libcamera")]
+fn libcamera_has_camera() -> bool {
+    libcamera::usable_camera()
+}
+
+#[cfg(not(feature = "libcamera"))]
+fn libcamera_has_camera() -> bool {
+    false
+}
+
+#[cfg(feature = "libcamera")]
+fn open_libcamera(config: &Config, camera: &libcamera::CameraSpec) -> Result<Box<dyn FrameSource>> {
+    Ok(Box::new(libcamera::LibcameraSource::open(
+        libcamera::stream::Request {
+            camera: camera.clone(),
             width: config.width.into(),
             height: config.height.into(),
             fps: config.fps,
             quality: config.quality,
             buffers: config.buffers,
-            format: config.format,
             controls: config.controls.clone(),
-        })?),
-    })
+        },
+    )?))
+}
+
+#[cfg(not(feature = "libcamera"))]
+fn open_libcamera(_: &Config, camera: &libcamera::CameraSpec) -> Result<Box<dyn FrameSource>> {
+    bail!("{camera}: this camstream was built without libcamera (cargo feature `libcamera`)")
 }

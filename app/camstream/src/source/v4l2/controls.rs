@@ -11,13 +11,16 @@ use serde::Deserialize;
 use super::device::Control;
 use super::sys::*;
 
-/// A value as the config gives it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// A value as the config gives it. Fractions and lists are for libcamera's
+/// controls (`AnalogueGain = 2.5`, `ScalerCrop = [0, 0, 1920, 1080]`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(untagged)]
 pub enum Value {
     Bool(bool),
     Int(i64),
+    Float(f64),
     Text(String),
+    List(Vec<f64>),
 }
 
 impl std::str::FromStr for Value {
@@ -26,10 +29,23 @@ impl std::str::FromStr for Value {
         Ok(match s {
             "true" => Value::Bool(true),
             "false" => Value::Bool(false),
-            _ => s
-                .parse()
-                .map(Value::Int)
-                .unwrap_or_else(|_| Value::Text(s.to_string())),
+            _ => {
+                if let Ok(i) = s.parse() {
+                    Value::Int(i)
+                } else if let Ok(x) = s.parse() {
+                    Value::Float(x)
+                } else if let Some(l) = s
+                    .split(',')
+                    .map(|x| x.trim().parse().ok())
+                    .collect::<Option<Vec<f64>>>()
+                    .filter(|l| l.len() > 1)
+                {
+                    // --control ScalerCrop=0,0,1920,1080
+                    Value::List(l)
+                } else {
+                    Value::Text(s.to_string())
+                }
+            }
         })
     }
 }
@@ -39,13 +55,18 @@ impl std::fmt::Display for Value {
         match self {
             Value::Bool(b) => write!(f, "{b}"),
             Value::Int(i) => write!(f, "{i}"),
+            Value::Float(x) => write!(f, "{x}"),
             Value::Text(s) => write!(f, "{s:?}"),
+            Value::List(l) => {
+                let l: Vec<String> = l.iter().map(f64::to_string).collect();
+                write!(f, "[{}]", l.join(", "))
+            }
         }
     }
 }
 
 /// `NAME=VALUE` from the command line.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Setting {
     pub name: String,
     pub value: Value,
@@ -174,6 +195,12 @@ fn value_for(c: &Control, v: &Value) -> Result<i64, String> {
                 return Err(format!("not a menu item; items: {}", menu_list(c)));
             }
             *i
+        }
+        (V4L2_CTRL_TYPE_MENU | V4L2_CTRL_TYPE_INTEGER_MENU, _) => {
+            return Err(format!(
+                "use an item's number or name; items: {}",
+                menu_list(c)
+            ));
         }
         (V4L2_CTRL_TYPE_INTEGER | V4L2_CTRL_TYPE_INTEGER64, Value::Int(i)) => {
             if *i < c.min || *i > c.max {

@@ -1,0 +1,626 @@
+//! The libcamera frame source: a capture thread that owns libcamera (its
+//! camera manager, the camera, the mapped buffers), encodes, and hands
+//! JPEG frames to the event loop through one slot and an eventfd.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use mio::unix::SourceFd;
+use mio::{Interest, Registry, Token};
+use rustix::event::{EventfdFlags, eventfd};
+
+use super::CameraSpec;
+use super::controls::{self, Resolved};
+use super::describe::{self, CameraDesc};
+use super::ffi::{self, Camera, Frame, Manager, StreamFormat, Wait};
+use crate::clock::Mono;
+use crate::convert::split_uv;
+use crate::jpegenc::{YuvEncoder, i420_plane_sizes};
+use crate::source::v4l2::controls::Setting;
+use crate::source::{CapturedFrame, FrameSource, StreamInfo};
+
+/// What the user asked for.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub camera: CameraSpec,
+    pub width: u32,
+    pub height: u32,
+    pub fps: u32,
+    pub quality: u8,
+    pub buffers: u32,
+    pub controls: Vec<Setting>,
+}
+
+/// How often a missing camera is looked for.
+const RETRY: Duration = Duration::from_secs(1);
+/// A camera that gives no frame for this long is taken for gone (without
+/// udev libcamera does not hear of an unplugged camera).
+const STALL: Duration = Duration::from_secs(3);
+/// How long one wait for a frame lasts: how soon a stop is noticed.
+const WAIT_MS: i32 = 200;
+/// At most one line a minute about skipped and failed frames.
+const REPORT_EVERY: Duration = Duration::from_secs(60);
+
+/// Quiets libcamera's logging; call while the process has one thread.
+pub fn init() {
+    ffi::init();
+}
+
+/// `camstream probe`'s libcamera section, or None if libcamera cannot start.
+pub fn probe() -> Option<String> {
+    match Manager::start() {
+        Ok(m) => Some(describe::report(&ffi::version(), &m.cameras())),
+        Err(e) => Some(format!("{e:#}\n\n")),
+    }
+}
+
+/// For `source = "auto"`: whether libcamera has a camera worth taking (not
+/// a USB camera, which V4L2 serves better).
+pub fn usable_camera() -> bool {
+    Manager::start().is_ok_and(|m| m.cameras().iter().any(|c| !c.is_external()))
+}
+
+/// Why a camera could not be opened.
+enum OpenError {
+    /// Not there (yet): wait for it.
+    Absent(String),
+    /// There, but unusable as configured: a start-up error.
+    Unusable(anyhow::Error),
+}
+
+/// The JPEG the capture thread made last, waiting for the event loop.
+struct Slot {
+    jpeg: Vec<u8>,
+    captured: Mono,
+    fresh: bool,
+}
+
+struct Shared {
+    slot: Mutex<Slot>,
+    /// Signalled by the capture thread when the slot is fresh.
+    event: OwnedFd,
+    stop: AtomicBool,
+}
+
+pub struct LibcameraSource {
+    info: StreamInfo,
+    shared: Arc<Shared>,
+    /// The frame being sent (swapped with the slot: no copy, no allocation).
+    held: Vec<u8>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl LibcameraSource {
+    /// Opens the camera on the capture thread. A missing camera is not an
+    /// error (the thread waits for it); an unusable one is.
+    pub fn open(req: Request) -> Result<LibcameraSource> {
+        // Fail at start-up, not in the thread, if libjpeg-turbo is unusable.
+        YuvEncoder::new(req.quality)?;
+        let shared = Arc::new(Shared {
+            slot: Mutex::new(Slot {
+                jpeg: Vec::new(),
+                captured: Mono(0),
+                fresh: false,
+            }),
+            event: eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC)?,
+            stop: AtomicBool::new(false),
+        });
+        let mut info = StreamInfo {
+            width: (req.width & !7) as u16,
+            height: (req.height & !7) as u16,
+            fps: req.fps,
+        };
+        let (tx, rx) = sync_channel(1);
+        let worker = {
+            let (req, shared) = (req.clone(), shared.clone());
+            std::thread::Builder::new()
+                .name("libcamera".into())
+                .spawn(move || capture(req, &shared, tx))?
+        };
+        match rx.recv() {
+            Ok(Ok(size)) => (info.width, info.height) = size,
+            Ok(Err(OpenError::Absent(why))) => log::warn!("{why}; waiting for {}", req.camera),
+            Ok(Err(OpenError::Unusable(e))) => {
+                let _ = worker.join();
+                return Err(e);
+            }
+            Err(_) => {
+                let _ = worker.join();
+                bail!("the libcamera thread stopped");
+            }
+        }
+        Ok(LibcameraSource {
+            info,
+            shared,
+            held: Vec::new(),
+            worker: Some(worker),
+        })
+    }
+}
+
+impl Drop for LibcameraSource {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl FrameSource for LibcameraSource {
+    fn info(&self) -> StreamInfo {
+        self.info
+    }
+
+    fn register(&mut self, registry: &Registry, token: Token) -> std::io::Result<()> {
+        registry.register(
+            &mut SourceFd(&self.shared.event.as_raw_fd()),
+            token,
+            Interest::READABLE,
+        )
+    }
+
+    fn ready(&mut self, sink: &mut dyn FnMut(CapturedFrame<'_>)) -> Result<()> {
+        let mut count = [0u8; 8];
+        let _ = rustix::io::read(&self.shared.event, &mut count);
+        let captured = {
+            let mut slot = self
+                .shared
+                .slot
+                .lock()
+                .map_err(|_| anyhow!("libcamera thread panicked"))?;
+            if !slot.fresh {
+                return Ok(());
+            }
+            slot.fresh = false;
+            std::mem::swap(&mut slot.jpeg, &mut self.held);
+            slot.captured
+        };
+        sink(CapturedFrame {
+            jpeg: &self.held,
+            captured,
+        });
+        Ok(())
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    frames: u64,
+    /// Frames not encoded because a newer one was ready (the CPU is behind).
+    skipped: u64,
+    /// Frames libcamera flagged as failed, and frames that could not be encoded.
+    failed: u64,
+    /// Frames the pipeline dropped (sequence gaps).
+    dropped: u64,
+    lost: u64,
+}
+
+/// An open, streaming camera and the manager it came from (declared in
+/// that order: the camera closes first).
+struct Open {
+    camera: Camera,
+    _manager: Manager,
+    desc: CameraDesc,
+    format: StreamFormat,
+    /// What is sent: the stream's size cropped to a multiple of 8.
+    out_size: (usize, usize),
+}
+
+impl Open {
+    fn start(req: &Request) -> Result<Open, OpenError> {
+        let manager = Manager::start().map_err(OpenError::Unusable)?;
+        let cams = manager.cameras();
+        let desc = match &req.camera {
+            CameraSpec::Auto => cams.into_iter().find(|c| !c.is_external()),
+            CameraSpec::Id(id) => cams.into_iter().find(|c| c.id == *id),
+        }
+        .ok_or_else(|| OpenError::Absent(format!("no {}", req.camera)))?;
+        let mut wanted =
+            controls::resolve(&req.controls, &desc.controls).map_err(OpenError::Unusable)?;
+        wanted.extend(controls::frame_duration(req.fps, &desc.controls, &wanted));
+        let mut camera = manager
+            .open(&desc.id, req.width, req.height, req.buffers)
+            .map_err(OpenError::Unusable)?;
+        let format = camera.format();
+        let (w, h) = (format.width, format.height);
+        if w < 16 || h < 16 {
+            return Err(OpenError::Unusable(anyhow!(
+                "libcamera:{}: {w}x{h} is too small to encode",
+                desc.id
+            )));
+        }
+        for Resolved { id, name, values } in &wanted {
+            camera
+                .control(*id, values)
+                .with_context(|| format!("libcamera:{}: setting {name}", desc.id))
+                .map_err(OpenError::Unusable)?;
+        }
+        camera.start().map_err(OpenError::Unusable)?;
+        Ok(Open {
+            camera,
+            _manager: manager,
+            desc,
+            format,
+            out_size: (w & !7, h & !7),
+        })
+    }
+
+    fn describe(&self, req: &Request) -> String {
+        let f = &self.format;
+        let crop = if self.out_size != (f.width, f.height) {
+            format!(" (cropped to {}x{})", self.out_size.0, self.out_size.1)
+        } else {
+            String::new()
+        };
+        format!(
+            "libcamera:{} ({}, libcamera {}): capturing {} {}x{} at up to {} fps, \
+             encoding JPEG 4:2:0 at quality {}{crop}",
+            self.desc.id,
+            if self.desc.model.is_empty() {
+                "unnamed"
+            } else {
+                &self.desc.model
+            },
+            ffi::version(),
+            f.format,
+            f.width,
+            f.height,
+            req.fps,
+            req.quality
+        )
+    }
+}
+
+/// The capture thread: opens the camera (the first result goes to `first`),
+/// streams, and reopens it after a loss until told to stop.
+fn capture(req: Request, shared: &Shared, first: SyncSender<Result<(u16, u16), OpenError>>) {
+    let mut first = Some(first);
+    let mut counts = Counters::default();
+    let mut lost_since: Option<Mono> = None;
+    let mut said_unusable = false;
+    let mut encoder = match YuvEncoder::new(req.quality) {
+        Ok(e) => e,
+        Err(e) => {
+            if let Some(tx) = first.take() {
+                let _ = tx.send(Err(OpenError::Unusable(e)));
+            }
+            return;
+        }
+    };
+    let mut work = Work::default();
+    while !shared.stop.load(Ordering::Relaxed) {
+        match Open::start(&req) {
+            Ok(mut cam) => {
+                let away = lost_since.take().map(|t| Mono::now().saturating_sub(t));
+                log::info!(
+                    "{}{}",
+                    cam.describe(&req),
+                    away.map_or(String::new(), |d| format!(
+                        " (camera back after {:.1} s)",
+                        d.as_secs_f32()
+                    ))
+                );
+                said_unusable = false;
+                let size = (cam.out_size.0 as u16, cam.out_size.1 as u16);
+                if let Some(tx) = first.take() {
+                    let _ = tx.send(Ok(size));
+                }
+                let why = stream(&mut cam, &mut encoder, &mut work, shared, &mut counts);
+                let Some(why) = why else { return };
+                cam.camera.mark_lost();
+                counts.lost += 1;
+                lost_since = Some(Mono::now());
+                log::warn!(
+                    "libcamera:{}: camera lost ({why}); sessions stay open, looking for it every {} s",
+                    cam.desc.id,
+                    RETRY.as_secs()
+                );
+            }
+            Err(OpenError::Absent(why)) => {
+                if let Some(tx) = first.take() {
+                    lost_since = Some(Mono::now());
+                    let _ = tx.send(Err(OpenError::Absent(why)));
+                }
+            }
+            Err(OpenError::Unusable(e)) => {
+                if let Some(tx) = first.take() {
+                    let _ = tx.send(Err(OpenError::Unusable(e)));
+                    return;
+                }
+                // Once per disappearance, not every second.
+                if !said_unusable {
+                    log::error!("{e:#}");
+                    said_unusable = true;
+                }
+            }
+        }
+        sleep_unless_stopped(shared, RETRY);
+    }
+}
+
+fn sleep_unless_stopped(shared: &Shared, d: Duration) {
+    let step = Duration::from_millis(WAIT_MS as u64);
+    let mut left = d;
+    while !left.is_zero() && !shared.stop.load(Ordering::Relaxed) {
+        std::thread::sleep(step.min(left));
+        left = left.saturating_sub(step);
+    }
+}
+
+/// Buffers reused from frame to frame.
+#[derive(Default)]
+struct Work {
+    u: Vec<u8>,
+    v: Vec<u8>,
+    out: Vec<u8>,
+}
+
+/// Streams until the camera is lost (Some(why)) or the source stops (None).
+fn stream(
+    cam: &mut Open,
+    encoder: &mut YuvEncoder,
+    work: &mut Work,
+    shared: &Shared,
+    counts: &mut Counters,
+) -> Option<String> {
+    let mut last = Mono::now();
+    let mut sequence: Option<u32> = None;
+    let mut reported = (0, 0, 0);
+    let mut reported_at: Option<Mono> = None;
+    let (format, out_size) = (cam.format.clone(), cam.out_size);
+    loop {
+        if shared.stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        let now = Mono::now();
+        let frame = match cam.camera.wait(WAIT_MS) {
+            Wait::Gone => return Some("disconnected".into()),
+            Wait::Nothing if now.saturating_sub(last) > STALL => {
+                return Some(format!("no frame for {} s", STALL.as_secs()));
+            }
+            Wait::Nothing => continue,
+            Wait::Frame(f) => f,
+        };
+        last = now;
+        counts.frames += 1;
+        counts.skipped += u64::from(frame.skipped);
+        counts.failed += u64::from(frame.failed);
+        // Frames skipped here have sequence numbers too.
+        if let Some(prev) = sequence {
+            let gap = frame
+                .sequence
+                .wrapping_sub(prev)
+                .saturating_sub(1 + frame.skipped);
+            counts.dropped += u64::from(gap);
+        }
+        sequence = Some(frame.sequence);
+        // V4L2 timestamps are CLOCK_MONOTONIC, as Mono is.
+        let captured = if frame.timestamp_ns > 0 && frame.timestamp_ns <= now.0 {
+            Mono(frame.timestamp_ns)
+        } else {
+            now
+        };
+        let index = frame.index;
+        let encoded = encode(encoder, work, &format, out_size, &frame);
+        if let Err(e) = cam.camera.requeue(index) {
+            return Some(format!("{e:#}"));
+        }
+        match encoded {
+            Ok(()) => {
+                if let Ok(mut slot) = shared.slot.lock() {
+                    std::mem::swap(&mut slot.jpeg, &mut work.out);
+                    slot.captured = captured;
+                    slot.fresh = true;
+                }
+                let _ = rustix::io::write(&shared.event, &1u64.to_ne_bytes());
+            }
+            Err(e) => {
+                counts.failed += 1;
+                log::debug!("frame not encoded: {e:#}");
+            }
+        }
+        if (counts.skipped, counts.failed, counts.dropped) != reported
+            && reported_at.is_none_or(|t| now.saturating_sub(t) >= REPORT_EVERY)
+        {
+            log::warn!(
+                "camera: {} frames captured, {} dropped by the pipeline, {} not encoded \
+                 (a newer frame was ready: the CPU is behind), {} failed; lost {} times",
+                counts.frames,
+                counts.dropped,
+                counts.skipped,
+                counts.failed,
+                counts.lost
+            );
+            reported = (counts.skipped, counts.failed, counts.dropped);
+            reported_at = Some(now);
+        }
+    }
+}
+
+/// Encodes the frame's planes as JPEG into `work.out`, cropped to `w` x `h`.
+fn encode(
+    enc: &mut YuvEncoder,
+    work: &mut Work,
+    f: &StreamFormat,
+    (w, h): (usize, usize),
+    frame: &Frame<'_>,
+) -> Result<()> {
+    let stride = f.stride;
+    let rows = f.height;
+    let p = &frame.planes;
+    let short = |what: &str| anyhow!("{what}: short buffer");
+    match f.format.as_str() {
+        "YUV420" => {
+            let cs = stride / 2;
+            let (y_len, c_len) = (stride * rows, cs * rows.div_ceil(2));
+            // Three planes, or one holding all three.
+            let (y, u, v) = if frame.plane_count >= 3 {
+                (p[0], p[1], p[2])
+            } else {
+                let all = p[0];
+                if all.len() < y_len + 2 * c_len {
+                    return Err(short("YUV420"));
+                }
+                let (y, rest) = all.split_at(y_len);
+                let (u, v) = rest.split_at(c_len);
+                (y, u, v)
+            };
+            let c_need = cs * (h / 2 - 1) + w / 2;
+            if y.len() < stride * (h - 1) + w || u.len() < c_need || v.len() < c_need {
+                return Err(short("YUV420"));
+            }
+            enc.encode_planes([y, u, v], [stride, cs, cs], w, h, &mut work.out)
+        }
+        "NV12" => {
+            let y_len = stride * rows;
+            let (y, uv) = if frame.plane_count >= 2 {
+                (p[0], p[1])
+            } else {
+                if p[0].len() < y_len + stride * rows.div_ceil(2) {
+                    return Err(short("NV12"));
+                }
+                p[0].split_at(y_len)
+            };
+            let (cw, ch) = i420_plane_sizes(w, h)[1];
+            if y.len() < stride * (h - 1) + w || uv.len() < stride * (ch - 1) + cw * 2 {
+                return Err(short("NV12"));
+            }
+            work.u.resize(cw * ch, 0);
+            work.v.resize(cw * ch, 0);
+            split_uv(uv, stride, cw, ch, &mut work.u, &mut work.v);
+            enc.encode_planes([y, &work.u, &work.v], [stride, cw, cw], w, h, &mut work.out)
+        }
+        // libcamera names packed RGB as DRM does, by the order in a
+        // little-endian word: BGR888 is R, G, B in memory.
+        fmt @ ("BGR888" | "RGB888") => {
+            if p[0].len() < stride * (h - 1) + w * 3 {
+                return Err(short(fmt));
+            }
+            enc.encode_rgb(p[0], stride, fmt == "RGB888", w, h, &mut work.out)
+        }
+        other => bail!("cannot encode {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame<'a>(planes: [&'a [u8]; 3], n: usize) -> Frame<'a> {
+        Frame {
+            index: 0,
+            sequence: 0,
+            timestamp_ns: 0,
+            skipped: 0,
+            failed: 0,
+            planes,
+            plane_count: n,
+        }
+    }
+
+    /// The same picture in each layout libcamera may hand over encodes to
+    /// the same JPEG (YUV420 and NV12) or a close one (RGB).
+    #[test]
+    fn every_layout_encodes_the_same_picture() {
+        let (w, h, stride) = (64usize, 48usize, 80usize);
+        let y: Vec<u8> = (0..stride * h)
+            .map(|i| ((i % stride) * 3 + (i / stride)) as u8)
+            .collect();
+        let u: Vec<u8> = (0..stride / 2 * h / 2)
+            .map(|i| (100 + i % 40) as u8)
+            .collect();
+        let v: Vec<u8> = (0..stride / 2 * h / 2)
+            .map(|i| (150 - i % 30) as u8)
+            .collect();
+        let mut nv = vec![0u8; stride * h / 2];
+        for r in 0..h / 2 {
+            for x in 0..w / 2 {
+                nv[r * stride + 2 * x] = u[r * stride / 2 + x];
+                nv[r * stride + 2 * x + 1] = v[r * stride / 2 + x];
+            }
+        }
+        let mut enc = YuvEncoder::new(90).unwrap();
+        let mut work = Work::default();
+        let fmt = |name: &str| StreamFormat {
+            width: w,
+            height: h,
+            stride,
+            format: name.into(),
+        };
+        encode(
+            &mut enc,
+            &mut work,
+            &fmt("YUV420"),
+            (w, h),
+            &frame([&y, &u, &v], 3),
+        )
+        .unwrap();
+        let three = work.out.clone();
+        let one: Vec<u8> = [&y[..], &u, &v].concat();
+        encode(
+            &mut enc,
+            &mut work,
+            &fmt("YUV420"),
+            (w, h),
+            &frame([&one, &[], &[]], 1),
+        )
+        .unwrap();
+        assert_eq!(work.out, three);
+        encode(
+            &mut enc,
+            &mut work,
+            &fmt("NV12"),
+            (w, h),
+            &frame([&y, &nv, &[]], 2),
+        )
+        .unwrap();
+        assert_eq!(work.out, three);
+        // Cropped to a multiple of 8 by the caller's size.
+        encode(
+            &mut enc,
+            &mut work,
+            &fmt("YUV420"),
+            (56, 40),
+            &frame([&y, &u, &v], 3),
+        )
+        .unwrap();
+        assert_ne!(work.out, three);
+        let rgb = StreamFormat {
+            stride: w * 3,
+            ..fmt("BGR888")
+        };
+        let px: Vec<u8> = (0..w * 3 * h).map(|i| (i % 251) as u8).collect();
+        encode(
+            &mut enc,
+            &mut work,
+            &rgb,
+            (w, h),
+            &frame([&px, &[], &[]], 1),
+        )
+        .unwrap();
+        assert!(work.out.starts_with(&[0xFF, 0xD8]));
+        // Too short a buffer is an error, not a read past its end.
+        let e = encode(
+            &mut enc,
+            &mut work,
+            &fmt("YUV420"),
+            (w, h),
+            &frame([&y[..100], &[], &[]], 1),
+        );
+        assert_eq!(e.unwrap_err().to_string(), "YUV420: short buffer");
+        let e = encode(
+            &mut enc,
+            &mut work,
+            &fmt("XRGB8888"),
+            (w, h),
+            &frame([&px, &[], &[]], 1),
+        );
+        assert_eq!(e.unwrap_err().to_string(), "cannot encode XRGB8888");
+    }
+}

@@ -62,7 +62,8 @@ def test_config_mistakes(tmp_path):
     assert "invalid type" in fails("--config", str(cfg))
     assert "fps = 500 is out of range (1..=120)" in fails("--fps", "500")
     assert "cannot read config" in fails("--config", str(tmp_path / "missing.toml"))
-    assert "use testpattern, file:PATH, v4l2:/dev/videoN or v4l2:auto" in fails("--source", "webcam")
+    assert "use auto, libcamera:auto, libcamera:ID, v4l2:auto, v4l2:/dev/videoN, testpattern or file:PATH" \
+        in fails("--source", "webcam")
     assert "must be even" in fails("--width", "641")
     assert "use NAME=VALUE" in subprocess.run([str(BIN), "--control", "brightness"], capture_output=True,
                                               text=True).stderr
@@ -148,7 +149,7 @@ def test_the_shipped_config_is_valid(tmp_path):
     uncommented = "\n".join(line[1:] if line.startswith("#") and "=" in line or line.startswith("#[")
                             else line for line in shipped.splitlines())
     cfg = tmp_path / "camstream.toml"
-    cfg.write_text(uncommented.replace('"v4l2:auto"', '"v4l2:/dev/null"'))
+    cfg.write_text(uncommented.replace('source = "auto"', 'source = "v4l2:/dev/null"'))
     assert "/dev/null is not a V4L2 device" in fails("--config", str(cfg))
 
 

@@ -37,7 +37,7 @@ pub struct Options {
     #[serde(skip)]
     pub config: Option<PathBuf>,
 
-    /// Frame source: v4l2:/dev/videoN, v4l2:auto (the first camera), testpattern, or file:PATH (a concatenated MJPEG stream, looped) [default: testpattern]
+    /// Frame source: auto (a libcamera camera, else the first V4L2 one), libcamera:auto, libcamera:ID, v4l2:/dev/videoN, v4l2:auto, testpattern, or file:PATH (a concatenated MJPEG stream, looped) [default: testpattern]
     #[arg(long, value_name = "SOURCE")]
     pub source: Option<String>,
 
@@ -160,7 +160,8 @@ pub struct UserHashes {
 /// Commands besides serving.
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum Command {
-    /// List V4L2 devices with their formats, sizes, frame rates and controls
+    /// List libcamera's cameras (sensor modes, streams, controls), then V4L2
+    /// devices with their formats, sizes, frame rates and controls
     Probe {
         /// Only this device, e.g. /dev/video0
         device: Option<PathBuf>,

@@ -214,7 +214,9 @@ struct Open {
 
 impl Open {
     fn start(req: &Request) -> Result<Open, OpenError> {
-        let manager = Manager::start().map_err(OpenError::Unusable)?;
+        // Without udev, libcamera's manager fails to start while there is
+        // no media device at all: a camera yet to come.
+        let manager = Manager::start().map_err(|e| OpenError::Absent(format!("{e:#}")))?;
         let cams = manager.cameras();
         let desc = match &req.camera {
             CameraSpec::Auto => cams.into_iter().find(|c| !c.is_external()),

@@ -72,6 +72,18 @@ const PixelFormat kFormats[] = {
 	formats::YUV420, formats::NV12, formats::BGR888, formats::RGB888,
 };
 
+/* One number, or an array of them (FrameDurationLimits, ColourGains). */
+template<typename T>
+void setNumbers(ControlValue &value, const double *v, size_t n)
+{
+	if (n == 1) {
+		value.set<T>(static_cast<T>(v[0]));
+		return;
+	}
+	std::vector<T> a(v, v + n);
+	value.set(Span<const T>(a.data(), a.size()));
+}
+
 std::string locationName(const ControlList &props)
 {
 	auto loc = props.get(properties::Location);
@@ -362,28 +374,13 @@ int cs_lc_control(cs_lc_camera *c, uint32_t id, const double *v, size_t n, char 
 		value.set<bool>(v[0] != 0);
 		break;
 	case ControlTypeInteger32:
-		if (n == 1) {
-			value.set<int32_t>(static_cast<int32_t>(v[0]));
-		} else {
-			std::vector<int32_t> a(v, v + n);
-			value.set(Span<const int32_t>(a.data(), a.size()));
-		}
+		setNumbers<int32_t>(value, v, n);
 		break;
 	case ControlTypeInteger64:
-		if (n == 1) {
-			value.set<int64_t>(static_cast<int64_t>(v[0]));
-		} else {
-			std::vector<int64_t> a(v, v + n);
-			value.set(Span<const int64_t>(a.data(), a.size()));
-		}
+		setNumbers<int64_t>(value, v, n);
 		break;
 	case ControlTypeFloat:
-		if (n == 1) {
-			value.set<float>(static_cast<float>(v[0]));
-		} else {
-			std::vector<float> a(v, v + n);
-			value.set(Span<const float>(a.data(), a.size()));
-		}
+		setNumbers<float>(value, v, n);
 		break;
 	case ControlTypeRectangle:
 		if (n != 4)

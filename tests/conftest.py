@@ -293,6 +293,12 @@ def figure(line: str) -> None:
     FIGURES.append(line)
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: what the emulated Raspberry Pi repeats of the virt board's tests, at 4 times "
+        "their time; ci/test leaves them out (-m 'not slow'), `-m slow` runs them")
+
+
 def pytest_terminal_summary(terminalreporter):
     if FIGURES:
         terminalreporter.section("measured")

@@ -114,6 +114,12 @@ build_camstream() {
 # targets offline), linking libjpeg-turbo statically and libcamera (with
 # glibc) dynamically. Prints its path.
 build_camstream_aarch64() {
+    cargo_aarch64 build --release --locked -p camstream --features libcamera >&2
+    echo "$ROOT/output/target/aarch64-unknown-linux-gnu/release/camstream"
+}
+
+# cargo ARGS... in app/ for aarch64 with Debian's cross Rust (output/target).
+cargo_aarch64() {
     dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
     # ca-certificates: cargo fetches crates over HTTPS (Debian's cargo only
     # recommends it). libcamera: the Pi's Camera Modules (and vimc in the
@@ -128,10 +134,8 @@ build_camstream_aarch64() {
             CXX_aarch64_unknown_linux_gnu=aarch64-linux-gnu-g++ \
             PKG_CONFIG_ALLOW_CROSS=1 PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig \
             TURBOJPEG_SOURCE=explicit TURBOJPEG_LIB_DIR=/usr/lib/aarch64-linux-gnu TURBOJPEG_STATIC=1 \
-            /usr/bin/cargo build --release --locked --target aarch64-unknown-linux-gnu \
-            -p camstream --features libcamera --target-dir "$ROOT/output/target" >&2
+            /usr/bin/cargo "$@" --target aarch64-unknown-linux-gnu --target-dir "$ROOT/output/target"
     )
-    echo "$ROOT/output/target/aarch64-unknown-linux-gnu/release/camstream"
 }
 
 # RAUC for the QEMU image, cross-built from Debian's source of the rauc

@@ -712,12 +712,17 @@ mod tests {
     #[test]
     #[ignore]
     fn raw_capture_encode_speed() {
-        let (w, h) = (1280usize, 720usize);
-        for (fourcc, bpp) in [(YUYV, 2), (NV12, 0), (YUV420, 0), (RGB24, 3)] {
+        // 720p in every raw layout; 1080p in the two libcamera hands over
+        // (the Pi's ISP gives YUV420 or NV12), encoded the same way.
+        let cases = [(YUYV, 2), (NV12, 0), (YUV420, 0), (RGB24, 3)]
+            .map(|(f, bpp)| (f, bpp, 1280usize, 720usize))
+            .into_iter()
+            .chain([(YUV420, 0, 1920, 1080), (NV12, 0, 1920, 1080)]);
+        for (fourcc, bpp, w, h) in cases {
             let stride = if bpp > 0 { w * bpp } else { w };
             let len = if bpp > 0 { stride * h } else { w * h * 3 / 2 };
             // Gradients with some sensor-like noise: about what a camera's
-            // 720p frame costs the entropy coder.
+            // frame costs the entropy coder.
             let mut frame: Vec<u8> = (0..len)
                 .map(|i| {
                     ((i % stride) / 8 + (i / stride) / 4 + ((i * 2_654_435_761) >> 13) % 12) as u8

@@ -39,6 +39,15 @@ CAMSTREAM_CARGO_ENV = \
 	CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
 	CARGO_PROFILE_RELEASE_OPT_LEVEL=3
 
+# The libcamera frame source (the Pi's Camera Modules) when the image has
+# libcamera: build.rs compiles its C++ shim with the target's CXX and asks
+# Buildroot's pkg-config (which knows the staging directory) what to link.
+ifeq ($(BR2_PACKAGE_LIBCAMERA),y)
+CAMSTREAM_DEPENDENCIES += host-pkgconf libcamera
+CAMSTREAM_CARGO_BUILD_OPTS += --features libcamera
+CAMSTREAM_CARGO_ENV += PKG_CONFIG_ALLOW_CROSS=1
+endif
+
 # The daemon's own user: started as root, camstream binds its ports, opens
 # the camera and becomes this user (user = "camstream" in its config);
 # group video gives it the camera nodes mdev creates.

@@ -20,13 +20,15 @@ CAMSTREAM_OVERRIDE_SRCDIR_RSYNC_EXCLUSIONS = \
 # fetches the crates Cargo.lock pins (checking the sha256 it records) into
 # the download directory's cargo home once, and writes the configuration
 # that makes the build use them offline (the lock, as Buildroot's, guards the
-# shared cargo home). See docs/BUILDROOT.md.
+# shared cargo home). Before each build, not once at configure: after a
+# change to Cargo.lock, `make camstream-rebuild` must vendor the new crates.
+# See docs/BUILDROOT.md.
 define CAMSTREAM_VENDOR_CRATES
 	mkdir -p $(BR_CARGO_HOME)
 	$(TARGET_MAKE_ENV) CARGO_HOME=$(BR_CARGO_HOME) flock $(BR_CARGO_HOME)/.br-lock \
 		sh $(CAMSTREAM_PKGDIR)/vendor-crates $(@D)/app
 endef
-CAMSTREAM_PRE_CONFIGURE_HOOKS += CAMSTREAM_VENDOR_CRATES
+CAMSTREAM_PRE_BUILD_HOOKS += CAMSTREAM_VENDOR_CRATES
 
 # turbojpeg-sys links the libjpeg-turbo built here (its Rust bindings are
 # pregenerated); camstream's measured release profile (LTO, one codegen
@@ -45,6 +47,9 @@ CAMSTREAM_CARGO_ENV = \
 ifeq ($(BR2_PACKAGE_LIBCAMERA),y)
 CAMSTREAM_DEPENDENCIES += host-pkgconf libcamera
 CAMSTREAM_CARGO_BUILD_OPTS += --features libcamera
+# cargo install builds again: without the feature it would install a
+# camstream without libcamera.
+CAMSTREAM_CARGO_INSTALL_OPTS += --features libcamera
 CAMSTREAM_CARGO_ENV += PKG_CONFIG_ALLOW_CROSS=1
 endif
 

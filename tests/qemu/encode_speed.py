@@ -25,7 +25,7 @@ import guest  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_binary() -> Path:
+def unit_test_binary() -> Path:
     """camstream's unit-test executable for aarch64, as cargo names it."""
     out = subprocess.run(["sh", "-c", '. scripts/lib.sh && cargo_aarch64 test --release --locked -p camstream '
                           '--no-run --message-format=json'], cwd=ROOT, env={**os.environ, "ROOT": str(ROOT)},
@@ -39,7 +39,7 @@ def test_binary() -> Path:
 
 
 def main() -> None:
-    binary = test_binary()
+    binary = unit_test_binary()
     guest.build()
     with tempfile.TemporaryDirectory() as tmp:
         files, drive = Path(tmp) / "files", Path(tmp) / "drive.ext4"

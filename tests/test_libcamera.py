@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import math
 import re
-import threading
 import time
 
 import pytest
@@ -19,7 +18,7 @@ import guest
 from conftest import figure
 from rtsp import Client
 from test_interop import ffmpeg_client, gst_client
-from test_v4l2 import start, stop, whole_frames
+from test_v4l2 import frames_counted, start, stop, whole_frames
 
 CAMERA = "platform/vimc.0 Sensor B"
 # vimc's scaler triples the sensor's size: a width that is a multiple of 24
@@ -115,7 +114,7 @@ def test_controls_change_the_picture_or_are_refused(vm):
     start(vm, f"--source libcamera:auto --width {W} --height {H}")
     plain = ffmpeg_client(vm.url, "tcp", 3, "gray", W, H)[-1]
     stop(vm)
-    log = start(vm, f"--source libcamera:auto --width {W} --height {H} --control Brightness=0.5")
+    start(vm, f"--source libcamera:auto --width {W} --height {H} --control Brightness=0.5")
     bright = ffmpeg_client(vm.url, "tcp", 3, "gray", W, H)[-1]
     stop(vm)
     print(f"mean luma {mean(plain):.1f} -> {mean(bright):.1f} with Brightness=0.5")
@@ -135,27 +134,17 @@ def test_unbind_keeps_the_session_and_bind_resumes_it(vm):
     assert c.setup_tcp().status == 200
     assert c.play().status == 200
     assert len(whole_frames(c.packets(3))) >= 5
-    counts: list[int] = []
-    stop_reading = threading.Event()
-
-    def reader():
-        while not stop_reading.is_set():
-            counts.append(sum(p.marker for p in c.packets(0.5)))
-
-    t = threading.Thread(target=reader, daemon=True)
-    t.start()
-    for n in (1, 2):
-        vm.sh(UNBIND)
-        vm.wait_for("cat /tmp/camstream.log", "camera lost", timeout=30)
-        time.sleep(2)
-        quiet = sum(counts[-3:])
-        assert quiet == 0, "no frames while the camera is away"
-        vm.sh(BIND)
-        vm.wait_for(f"grep -c 'camera back after' /tmp/camstream.log", f"^{n}$", timeout=30)
-        time.sleep(3)
-        assert sum(counts[-4:]) >= 4, "frames resumed on the same session"
-    stop_reading.set()
-    t.join(5)
+    with frames_counted(c) as counts:
+        for n in (1, 2):
+            vm.sh(UNBIND)
+            vm.wait_for("cat /tmp/camstream.log", "camera lost", timeout=30)
+            time.sleep(2)
+            quiet = sum(counts[-3:])
+            assert quiet == 0, "no frames while the camera is away"
+            vm.sh(BIND)
+            vm.wait_for("grep -c 'camera back after' /tmp/camstream.log", f"^{n}$", timeout=30)
+            time.sleep(3)
+            assert sum(counts[-4:]) >= 4, "frames resumed on the same session"
     log = vm.sh("cat /tmp/camstream.log")
     assert "ended" not in log, log
     assert re.search(r"camera lost \(no frame for 3 s\); sessions stay open", log), log

@@ -6,6 +6,7 @@ firmware's own camstream service is stopped; each test runs its own."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import threading
@@ -55,6 +56,26 @@ def whole_frames(packets) -> list:
     packets = list(packets)
     first = next(i for i, p in enumerate(packets) if p.marker) + 1
     return complete_frames(packets[first:])
+
+
+@contextlib.contextmanager
+def frames_counted(c: Client):
+    """While the block runs, a thread reads the client's stream and appends
+    the frames (RTP markers) of each half second to the list it yields."""
+    counts: list[int] = []
+    done = threading.Event()
+
+    def reader():
+        while not done.is_set():
+            counts.append(sum(p.marker for p in c.packets(0.5)))
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    try:
+        yield counts
+    finally:
+        done.set()
+        t.join(5)
 
 
 def test_vivid_every_raw_format(vm):
@@ -138,24 +159,8 @@ def test_unplug_and_replug_keep_the_session(vm):
     # buffers and binary pages the kernel drops and reloads at will).
     usage = f"ls /proc/{pid}/fd | wc -l; grep RssAnon /proc/{pid}/status"
 
-    # Keep reading while the guest unplugs and replugs.
-    counts: list[int] = []
-    stop_reading = threading.Event()
-
-    def reader():
-        while not stop_reading.is_set():
-            counts.append(sum(p.marker for p in c.packets(0.5)))
-
-    t = threading.Thread(target=reader, daemon=True)
-    t.start()
     unbind = "echo vivid.0 > /sys/bus/platform/drivers/vivid/unbind"
     bind = "echo vivid.0 > /sys/bus/platform/drivers/vivid/bind"
-    vm.sh(unbind)
-    vm.wait_for("cat /tmp/camstream.log", "camera lost")
-    time.sleep(2)
-    quiet = sum(counts[-3:])
-    vm.sh(bind)
-    vm.wait_for("cat /tmp/camstream.log", r"camera back after")
 
     def cycles(until: int) -> None:
         """Unplugs and replugs until camstream has had the camera back
@@ -165,15 +170,21 @@ def test_unplug_and_replug_keep_the_session(vm):
               "until [ $(grep -c 'camera back after' /tmp/camstream.log) -gt $n ]; do sleep 0.1; done; "
               "n=$((n+1)); done", timeout=900)
 
-    # Measured once the heap has settled (it grows over the first ~30).
-    cycles(30)
-    time.sleep(1)
-    before = vm.sh(usage)
-    cycles(100)
-    time.sleep(2)
-    after = vm.sh(usage)
-    stop_reading.set()
-    t.join(5)
+    # Keep reading while the guest unplugs and replugs.
+    with frames_counted(c) as counts:
+        vm.sh(unbind)
+        vm.wait_for("cat /tmp/camstream.log", "camera lost")
+        time.sleep(2)
+        quiet = sum(counts[-3:])
+        vm.sh(bind)
+        vm.wait_for("cat /tmp/camstream.log", r"camera back after")
+        # Measured once the heap has settled (it grows over the first ~30).
+        cycles(30)
+        time.sleep(1)
+        before = vm.sh(usage)
+        cycles(100)
+        time.sleep(2)
+        after = vm.sh(usage)
     frames_after = len(whole_frames(c.packets(2)))
     log = vm.sh("cat /tmp/camstream.log")
     assert quiet == 0, "no frames while unplugged"

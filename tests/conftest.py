@@ -32,7 +32,9 @@ class Camstream:
 
     def __init__(self, args: list[str], wait: bool = True):
         self.port = free_port()
-        self.args = [str(BIN), "--listen", "127.0.0.1", "--rtsp-port", str(self.port), *args]
+        self.http_port = free_port()
+        self.args = [str(BIN), "--listen", "127.0.0.1", "--rtsp-port", str(self.port),
+                     "--http-port", str(self.http_port), *args]
         self.proc = subprocess.Popen(self.args, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -43,6 +45,10 @@ class Camstream:
     @property
     def url(self) -> str:
         return f"rtsp://127.0.0.1:{self.port}/stream"
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
 
     def _read(self) -> None:
         for line in self.proc.stderr:

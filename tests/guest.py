@@ -88,9 +88,11 @@ class Guest:
         `host_port`: the host's 127.0.0.1:PORT reachable from the guest at
         10.0.2.100:PORT (scripts/qemu --host-port)."""
         self.rtsp_port = free_port()
+        self.http_port = free_port()
         self.ssh_port = free_port() if ssh else None
         self.qmp_path = f"/tmp/camstream-qmp-{self.rtsp_port}.sock"
-        args = ["--no-build", "--board", board, "--port", str(self.rtsp_port), "--memory", memory]
+        args = ["--no-build", "--board", board, "--port", str(self.rtsp_port),
+                "--http-port", str(self.http_port), "--memory", memory]
         args += ["--ssh-port", str(self.ssh_port)] if ssh else []
         args += ["--host-port", str(host_port)] if host_port else []
         args += ["--password-needed"] if password_needed else []

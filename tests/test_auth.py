@@ -213,7 +213,7 @@ def test_the_health_check_answers_with_the_stored_digests(camstream, config, tmp
     the config too. Elsewhere it takes the password from the URL."""
     cs = camstream("--config", str(config), "--width", "320", "--height", "240")
     local = tmp_path / "local.toml"
-    local.write_text(f'listen = "127.0.0.1"\nrtsp_port = {cs.port}\n' + config.read_text())
+    local.write_text(f'listen = "127.0.0.1"\nrtsp_port = {cs.port}\nhttp_port = 0\n' + config.read_text())
 
     def check(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([str(BIN), *args], capture_output=True, text=True, timeout=60,

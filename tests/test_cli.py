@@ -16,7 +16,8 @@ from conftest import BIN, ROOT, Camstream, assert_frames_match, frames_of, free_
 from rtsp import Client
 from test_interop import H, W, ffmpeg_client
 
-KEYS = ["source", "width", "height", "fps", "quality", "format", "buffers", "listen", "rtsp_port", "rtp_port",
+KEYS = ["source", "width", "height", "fps", "quality", "format", "buffers", "listen", "rtsp_port", "http_port",
+        "rtp_port",
         "path", "mtu", "max_clients", "client_queue", "session_timeout", "rtcp_interval", "max_request_size",
         "max_connections_per_ip", "request_timeout", "idle_timeout", "user", "log_level", "basic_auth",
         "nonce_lifetime", "anonymous"]
@@ -24,7 +25,7 @@ KEYS = ["source", "width", "height", "fps", "quality", "format", "buffers", "lis
 
 def fails(*args: str) -> str:
     """Runs camstream expecting a start-up error; returns its one line."""
-    p = subprocess.run([str(BIN), "--listen", "127.0.0.1", "--rtsp-port", str(free_port()), *args],
+    p = subprocess.run([str(BIN), "--listen", "127.0.0.1", "--rtsp-port", str(free_port()), "--http-port", "0", *args],
                        capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL)
     assert p.returncode != 0, p
     lines = p.stderr.strip().splitlines()
@@ -75,7 +76,7 @@ def test_port_in_use():
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        p = subprocess.run([str(BIN), "--listen", "127.0.0.1", "--rtsp-port", str(port)],
+        p = subprocess.run([str(BIN), "--listen", "127.0.0.1", "--rtsp-port", str(port), "--http-port", "0"],
                            capture_output=True, text=True, timeout=20)
     assert p.returncode != 0
     assert p.stderr.strip() == (f"camstream: error: cannot listen on 127.0.0.1:{port} (rtsp_port): "

@@ -122,6 +122,24 @@ def test_ffprobe_and_gstreamer_decode_over_tcp(fw, tmp_path):
     assert len(set(frames[-1][: 1280 * 720])) > 16
 
 
+def test_snapshot_and_mjpeg_over_http_from_the_host(fw, tmp_path):
+    """Port 80 of the image, forwarded by scripts/qemu: a snapshot curl
+    saves decodes at the stream's size, and FFmpeg reads the MJPEG stream."""
+    http = f"http://127.0.0.1:{fw.http_port}"
+    snap = tmp_path / "snapshot.jpg"
+    out = run(["curl", "-sS", "--fail", "-o", str(snap), "-w", "%{content_type}", f"{http}/snapshot.jpg"],
+              timeout=60).stdout.decode()
+    assert out == "image/jpeg", out
+    size = run(["ffprobe", "-v", "error", "-show_entries", "stream=width,height", "-of", "csv=p=0", str(snap)],
+               timeout=60).stdout.decode().strip()
+    assert size == "1280,720", size
+    out = run(["ffprobe", "-v", "error", "-f", "mjpeg", "-count_frames", "-read_intervals", "%+3",
+               "-show_entries", "stream=width,height,nb_read_frames", "-of", "csv=p=0",
+               f"{http}/stream.mjpg"], timeout=60).stdout.decode()
+    w, h, n = out.strip().split(",")
+    assert (w, h) == ("1280", "720") and int(n) >= 10, out
+
+
 def test_init_script_stops_and_starts(fw):
     fw.sh(f"{SERVICE} stop")
     assert fw.sh("pidof camstream", check=False).strip() == ""

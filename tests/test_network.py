@@ -89,6 +89,10 @@ def test_mdns_answers_to_the_name_and_lists_the_stream(fw):
     assert f"Got Answer: Name: {NAME}.local., Type: 1" in out, out
     out = fw.sh("mquery -i eth0 -w 4 2>&1")
     assert f"+ {NAME}._rtsp._tcp.local. (10.0.2.15)" in out, out
+    # The web page, on HTTP's own port, at its root.
+    services = fw.sh("cat /run/mdns.d/http.service")
+    assert services.split("\n")[:4] == [f"name {NAME}", "type _http._tcp", "port 80", "txt path=/"]
+    assert f"+ {NAME}._http._tcp.local. (10.0.2.15)" in out, out
 
 
 def test_a_static_address_then_a_wrong_one(fw):

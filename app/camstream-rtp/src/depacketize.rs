@@ -4,9 +4,10 @@
 
 use alloc::vec::Vec;
 
+use crate::jfif::write_headers;
 use crate::packetize::{JPEG_HEADER_LEN, QUANT_HEADER_LEN, RESTART_HEADER_LEN};
 use crate::rtp;
-use crate::tables::{CHROMA_AC, CHROMA_DC, HuffmanTable, LUMA_AC, LUMA_DC, scaled_quant_tables};
+use crate::tables::scaled_quant_tables;
 
 /// Why a packet was not used. Any error also drops the frame being assembled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,13 +212,15 @@ impl Depacketizer {
                 return Err(DepacketizeError::BadQuantization);
             }
             self.buf.clear();
+            let luma = 64 << (tables.precision & 1);
+            let chroma = 64 << (tables.precision >> 1 & 1);
             write_headers(
                 &mut self.buf,
                 kind & 1,
                 width,
                 height,
                 restart_interval,
-                &tables,
+                [&tables.data[..luma], &tables.data[luma..luma + chroma]],
             );
             self.assembling = Some(Assembling {
                 timestamp: h.timestamp,
@@ -247,57 +250,6 @@ impl Depacketizer {
         }
         Ok(self.assembling.take())
     }
-}
-
-/// RFC 2435 Appendix B: SOI, DQT, DRI, SOF, DHT and SOS for the scan that follows.
-fn write_headers(
-    out: &mut Vec<u8>,
-    kind: u8,
-    width: u16,
-    height: u16,
-    restart_interval: u16,
-    tables: &CachedTables,
-) {
-    out.extend_from_slice(&[0xff, 0xd8]);
-    let mut at = 0;
-    for id in 0..2u8 {
-        let sixteen = tables.precision >> id & 1;
-        let n = 64 << sixteen;
-        out.extend_from_slice(&[0xff, 0xdb]);
-        out.extend_from_slice(&(3 + n as u16).to_be_bytes());
-        out.push(sixteen << 4 | id);
-        out.extend_from_slice(&tables.data[at..at + n]);
-        at += n;
-    }
-    if restart_interval > 0 {
-        out.extend_from_slice(&[0xff, 0xdd, 0, 4]);
-        out.extend_from_slice(&restart_interval.to_be_bytes());
-    }
-    // Baseline, or extended sequential when a table has 16-bit entries
-    // (T.81 allows those only there).
-    let sof = if tables.precision != 0 { 0xc1 } else { 0xc0 };
-    out.extend_from_slice(&[0xff, sof, 0, 17, 8]);
-    out.extend_from_slice(&height.to_be_bytes());
-    out.extend_from_slice(&width.to_be_bytes());
-    let luma = if kind == 0 { 0x21 } else { 0x22 };
-    out.extend_from_slice(&[3, 0, luma, 0, 1, 0x11, 1, 2, 0x11, 1]);
-    for (class_id, t) in [
-        (0x00, LUMA_DC),
-        (0x10, LUMA_AC),
-        (0x01, CHROMA_DC),
-        (0x11, CHROMA_AC),
-    ] {
-        write_dht(out, class_id, &t);
-    }
-    out.extend_from_slice(&[0xff, 0xda, 0, 12, 3, 0, 0x00, 1, 0x11, 2, 0x11, 0, 63, 0]);
-}
-
-fn write_dht(out: &mut Vec<u8>, class_id: u8, t: &HuffmanTable) {
-    out.extend_from_slice(&[0xff, 0xc4]);
-    out.extend_from_slice(&(3 + 16 + t.symbols.len() as u16).to_be_bytes());
-    out.push(class_id);
-    out.extend_from_slice(&t.counts);
-    out.extend_from_slice(t.symbols);
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 extern crate alloc;
 
 pub mod depacketize;
+pub mod jfif;
 pub mod jpeg;
 pub mod packetize;
 pub mod rtcp;

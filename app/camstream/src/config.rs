@@ -78,6 +78,10 @@ pub struct Options {
     #[arg(long, value_name = "PORT")]
     pub rtsp_port: Option<u16>,
 
+    /// HTTP port: snapshot, MJPEG stream, RTSP over HTTP, metrics and the status page; 0 turns HTTP off [default: 8080]
+    #[arg(long, value_name = "PORT")]
+    pub http_port: Option<u16>,
+
     /// UDP port for RTP (even; RTCP uses the next one); 0 picks a free pair [default: 0]
     #[arg(long, value_name = "PORT")]
     pub rtp_port: Option<u16>,
@@ -221,6 +225,7 @@ impl Options {
             quality: self.quality.or(other.quality),
             listen: self.listen.or(other.listen),
             rtsp_port: self.rtsp_port.or(other.rtsp_port),
+            http_port: self.http_port.or(other.http_port),
             rtp_port: self.rtp_port.or(other.rtp_port),
             path: self.path.or(other.path),
             mtu: self.mtu.or(other.mtu),
@@ -256,6 +261,8 @@ pub struct Config {
     pub controls: Vec<Setting>,
     pub listen: IpAddr,
     pub rtsp_port: u16,
+    /// 0: no HTTP listener.
+    pub http_port: u16,
     pub rtp_port: u16,
     pub path: String,
     pub mtu: usize,
@@ -372,6 +379,7 @@ impl Config {
             controls: o.controls.unwrap_or_default(),
             listen: o.listen.unwrap_or(IpAddr::from([0, 0, 0, 0])),
             rtsp_port: o.rtsp_port.unwrap_or(8554),
+            http_port: o.http_port.unwrap_or(8080),
             rtp_port,
             path,
             mtu: in_range("mtu", o.mtu.unwrap_or(1400), MIN_MTU as u32, MAX_MTU as u32)? as usize,
@@ -623,7 +631,7 @@ mod tests {
         std::fs::write(&dir, "fps = 10\nrtsp_prot = 1\n").unwrap();
         let one_line = read_file(&dir).unwrap_err().to_string();
         std::fs::remove_file(&dir).unwrap();
-        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`, `anonymous`"), "{one_line}");
+        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `http_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`, `anonymous`"), "{one_line}");
         assert!(!one_line.contains('\n'));
         assert!(e.contains("unknown field `rtsp_prot`"), "{e}");
         let e = parse("fps = \"fast\"").unwrap_err().to_string();

@@ -6,6 +6,7 @@ mod check;
 mod clock;
 mod config;
 mod convert;
+mod intake;
 mod jpegenc;
 mod latency;
 mod logger;
@@ -111,6 +112,12 @@ fn run() -> anyhow::Result<()> {
         addr.port(),
         cfg.path
     );
+    if let Some(http) = server.http_addr() {
+        log::info!(
+            "HTTP on http://{host}:{}/: snapshot.jpg, stream.mjpg, metrics, RTSP over HTTP",
+            http.port()
+        );
+    }
     match (cfg.users.len(), cfg.anonymous) {
         (0, false) => log::warn!(
             "no user is set: only clients on this machine may stream \

@@ -1,14 +1,16 @@
-//! A frame packetized once for every client: its RTP packets laid out as RTSP
+//! A frame made once for every client: its RTP packets laid out as RTSP
 //! interleaved records (`$`, channel 0, length, packet), so a TCP client is
 //! sent one contiguous byte range and a UDP client gets each packet as a
-//! slice of it. Frames are shared by reference count and their buffers go
-//! back to a pool when the last client is done, so memory depends on the
-//! queue depth, not on the number of clients.
+//! slice of it; and the JPEG file HTTP clients get, rebuilt from the same
+//! tables and scan as an RTP/JPEG receiver rebuilds it. Frames are shared by
+//! reference count and their buffers go back to a pool when the last client
+//! is done, so memory depends on the queue depth, not on the number of
+//! clients.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use camstream_rtp::{Jpeg, Packetizer};
+use camstream_rtp::{Jpeg, Packetizer, jfif};
 
 use crate::clock::Mono;
 
@@ -20,6 +22,8 @@ struct Buffers {
     wire: Vec<u8>,
     /// Start of each record in `wire`, then `wire.len()`.
     records: Vec<u32>,
+    /// The frame as a JPEG file (RFC 2435 Appendix B headers).
+    jpeg: Vec<u8>,
 }
 
 /// Buffers of frames no client holds any more, kept for the next frames.
@@ -59,7 +63,7 @@ impl Drop for Frame {
 }
 
 impl Frame {
-    /// Packetizes `jpeg` into a pooled buffer.
+    /// Packetizes `jpeg` and writes its file into pooled buffers.
     pub fn build(
         pool: &Rc<Pool>,
         packetizer: &mut Packetizer,
@@ -71,6 +75,8 @@ impl Frame {
         let mut bufs = pool.free.borrow_mut().pop().unwrap_or_default();
         bufs.wire.clear();
         bufs.records.clear();
+        bufs.jpeg.clear();
+        jfif::write_file(&mut bufs.jpeg, jpeg);
         let first_sequence = packetizer.next_sequence();
         let mut payload_octets = 0u32;
         for p in packetizer.packetize(jpeg, timestamp) {
@@ -100,6 +106,11 @@ impl Frame {
     /// The interleaved records for RTP channel 0.
     pub fn wire(&self) -> &[u8] {
         &self.bufs.wire
+    }
+
+    /// The frame as a JPEG file.
+    pub fn jpeg(&self) -> &[u8] {
+        &self.bufs.jpeg
     }
 
     /// Record `i`: prefix and RTP packet.
@@ -168,6 +179,8 @@ pub(crate) mod tests {
         }
         assert_eq!(total, f.wire().len());
         assert_eq!(f.payload_octets as usize, 5000 + 4 * 8 + 4 + 128);
+        let file = camstream_rtp::jpeg::parse(f.jpeg()).unwrap();
+        assert_eq!((file.width, file.height, file.scan), (64, 64, &scan[..]));
         drop(f);
         assert_eq!(pool.free.borrow().len(), 1);
         let f2 = Frame::build(&pool, &mut p, &j, 43, Mono(0), Mono(0));

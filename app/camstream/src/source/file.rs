@@ -250,6 +250,16 @@ impl FrameSource for FileSource {
         self.info
     }
 
+    fn mode(&self) -> String {
+        format!(
+            "MJPEG file {}, {}x{} at {} fps, looped",
+            self.path.display(),
+            self.info.width,
+            self.info.height,
+            self.info.fps
+        )
+    }
+
     fn register(&mut self, registry: &Registry, token: Token) -> std::io::Result<()> {
         registry.register(
             &mut SourceFd(&self.timer.fd.as_raw_fd()),

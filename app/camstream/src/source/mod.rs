@@ -105,6 +105,15 @@ pub trait FrameSource {
     /// Called when `token` fires: hands every frame that is ready to `sink`.
     /// An error stops the daemon.
     fn ready(&mut self, sink: &mut dyn FnMut(CapturedFrame<'_>)) -> Result<()>;
+
+    /// Whether the camera is there (a camera may be unplugged and come
+    /// back; other sources always are).
+    fn present(&self) -> bool {
+        true
+    }
+
+    /// What the source runs as, for a person: format, size and rate, device.
+    fn mode(&self) -> String;
 }
 
 /// Opens the configured source. Errors here are start-up errors (missing

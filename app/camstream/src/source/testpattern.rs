@@ -49,6 +49,13 @@ impl FrameSource for TestPattern {
         self.info
     }
 
+    fn mode(&self) -> String {
+        format!(
+            "test pattern {}x{} at {} fps, JPEG quality {}",
+            self.info.width, self.info.height, self.info.fps, self.quality
+        )
+    }
+
     fn register(&mut self, registry: &Registry, token: Token) -> std::io::Result<()> {
         let waker = Arc::new(Waker::new(registry, token)?);
         let (frame_tx, frame_rx) = sync_channel(BUFFERS);

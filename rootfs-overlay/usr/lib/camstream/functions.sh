@@ -119,6 +119,10 @@ stream_port() {
     stream_setting rtsp_port 8554
 }
 
+http_port() {
+    stream_setting http_port 8080
+}
+
 stream_path() {
     stream_setting path stream
 }

@@ -85,10 +85,13 @@ struct Shared {
     /// Signalled by the capture thread when the slot is fresh.
     event: OwnedFd,
     stop: AtomicBool,
+    /// What the camera runs as while it is there (None while absent).
+    mode: Mutex<Option<String>>,
 }
 
 pub struct LibcameraSource {
     info: StreamInfo,
+    camera: CameraSpec,
     shared: Arc<Shared>,
     /// The frame being sent (swapped with the slot: no copy, no allocation).
     held: Vec<u8>,
@@ -109,6 +112,7 @@ impl LibcameraSource {
             }),
             event: eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC)?,
             stop: AtomicBool::new(false),
+            mode: Mutex::new(None),
         });
         let mut info = StreamInfo {
             width: (req.width & !7) as u16,
@@ -136,6 +140,7 @@ impl LibcameraSource {
         }
         Ok(LibcameraSource {
             info,
+            camera: req.camera.clone(),
             shared,
             held: Vec::new(),
             worker: Some(worker),
@@ -155,6 +160,17 @@ impl Drop for LibcameraSource {
 impl FrameSource for LibcameraSource {
     fn info(&self) -> StreamInfo {
         self.info
+    }
+
+    fn present(&self) -> bool {
+        self.shared.mode.lock().is_ok_and(|m| m.is_some())
+    }
+
+    fn mode(&self) -> String {
+        match self.shared.mode.lock().ok().and_then(|m| m.clone()) {
+            Some(m) => m,
+            None => format!("absent: looking for {}", self.camera),
+        }
     }
 
     fn register(&mut self, registry: &Registry, token: Token) -> std::io::Result<()> {
@@ -300,9 +316,12 @@ fn capture(req: Request, shared: &Shared, first: SyncSender<Result<(u16, u16), O
         match Open::start(&req) {
             Ok(mut cam) => {
                 let away = lost_since.take().map(|t| Mono::now().saturating_sub(t));
+                let mode = cam.describe(&req);
+                if let Ok(mut m) = shared.mode.lock() {
+                    *m = Some(mode.clone());
+                }
                 log::info!(
-                    "{}{}",
-                    cam.describe(&req),
+                    "{mode}{}",
                     away.map_or(String::new(), |d| format!(
                         " (camera back after {:.1} s)",
                         d.as_secs_f32()
@@ -314,6 +333,9 @@ fn capture(req: Request, shared: &Shared, first: SyncSender<Result<(u16, u16), O
                     let _ = tx.send(Ok(size));
                 }
                 let why = stream(&mut cam, &mut encoder, &mut work, shared, &mut counts);
+                if let Ok(mut m) = shared.mode.lock() {
+                    *m = None;
+                }
                 let Some(why) = why else { return };
                 cam.camera.mark_lost();
                 counts.lost += 1;

@@ -496,6 +496,17 @@ impl FrameSource for V4l2Source {
         self.info
     }
 
+    fn present(&self) -> bool {
+        self.cam.is_some()
+    }
+
+    fn mode(&self) -> String {
+        match &self.cam {
+            Some(cam) => cam.describe(self.req.quality),
+            None => format!("absent: looking for {}", self.req.device),
+        }
+    }
+
     fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
         self.registry = Some(registry.try_clone()?);
         self.token = token;

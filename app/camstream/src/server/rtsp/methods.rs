@@ -8,8 +8,9 @@ use camstream_rtsp::transport::{self, Choice};
 use rtsp_types::headers::{self, Transports};
 use rtsp_types::{Method, Request, Response, ResponseBuilder, StatusCode, Url, Version};
 
+use super::super::{Refusal, Server, random_u64};
 use super::sdp::{self, TRACK};
-use super::{Server, Session, Transport, random_u64};
+use super::{Session, Transport};
 use crate::clock::Mono;
 
 const SERVER: &str = concat!("camstream/", env!("CARGO_PKG_VERSION"));
@@ -17,7 +18,7 @@ const PUBLIC: &str =
     "OPTIONS, DESCRIBE, SETUP, PLAY, PAUSE, TEARDOWN, GET_PARAMETER, SET_PARAMETER";
 
 /// A response with the headers every response carries.
-pub(super) fn response(status: StatusCode, cseq: Option<&str>) -> ResponseBuilder {
+pub(in crate::server) fn response(status: StatusCode, cseq: Option<&str>) -> ResponseBuilder {
     let mut b = Response::builder(Version::V1_0, status).header(headers::SERVER, SERVER);
     if let Some(c) = cseq {
         b = b.header(headers::CSEQ, c);
@@ -26,7 +27,7 @@ pub(super) fn response(status: StatusCode, cseq: Option<&str>) -> ResponseBuilde
 }
 
 /// What a request URI names.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Target {
     /// `*` (OPTIONS only).
     Server,
@@ -70,7 +71,7 @@ fn session_header(s: &Session, timeout: u32) -> String {
 
 impl Server {
     /// The WWW-Authenticate values of a 401 on connection `ci`.
-    pub(super) fn challenges(&self, ci: usize) -> Vec<String> {
+    pub(in crate::server) fn challenges(&self, ci: usize) -> Vec<String> {
         let Some(auth) = &self.auth else {
             return Vec::new();
         };
@@ -99,68 +100,29 @@ impl Server {
             return (r, None);
         }
         let target = target(req.request_uri(), &self.cfg.path);
-
-        // No password set: the network sees nothing until one is (a fresh
-        // camera is not an open one), unless anonymous.
-        let peer = self.conns[ci].peer;
-        if self.auth.is_none() && !self.cfg.anonymous && !peer.ip().to_canonical().is_loopback() {
-            self.refused(
-                peer,
-                "request refused: 403",
-                "no user is set and only this machine's clients may stream",
-            );
-            return reply(StatusCode::Forbidden);
-        }
-        if let Some(auth) = &self.auth {
-            let named_session = req
-                .header(&headers::SESSION)
-                .and_then(|v| {
-                    self.session_ids
-                        .get(v.as_str().split(';').next().unwrap_or("").trim())
-                })
-                .is_some();
-            let header = req.header(&headers::AUTHORIZATION).map(|v| v.as_str());
-            let method: &str = req.method().into();
-            let now = Mono::now().0 / 1_000_000_000;
-            let conn = &mut self.conns[ci];
-            // Digest may name the presentation a request belongs to.
-            let presentation = matches!(target, Target::Aggregate | Target::Track)
-                .then_some(self.cfg.path.as_str());
-            match auth.check(method, req.request_uri(), presentation, header, now) {
-                Verdict::User(_) => conn.stale_nonce = false,
-                // A keep-alive (or TEARDOWN) of a session this user set up
-                // goes through on an expired nonce: clients send those
-                // without reading the answer, and a refused keep-alive would
-                // end the stream when the session times out.
-                Verdict::Expired(_) if named_session => {}
-                Verdict::Expired(_) => {
-                    conn.stale_nonce = true;
-                    return reply(StatusCode::Unauthorized);
-                }
-                Verdict::Challenge => {
-                    conn.stale_nonce = false;
-                    return reply(StatusCode::Unauthorized);
-                }
-                Verdict::Malformed(why) => {
-                    log::info!("{}: {why}", conn.peer);
-                    return reply(StatusCode::BadRequest);
-                }
+        let named = req
+            .header(&headers::SESSION)
+            .map(|v| v.as_str().split(';').next().unwrap_or("").trim());
+        let named_session = named.and_then(|id| self.session_ids.get(id).copied());
+        let user = match self.authorize(ci, req, target, named_session) {
+            Ok(user) => user,
+            Err(status) => return reply(status),
+        };
+        // Any request naming a session keeps it alive; only its owner may
+        // name it (another client is told it does not exist).
+        let session = match (named, named_session) {
+            (None, _) => None,
+            (Some(_), Some(si)) if self.owns(ci, user.as_deref(), si) => {
+                self.sessions[si].last_seen = Mono::now();
+                Some(si)
             }
-        }
-
-        // Any request naming a session keeps it alive.
-        let session = match req.header(&headers::SESSION) {
-            Some(v) => {
-                let id = v.as_str().split(';').next().unwrap_or("").trim();
-                match self.session_ids.get(id) {
-                    Some(&si) => {
-                        self.sessions[si].last_seen = Mono::now();
-                        Some(si)
-                    }
-                    None => return reply(StatusCode::SessionNotFound),
-                }
+            (Some(id), _) => {
+                log::debug!(
+                    "{}: session {id:?} is not this connection's or user's",
+                    self.conns[ci].peer
+                );
+                return reply(StatusCode::SessionNotFound);
             }
-            None => None,
         };
         let timeout = self.cfg.session_timeout;
         let with_session = |b: ResponseBuilder, s: &Session| {
@@ -195,7 +157,7 @@ impl Server {
                     .build(body);
                 (r, None)
             }
-            Method::Setup => self.setup(ci, req, &cseq, target, session),
+            Method::Setup => self.setup(ci, req, &cseq, target, session, user),
             Method::Play | Method::Pause | Method::Teardown => {
                 if !matches!(target, Target::Aggregate | Target::Track) {
                     return reply(StatusCode::NotFound);
@@ -248,6 +210,68 @@ impl Server {
         }
     }
 
+    /// The auth gate: who sent the request (None: no users are set), or
+    /// the status that refuses it. A keep-alive or TEARDOWN of a session its
+    /// sender owns goes through on an expired nonce: clients send those
+    /// without reading the answer, and a refused keep-alive would end the
+    /// stream when the session times out.
+    fn authorize(
+        &mut self,
+        ci: usize,
+        req: &Request<Vec<u8>>,
+        target: Target,
+        named_session: Option<usize>,
+    ) -> Result<Option<String>, StatusCode> {
+        let peer = self.conns[ci].peer;
+        if !self.open_to(peer) {
+            self.refused(peer, "request refused: 403", Refusal::NoUserSet);
+            return Err(StatusCode::Forbidden);
+        }
+        let Some(auth) = &self.auth else {
+            return Ok(None);
+        };
+        let header = req.header(&headers::AUTHORIZATION).map(|v| v.as_str());
+        let method: &str = req.method().into();
+        let now = Mono::now().0 / 1_000_000_000;
+        // Digest may name the presentation a request belongs to.
+        let presentation =
+            matches!(target, Target::Aggregate | Target::Track).then_some(self.cfg.path.as_str());
+        let verdict = auth.check(method, req.request_uri(), presentation, header, now);
+        let conn = &mut self.conns[ci];
+        match verdict {
+            Verdict::User(u) => {
+                conn.stale_nonce = false;
+                Ok(Some(u.to_string()))
+            }
+            Verdict::Expired(u) => {
+                let u = u.to_string();
+                if named_session.is_some_and(|si| self.owns(ci, Some(&u), si)) {
+                    Ok(Some(u))
+                } else {
+                    self.conns[ci].stale_nonce = true;
+                    Err(StatusCode::Unauthorized)
+                }
+            }
+            Verdict::Challenge => {
+                conn.stale_nonce = false;
+                Err(StatusCode::Unauthorized)
+            }
+            Verdict::Malformed(why) => {
+                log::info!("{}: {why}", conn.peer);
+                Err(StatusCode::BadRequest)
+            }
+        }
+    }
+
+    /// Whether a request on connection `ci` from `user` may control session
+    /// `si`: the connection that set it up may (an HTTP tunnel's requests
+    /// arrive on its GET side's connection), and so may the same user on
+    /// another connection. Knowing a session's id is not enough.
+    fn owns(&self, ci: usize, user: Option<&str>, si: usize) -> bool {
+        let s = &self.sessions[si];
+        s.conn == ci || (user.is_some() && s.user.as_deref() == user)
+    }
+
     fn setup(
         &mut self,
         ci: usize,
@@ -255,6 +279,7 @@ impl Server {
         cseq: &str,
         target: Target,
         session: Option<usize>,
+        user: Option<String>,
     ) -> Reply {
         let reply = |status| (response(status, Some(cseq)).build(Vec::new()), None);
         match target {
@@ -271,12 +296,9 @@ impl Server {
             if self.sessions[si].conn != ci {
                 return reply(StatusCode::MethodNotValidInThisState);
             }
-        } else if self.sessions.len() >= self.cfg.max_clients {
-            log::warn!(
-                "{}: refused: max_clients = {} sessions",
-                self.conns[ci].peer,
-                self.cfg.max_clients
-            );
+        } else if self.clients() >= self.cfg.max_clients {
+            let peer = self.conns[ci].peer;
+            self.refused(peer, "SETUP refused: 453", Refusal::MaxClients);
             return reply(StatusCode::NotEnoughBandwidth);
         }
         let transports = match req.typed_header::<Transports>() {
@@ -304,6 +326,7 @@ impl Server {
                 let si = self.sessions.insert(Session {
                     id: id.clone(),
                     conn: ci,
+                    user,
                     peer,
                     transport,
                     playing: false,
@@ -319,7 +342,9 @@ impl Server {
                     warned_send_error: false,
                 });
                 self.session_ids.insert(id.clone(), si);
-                self.conns[ci].sessions.push(si);
+                if let Some(r) = self.conns[ci].rtsp_mut() {
+                    r.sessions.push(si);
+                }
                 log::info!("session {id} from {peer}: {spec}");
                 si
             }
@@ -347,14 +372,14 @@ impl Server {
         session: Option<usize>,
     ) -> Option<(Transport, String)> {
         let conn = &self.conns[ci];
+        let own: &[usize] = conn.rtsp().map_or(&[], |r| &r.sessions);
         let taken = |channel: u8| {
-            conn.sessions
-                .iter()
-                .filter(|&&si| Some(si) != session)
-                .any(|&si| match self.sessions[si].transport {
+            own.iter().filter(|&&si| Some(si) != session).any(|&si| {
+                match self.sessions[si].transport {
                     Transport::Interleaved { rtp, rtcp } => channel == rtp || channel == rtcp,
                     Transport::Udp { .. } => false,
-                })
+                }
+            })
         };
         let choice = transport::choose(offered, taken)?;
         let spec = transport::Reply {

@@ -1,0 +1,115 @@
+//! A client's TCP connection, RTSP or HTTP: what it has sent and not yet
+//! been handled, the control bytes (responses, interleaved RTCP) waiting to
+//! go out, and the timers every connection keeps (request_timeout,
+//! idle_timeout, a bounded wait for a client to read an error).
+
+use std::io::{self, Write};
+use std::net::SocketAddr;
+
+use mio::net::TcpStream;
+
+use super::http::HttpConn;
+use super::rtsp::RtspConn;
+use crate::clock::Mono;
+
+/// Unsent control bytes after which a connection's requests are no longer
+/// read (a client pipelining requests without reading replies).
+pub const CTRL_HIGH_WATER: usize = 64 << 10;
+
+pub enum Proto {
+    Rtsp(RtspConn),
+    Http(HttpConn),
+}
+
+pub struct Conn {
+    pub stream: TcpStream,
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    pub inbuf: Vec<u8>,
+    /// Responses and interleaved RTCP (RTSP), response heads (HTTP).
+    pub ctrl: Vec<u8>,
+    pub ctrl_sent: usize,
+    /// Set after an unrecoverable protocol error: close once `ctrl` is out.
+    pub closing: Option<Mono>,
+    pub read_paused: bool,
+    /// The last request came with the right password and an expired nonce:
+    /// the 401 says `stale=true`.
+    pub stale_nonce: bool,
+    /// When the unfinished message in `inbuf` began (request_timeout).
+    pub request_started: Option<Mono>,
+    /// The last bytes read (idle_timeout).
+    pub last_input: Mono,
+    pub proto: Proto,
+}
+
+impl Conn {
+    pub fn new(stream: TcpStream, peer: SocketAddr, local: SocketAddr, proto: Proto) -> Conn {
+        Conn {
+            stream,
+            peer,
+            local,
+            inbuf: Vec::new(),
+            ctrl: Vec::new(),
+            ctrl_sent: 0,
+            closing: None,
+            read_paused: false,
+            stale_nonce: false,
+            request_started: None,
+            last_input: Mono::now(),
+            proto,
+        }
+    }
+
+    pub fn ctrl_pending(&self) -> usize {
+        self.ctrl.len() - self.ctrl_sent
+    }
+
+    /// Writes control bytes until none are left (true) or the socket is
+    /// full (false).
+    pub fn write_ctrl(&mut self) -> io::Result<bool> {
+        while self.ctrl_pending() > 0 {
+            match self.stream.write(&self.ctrl[self.ctrl_sent..]) {
+                Ok(n) => self.ctrl_sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.ctrl.clear();
+        self.ctrl_sent = 0;
+        if self.ctrl.capacity() > CTRL_HIGH_WATER {
+            self.ctrl.shrink_to(4096);
+        }
+        Ok(true)
+    }
+
+    pub fn rtsp(&self) -> Option<&RtspConn> {
+        match &self.proto {
+            Proto::Rtsp(r) => Some(r),
+            Proto::Http(_) => None,
+        }
+    }
+
+    pub fn rtsp_mut(&mut self) -> Option<&mut RtspConn> {
+        match &mut self.proto {
+            Proto::Rtsp(r) => Some(r),
+            Proto::Http(_) => None,
+        }
+    }
+
+    pub fn http_mut(&mut self) -> Option<&mut HttpConn> {
+        match &mut self.proto {
+            Proto::Http(h) => Some(h),
+            Proto::Rtsp(_) => None,
+        }
+    }
+
+    /// Whether the connection carries a stream (an RTSP session, an MJPEG
+    /// stream, a tunnel's POST): such connections are not idle.
+    pub fn streaming(&self) -> bool {
+        match &self.proto {
+            Proto::Rtsp(r) => !r.sessions.is_empty(),
+            Proto::Http(h) => h.streaming(),
+        }
+    }
+}

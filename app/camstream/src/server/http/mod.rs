@@ -1,0 +1,773 @@
+//! HTTP/1.1 on http_port: the snapshot (/snapshot.jpg), the MJPEG stream
+//! (/stream.mjpg), Prometheus metrics (/metrics), the status page (/) and
+//! RTSP over HTTP ([`tunnel`]). Requests are cut by `camstream_http` under
+//! the same limits as RTSP's and pass the same users, Digest (Basic only
+//! when enabled); a snapshot or MJPEG part is the fan-out's JPEG file,
+//! written from the shared frame, never copied per client.
+
+mod metrics;
+mod status;
+mod tunnel;
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, Write};
+use std::rc::Rc;
+use std::time::Duration;
+
+use camstream_http::mjpeg::{self, MAX_PART_HEADER};
+use camstream_http::request::{self, Framed, Head, Limits};
+use camstream_rtsp::auth::Verdict;
+
+use super::conn::{CTRL_HIGH_WATER, Conn, Proto};
+use super::fanout::enqueue;
+use super::frame::Frame;
+use super::{Refusal, Server};
+use crate::clock::Mono;
+
+const SERVER: &str = concat!("camstream/", env!("CARGO_PKG_VERSION"));
+/// How long a snapshot waits for a first frame.
+const SNAPSHOT_WAIT: Duration = Duration::from_secs(1);
+/// A newest frame older than this is not the camera's picture now.
+const FRESH: Duration = Duration::from_secs(1);
+
+#[derive(Default)]
+pub enum State {
+    /// Reading requests (keep-alive).
+    #[default]
+    Requests,
+    /// A snapshot waiting for a first frame since then.
+    Snapshot { since: Mono, head_only: bool },
+    /// multipart MJPEG until the client leaves.
+    Mjpeg(Mjpeg),
+    /// A tunnel's POST side: base64-encoded RTSP for connection `target`.
+    TunnelIn {
+        target: usize,
+        decoder: camstream_http::tunnel::Decoder,
+    },
+}
+
+pub struct Mjpeg {
+    queue: VecDeque<Rc<Frame>>,
+    /// `?fps=N`: at least this long between frames sent.
+    every: Option<Duration>,
+    next_due: Mono,
+    frames_sent: u64,
+    frames_dropped: u64,
+}
+
+/// A JPEG being written: an MJPEG part (its header, the file, CRLF) or a
+/// snapshot's body (the file alone).
+struct Body {
+    frame: Rc<Frame>,
+    part_header: [u8; MAX_PART_HEADER],
+    part_header_len: usize,
+    trailer: &'static [u8],
+    written: usize,
+}
+
+impl Body {
+    fn len(&self) -> usize {
+        self.part_header_len + self.frame.jpeg().len() + self.trailer.len()
+    }
+}
+
+#[derive(Default)]
+pub struct HttpConn {
+    pub state: State,
+    body: Option<Body>,
+    /// Close once everything queued is out (Connection: close, HTTP/1.0).
+    close_after: bool,
+}
+
+impl HttpConn {
+    pub fn streaming(&self) -> bool {
+        matches!(
+            self.state,
+            State::Mjpeg(_) | State::TunnelIn { .. } | State::Snapshot { .. }
+        )
+    }
+}
+
+/// A request with what the server keeps of it (the head borrows the input,
+/// which is drained before the request is handled).
+pub struct Request {
+    method: String,
+    target: String,
+    path: String,
+    fps: Option<String>,
+    authorization: Option<String>,
+    close: bool,
+    has_body: bool,
+    tunnelled: bool,
+    session_cookie: Option<String>,
+}
+
+impl Request {
+    fn from_head(h: &Head<'_>) -> Request {
+        Request {
+            method: h.method.to_string(),
+            target: h.target.to_string(),
+            path: h.path.to_string(),
+            fps: h.query_param("fps").map(str::to_string),
+            authorization: h.authorization.map(str::to_string),
+            close: h.close,
+            has_body: h.has_body(),
+            tunnelled: h
+                .content_type
+                .is_some_and(|t| t.eq_ignore_ascii_case("application/x-rtsp-tunnelled")),
+            session_cookie: h.session_cookie.map(str::to_string),
+        }
+    }
+}
+
+/// Writes a response head: status line, Server, the given headers,
+/// Content-Length if known, Connection: close if closing.
+pub fn write_head(
+    out: &mut Vec<u8>,
+    status: u16,
+    headers: &[(&str, &str)],
+    length: Option<usize>,
+    close: bool,
+) {
+    let _ = write!(
+        out,
+        "HTTP/1.1 {status} {}\r\nServer: {SERVER}\r\n",
+        reason(status)
+    );
+    for (k, v) in headers {
+        let _ = write!(out, "{k}: {v}\r\n");
+    }
+    if let Some(n) = length {
+        let _ = write!(out, "Content-Length: {n}\r\n");
+    }
+    if close {
+        out.extend_from_slice(b"Connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        413 => "Content Too Large",
+        431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "",
+    }
+}
+
+/// A short plain-text answer (errors): the reason, for a person reading it.
+fn write_text(out: &mut Vec<u8>, status: u16, text: &str, head_only: bool, close: bool) {
+    let body = format!("{status} {}: {text}\n", reason(status));
+    write_head(
+        out,
+        status,
+        &[
+            ("Content-Type", "text/plain; charset=utf-8"),
+            ("Cache-Control", "no-store"),
+        ],
+        Some(body.len()),
+        close,
+    );
+    if !head_only {
+        out.extend_from_slice(body.as_bytes());
+    }
+}
+
+/// 408 for a request that did not arrive within request_timeout.
+pub fn timed_out(conn: &mut Conn) {
+    write_text(
+        &mut conn.ctrl,
+        408,
+        "the request did not arrive in time",
+        false,
+        true,
+    );
+}
+
+impl Server {
+    /// Handles what an HTTP connection sent.
+    pub(super) fn http_input(&mut self, ci: usize) {
+        loop {
+            let Some(conn) = self.conns.get_mut(ci) else {
+                return;
+            };
+            if conn.closing.is_some() {
+                conn.inbuf.clear();
+                return;
+            }
+            let Proto::Http(h) = &mut conn.proto else {
+                return;
+            };
+            match &mut h.state {
+                State::TunnelIn { .. } => return self.tunnel_input(ci),
+                // Nothing more is read from a stream's client; a snapshot
+                // is answered before the next request is looked at.
+                State::Mjpeg(_) => {
+                    conn.inbuf.clear();
+                    return;
+                }
+                State::Snapshot { .. } => return,
+                State::Requests => {}
+            }
+            if conn.inbuf.is_empty() {
+                conn.request_started = None;
+                if conn.inbuf.capacity() > 4096 {
+                    conn.inbuf = Vec::new();
+                }
+                return;
+            }
+            // One response at a time: a pipelined request waits for the
+            // body before it.
+            if h.body.is_some() || conn.ctrl_pending() > CTRL_HIGH_WATER {
+                return;
+            }
+            let limits = Limits {
+                max_size: self.cfg.max_request_size,
+            };
+            let req = match request::next(&conn.inbuf, &limits) {
+                Framed::Head(head, used) => {
+                    let req = Request::from_head(&head);
+                    conn.inbuf.drain(..used);
+                    conn.request_started = None;
+                    req
+                }
+                Framed::Incomplete => {
+                    conn.request_started.get_or_insert(conn.last_input);
+                    return;
+                }
+                Framed::Rejected(fault) => {
+                    log::info!("{}: HTTP: {}; closing", conn.peer, fault.describe());
+                    write_text(
+                        &mut conn.ctrl,
+                        fault.status(),
+                        fault.describe(),
+                        false,
+                        true,
+                    );
+                    conn.inbuf.clear();
+                    conn.closing = Some(Mono::now());
+                    return self.flush_conn(ci);
+                }
+            };
+            self.totals.http_requests += 1;
+            self.http_request(ci, req);
+            self.flush_conn(ci);
+        }
+    }
+
+    fn http_request(&mut self, ci: usize, req: Request) {
+        let conn = &mut self.conns[ci];
+        let head_only = req.method == "HEAD";
+        // A body this server has no use for cannot be skipped reliably
+        // (chunked, or a length a client may not honour): answer and close.
+        let close = req.close || (req.has_body && !req.tunnelled);
+        if close {
+            if let Some(h) = conn.http_mut() {
+                h.close_after = true;
+            }
+        }
+        let conn = &mut self.conns[ci];
+        let peer = conn.peer;
+        if let Some(cookie) = req.session_cookie.clone() {
+            match req.method.as_str() {
+                "GET" => return self.tunnel_get(ci, cookie),
+                "POST" if req.tunnelled => return self.tunnel_post(ci, cookie),
+                _ => {}
+            }
+        }
+        let known = matches!(
+            req.path.as_str(),
+            "/" | "/index.html" | "/snapshot.jpg" | "/stream.mjpg" | "/metrics"
+        );
+        if !known {
+            log::debug!("{peer}: HTTP {} {} -> 404", req.method, req.target);
+            return write_text(
+                &mut conn.ctrl,
+                404,
+                "try /, /snapshot.jpg, /stream.mjpg or /metrics",
+                head_only,
+                close,
+            );
+        }
+        if req.method != "GET" && !head_only {
+            log::debug!("{peer}: HTTP {} {} -> 405", req.method, req.target);
+            write_head(
+                &mut conn.ctrl,
+                405,
+                &[("Allow", "GET, HEAD"), ("Content-Length", "0")],
+                None,
+                true,
+            );
+            conn.closing = Some(Mono::now());
+            return;
+        }
+        if !self.http_authorized(ci, &req, head_only, close) {
+            return;
+        }
+        let conn = &mut self.conns[ci];
+        log::debug!("{peer}: HTTP {} {}", req.method, req.target);
+        match req.path.as_str() {
+            "/snapshot.jpg" => self.snapshot(ci, head_only),
+            "/stream.mjpg" => self.start_mjpeg(ci, req.fps.as_deref(), head_only),
+            "/metrics" => {
+                let text = self.metrics_text();
+                let conn = &mut self.conns[ci];
+                write_head(
+                    &mut conn.ctrl,
+                    200,
+                    &[
+                        ("Content-Type", metrics::CONTENT_TYPE),
+                        ("Cache-Control", "no-store"),
+                    ],
+                    Some(text.len()),
+                    close,
+                );
+                if !head_only {
+                    conn.ctrl.extend_from_slice(text.as_bytes());
+                }
+            }
+            _ => {
+                write_head(
+                    &mut conn.ctrl,
+                    200,
+                    &[
+                        ("Content-Type", "text/html; charset=utf-8"),
+                        ("Cache-Control", "no-cache"),
+                        // Served from the binary with inline script and
+                        // style; nothing from elsewhere.
+                        (
+                            "Content-Security-Policy",
+                            "default-src 'self'; img-src 'self' data:; script-src 'unsafe-inline'; style-src 'unsafe-inline'",
+                        ),
+                    ],
+                    Some(status::PAGE.len()),
+                    close,
+                );
+                if !head_only {
+                    conn.ctrl.extend_from_slice(status::PAGE.as_bytes());
+                }
+            }
+        }
+    }
+
+    /// The same gate as RTSP's: without users only this machine's clients
+    /// (or anyone, if anonymous); with users, Digest (Basic if enabled).
+    /// Writes the refusal and returns false when the request may not go on.
+    fn http_authorized(&mut self, ci: usize, req: &Request, head_only: bool, close: bool) -> bool {
+        let peer = self.conns[ci].peer;
+        if !self.open_to(peer) {
+            self.refused(peer, "HTTP request refused: 403", Refusal::NoUserSet);
+            write_text(
+                &mut self.conns[ci].ctrl,
+                403,
+                "no user is set, so only this machine's clients are served (see `camstream passwd`)",
+                head_only,
+                close,
+            );
+            return false;
+        }
+        let Some(auth) = &self.auth else {
+            return true;
+        };
+        // Digest's uri is the request target; the host is the camera's.
+        let url = rtsp_types::Url::parse(&format!("http://camera{}", req.path))
+            .ok()
+            .filter(|_| req.target.starts_with('/'))
+            .or_else(|| rtsp_types::Url::parse(&req.target).ok());
+        let now = Mono::now().0 / 1_000_000_000;
+        let verdict = auth.check(
+            &req.method,
+            url.as_ref(),
+            None,
+            req.authorization.as_deref(),
+            now,
+        );
+        let url_with_query = rtsp_types::Url::parse(&format!("http://camera{}", req.target)).ok();
+        // Browsers put the query in the Digest uri: check against the
+        // whole target when the path alone did not match.
+        let verdict = match verdict {
+            Verdict::Malformed(_) if url_with_query.is_some() => auth.check(
+                &req.method,
+                url_with_query.as_ref(),
+                None,
+                req.authorization.as_deref(),
+                now,
+            ),
+            v => v,
+        };
+        let conn = &mut self.conns[ci];
+        let stale = match verdict {
+            Verdict::User(_) => {
+                conn.stale_nonce = false;
+                return true;
+            }
+            Verdict::Expired(_) => true,
+            Verdict::Challenge => false,
+            Verdict::Malformed(why) => {
+                log::info!("{}: HTTP: {why}", conn.peer);
+                write_text(&mut conn.ctrl, 400, why, head_only, close);
+                return false;
+            }
+        };
+        conn.stale_nonce = stale;
+        let challenges = auth.challenges(now, stale);
+        let body = "401 Unauthorized: this camera asks for a user and password\n";
+        let mut headers: Vec<(&str, &str)> = challenges
+            .iter()
+            .map(|c| ("WWW-Authenticate", c.as_str()))
+            .collect();
+        headers.push(("Content-Type", "text/plain; charset=utf-8"));
+        write_head(&mut conn.ctrl, 401, &headers, Some(body.len()), close);
+        if !head_only {
+            conn.ctrl.extend_from_slice(body.as_bytes());
+        }
+        false
+    }
+
+    // ---- snapshot -----------------------------------------------------
+
+    fn snapshot(&mut self, ci: usize, head_only: bool) {
+        if !self.camera.present {
+            let conn = &mut self.conns[ci];
+            let close = conn.http_mut().is_some_and(|h| h.close_after);
+            return write_text(
+                &mut conn.ctrl,
+                503,
+                "the camera is absent (unplugged, or not found)",
+                head_only,
+                close,
+            );
+        }
+        let now = Mono::now();
+        match &self.stream.last {
+            Some(f) if now.saturating_sub(f.captured) < FRESH => {
+                let f = f.clone();
+                self.send_snapshot(ci, f, head_only);
+            }
+            _ => {
+                if let Some(h) = self.conns[ci].http_mut() {
+                    h.state = State::Snapshot {
+                        since: now,
+                        head_only,
+                    };
+                }
+            }
+        }
+    }
+
+    fn send_snapshot(&mut self, ci: usize, frame: Rc<Frame>, head_only: bool) {
+        let conn = &mut self.conns[ci];
+        let Proto::Http(h) = &mut conn.proto else {
+            return;
+        };
+        h.state = State::Requests;
+        self.totals.snapshots += 1;
+        write_head(
+            &mut conn.ctrl,
+            200,
+            &[
+                ("Content-Type", "image/jpeg"),
+                ("Cache-Control", "no-store"),
+            ],
+            Some(frame.jpeg().len()),
+            h.close_after,
+        );
+        if !head_only {
+            h.body = Some(Body {
+                frame,
+                part_header: [0; MAX_PART_HEADER],
+                part_header_len: 0,
+                trailer: b"",
+                written: 0,
+            });
+        }
+    }
+
+    /// Snapshots still waiting for a frame when the camera goes: 503.
+    pub(super) fn http_camera_lost(&mut self) {
+        self.answer_waiting_snapshots(
+            Mono::now(),
+            Duration::ZERO,
+            "the camera is absent (unplugged, or not found)",
+        );
+    }
+
+    fn answer_waiting_snapshots(&mut self, now: Mono, after: Duration, why: &str) {
+        let waiting: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| matches!(&c.proto, Proto::Http(h) if matches!(h.state, State::Snapshot { since, .. } if now.saturating_sub(since) >= after)))
+            .map(|(k, _)| k)
+            .collect();
+        for ci in waiting {
+            let conn = &mut self.conns[ci];
+            let Proto::Http(h) = &mut conn.proto else {
+                continue;
+            };
+            let State::Snapshot { head_only, .. } = h.state else {
+                continue;
+            };
+            h.state = State::Requests;
+            let close = h.close_after;
+            write_text(&mut conn.ctrl, 503, why, head_only, close);
+            self.flush_conn(ci);
+            // Requests that came after it.
+            self.resume_reading.push(ci);
+        }
+    }
+
+    pub(super) fn http_housekeeping(&mut self, now: Mono) {
+        self.answer_waiting_snapshots(now, SNAPSHOT_WAIT, "no frame from the camera within 1 s");
+    }
+
+    // ---- MJPEG --------------------------------------------------------
+
+    fn start_mjpeg(&mut self, ci: usize, fps: Option<&str>, head_only: bool) {
+        let close = self.conns[ci].http_mut().is_some_and(|h| h.close_after);
+        let every = match fps.map(str::parse::<f64>) {
+            None => None,
+            Some(Ok(f)) if f > 0.0 && f <= 120.0 => Some(Duration::from_secs_f64(1.0 / f)),
+            Some(_) => {
+                return write_text(
+                    &mut self.conns[ci].ctrl,
+                    400,
+                    "fps must be a number above 0 and at most 120",
+                    head_only,
+                    close,
+                );
+            }
+        };
+        if head_only {
+            return write_head(
+                &mut self.conns[ci].ctrl,
+                200,
+                &[
+                    ("Content-Type", mjpeg::CONTENT_TYPE),
+                    ("Cache-Control", "no-store"),
+                ],
+                None,
+                close,
+            );
+        }
+        if self.clients() >= self.cfg.max_clients {
+            let peer = self.conns[ci].peer;
+            self.refused(peer, "MJPEG stream refused: 503", Refusal::MaxClients);
+            return write_text(
+                &mut self.conns[ci].ctrl,
+                503,
+                "max_clients streaming clients reached",
+                false,
+                close,
+            );
+        }
+        let now = Mono::now();
+        let mut m = Mjpeg {
+            queue: VecDeque::with_capacity(self.cfg.client_queue),
+            every,
+            next_due: now,
+            frames_sent: 0,
+            frames_dropped: 0,
+        };
+        // The newest frame at once, so the picture appears without waiting.
+        if let Some(f) = &self.stream.last {
+            if now.saturating_sub(f.captured) < FRESH {
+                m.queue.push_back(f.clone());
+                m.next_due = f.captured;
+                advance(&mut m, f.captured);
+            }
+        }
+        let conn = &mut self.conns[ci];
+        // The stream ends when the client leaves: no length, then close.
+        write_head(
+            &mut conn.ctrl,
+            200,
+            &[
+                ("Content-Type", mjpeg::CONTENT_TYPE),
+                ("Cache-Control", "no-store"),
+                ("Pragma", "no-cache"),
+            ],
+            None,
+            true,
+        );
+        log::info!(
+            "MJPEG stream to {}{}",
+            conn.peer,
+            match every {
+                Some(d) => format!(" at most {:.2} frames/s", 1.0 / d.as_secs_f64()),
+                None => String::new(),
+            }
+        );
+        if let Proto::Http(h) = &mut conn.proto {
+            h.state = State::Mjpeg(m);
+            h.close_after = true;
+        }
+        self.totals.mjpeg_clients += 1;
+    }
+
+    /// Queues a new frame to every MJPEG stream and answers waiting
+    /// snapshots.
+    pub(super) fn http_offer(&mut self, frame: &Rc<Frame>) {
+        let limit = self.cfg.client_queue;
+        let mut snapshots = Vec::new();
+        for (ci, conn) in self.conns.iter_mut() {
+            let Proto::Http(h) = &mut conn.proto else {
+                continue;
+            };
+            match &mut h.state {
+                State::Mjpeg(m) => {
+                    if m.every.is_some() && frame.captured < m.next_due {
+                        continue;
+                    }
+                    advance(m, frame.captured);
+                    if enqueue(&mut m.queue, frame, limit, false) {
+                        m.frames_dropped += 1;
+                        self.totals.http.frames_dropped += 1;
+                    }
+                }
+                State::Snapshot { head_only, .. } => snapshots.push((ci, *head_only)),
+                _ => {}
+            }
+        }
+        for (ci, head_only) in snapshots {
+            self.send_snapshot(ci, frame.clone(), head_only);
+            self.flush_conn(ci);
+            self.resume_reading.push(ci);
+        }
+    }
+
+    /// Writes an HTTP connection's pending bytes until the socket is full:
+    /// the response head, the body being written, then the next MJPEG part.
+    pub(super) fn http_flush(&mut self, ci: usize) {
+        loop {
+            let Some(conn) = self.conns.get_mut(ci) else {
+                return;
+            };
+            if conn.ctrl_pending() > 0 {
+                match conn.write_ctrl() {
+                    Ok(true) => self.ctrl_drained(ci),
+                    Ok(false) => return,
+                    Err(e) => return self.close_conn(ci, &format!("write: {e}")),
+                }
+                continue;
+            }
+            let Proto::Http(h) = &mut conn.proto else {
+                return;
+            };
+            if let Some(b) = &mut h.body {
+                match write_body(&mut conn.stream, b) {
+                    Ok(true) => {
+                        self.send_latency
+                            .record(Mono::now().saturating_sub(b.frame.entered));
+                        self.totals.http.bytes_sent += b.len() as u64;
+                        if let State::Mjpeg(m) = &mut h.state {
+                            m.frames_sent += 1;
+                            self.totals.http.frames_sent += 1;
+                        } else {
+                            // A snapshot is out: the next request may go.
+                            self.resume_reading.push(ci);
+                        }
+                        h.body = None;
+                    }
+                    Ok(false) => return,
+                    Err(e) => return self.close_conn(ci, &format!("write: {e}")),
+                }
+                continue;
+            }
+            if conn.closing.is_some() {
+                return self.close_conn(ci, "closed after an error");
+            }
+            let next = match &mut h.state {
+                State::Mjpeg(m) => m.queue.pop_front(),
+                State::Requests if h.close_after && conn.inbuf.is_empty() => {
+                    return self.close_conn(ci, "Connection: close");
+                }
+                _ => None,
+            };
+            let Some(frame) = next else {
+                return;
+            };
+            let mut part_header = [0u8; MAX_PART_HEADER];
+            let part_header_len = mjpeg::part_header(
+                &mut part_header,
+                frame.jpeg().len(),
+                frame.captured.0 / 1000,
+            );
+            h.body = Some(Body {
+                frame,
+                part_header,
+                part_header_len,
+                trailer: b"\r\n",
+                written: 0,
+            });
+        }
+    }
+
+    pub(super) fn http_closed(&mut self, ci: usize, h: HttpConn, peer: std::net::SocketAddr) {
+        match h.state {
+            State::Mjpeg(m) => {
+                self.totals.mjpeg_clients -= 1;
+                log::info!(
+                    "MJPEG stream to {peer} ended: {} frames sent, {} dropped for a slow client",
+                    m.frames_sent,
+                    m.frames_dropped
+                );
+            }
+            State::TunnelIn { target, .. } => {
+                if let Some(r) = self.conns.get_mut(target).and_then(Conn::rtsp_mut) {
+                    if r.tunnel_post == Some(ci) {
+                        r.tunnel_post = None;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// After taking a frame captured at `captured`: when the next may go.
+fn advance(m: &mut Mjpeg, captured: Mono) {
+    if let Some(every) = m.every {
+        m.next_due = m.next_due.add(every);
+        // After a pause, from now on rather than a burst to catch up.
+        if m.next_due <= captured {
+            m.next_due = captured.add(every);
+        }
+        // Frames come a little early or late: take one within a tenth.
+        m.next_due = Mono(m.next_due.0.saturating_sub((every / 10).as_nanos() as u64));
+    }
+}
+
+/// Writes what is left of a body; true once all of it is out.
+fn write_body(stream: &mut mio::net::TcpStream, b: &mut Body) -> io::Result<bool> {
+    loop {
+        let total = b.len();
+        if b.written == total {
+            return Ok(true);
+        }
+        let jpeg = b.frame.jpeg();
+        let head_end = b.part_header_len;
+        let jpeg_end = head_end + jpeg.len();
+        let w = b.written;
+        let slices = [
+            IoSlice::new(&b.part_header[w.min(head_end)..head_end]),
+            IoSlice::new(&jpeg[w.clamp(head_end, jpeg_end) - head_end..]),
+            IoSlice::new(&b.trailer[w.max(jpeg_end) - jpeg_end..]),
+        ];
+        match stream.write_vectored(&slices) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => b.written += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}

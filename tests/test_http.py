@@ -133,6 +133,13 @@ def test_snapshot_with_curl_keep_alive_and_head(camstream, tmp_path):
         assert r.status_code == 405 and r.headers["Allow"] == "GET, HEAD"
         r = s.get(f"{cs.http}/snapshot.jpg")
         assert r.status_code == 200 and r.content[:2] == b"\xff\xd8"
+    # After Connection: close, what the client pipelined is not answered.
+    with socket.create_connection(("127.0.0.1", cs.http_port), timeout=10) as c:
+        c.sendall(b"HEAD /snapshot.jpg HTTP/1.1\r\nConnection: close\r\n\r\nHEAD /metrics HTTP/1.1\r\n\r\n")
+        got = b""
+        while chunk := c.recv(65536):
+            got += chunk
+    assert got.count(b"HTTP/1.1 200 OK") == 1 and b"Content-Type: image/jpeg" in got, got
 
 
 def test_a_snapshot_says_when_the_camera_is_absent(camstream):

@@ -218,6 +218,11 @@ impl Server {
                 State::Snapshot { .. } => return,
                 State::Requests => {}
             }
+            // After `Connection: close` (or a body not read), nothing more
+            // is taken from this connection.
+            if h.close_after {
+                conn.inbuf.clear();
+            }
             if conn.inbuf.is_empty() {
                 conn.request_started = None;
                 if conn.inbuf.capacity() > 4096 {
@@ -687,7 +692,7 @@ impl Server {
             }
             let next = match &mut h.state {
                 State::Mjpeg(m) => m.queue.pop_front(),
-                State::Requests if h.close_after && conn.inbuf.is_empty() => {
+                State::Requests if h.close_after => {
                     return self.close_conn(ci, "Connection: close");
                 }
                 _ => None,

@@ -11,6 +11,7 @@ import re
 import subprocess
 
 import pytest
+import requests
 
 import guest
 from conftest import run
@@ -37,6 +38,9 @@ def status(board: guest.Guest, method: str = "DESCRIBE") -> int:
 def test_a_fresh_camera_serves_only_itself(board):
     assert status(board) == 403
     assert status(board, "OPTIONS") == 403
+    # HTTP keeps the same rule: port 80, forwarded from the host.
+    r = requests.get(f"http://127.0.0.1:{board.http_port}/snapshot.jpg", timeout=20)
+    assert r.status_code == 403 and "no user is set" in r.text, (r.status_code, r.text)
     log = board.sh("logread | grep camstream")
     assert "no user is set: only clients on this machine may stream" in log, log
     assert "request refused: 403, no user is set" in log, log

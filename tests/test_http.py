@@ -247,14 +247,15 @@ def test_gstreamer_rtsph(camstream, media, clip, tmp_path):
     assert_frames_match(got, media.gst_reference(clip, W, H, "I420"), min_frames=60)
 
 
-def test_live555_rtsp_over_http(camstream, openrtsp, config):
+def test_live555_rtsp_over_http(camstream, openrtsp, config, tmp_path):
     """VLC's client: openRTSP -T PORT tunnels through HTTP, with Digest."""
     cs = camstream("--config", str(config), "--width", "320", "--height", "240")
-    folder, p = openrtsp("-T", str(cs.http_port), "-u", USER, PASSWORD, "-d", "3", "-F", "t-",
+    folder, p = openrtsp("-T", str(cs.http_port), "-u", USER, PASSWORD, "-d", "3", "-m", "-F", "t-",
                          f"rtsp://127.0.0.1:{cs.http_port}/stream")
     assert p.returncode == 0, p.stderr[-3000:]
     frames = live555_frames(folder)
     assert len(frames) >= 50, len(frames)
+    assert jpeg_size(frames[-1], tmp_path) == "320x240"
     assert "RTSP over HTTP: tunnel opened" in cs.log()
 
 

@@ -366,6 +366,10 @@ def test_digest_and_basic_over_http(camstream, config, tmp_path):
     r = requests.get(url, auth=requests.auth.HTTPDigestAuth(USER, PASSWORD), timeout=10)
     assert r.status_code == 200 and r.content[:2] == b"\xff\xd8"
     assert requests.get(url, auth=requests.auth.HTTPDigestAuth(USER, "wrong"), timeout=10).status_code == 401
+    # The Digest uri is the whole request target, query included.
+    with requests.get(f"{cs.http}/stream.mjpg?fps=5", auth=requests.auth.HTTPDigestAuth(USER, PASSWORD),
+                      stream=True, timeout=10) as r:
+        assert r.status_code == 200, r.status_code
     # Basic is not taken unless basic_auth = true.
     assert requests.get(url, auth=(USER, PASSWORD), timeout=10).status_code == 401
     out = tmp_path / "s.jpg"

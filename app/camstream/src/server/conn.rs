@@ -60,6 +60,24 @@ impl Conn {
         }
     }
 
+    /// Whether there is no input to handle: the connection is closing (what
+    /// came is dropped) or all of it is handled (a buffer a large request
+    /// grew is let go).
+    pub fn input_done(&mut self) -> bool {
+        if self.closing.is_some() {
+            self.inbuf.clear();
+            return true;
+        }
+        if self.inbuf.is_empty() {
+            self.request_started = None;
+            if self.inbuf.capacity() > 4096 {
+                self.inbuf = Vec::new();
+            }
+            return true;
+        }
+        false
+    }
+
     pub fn ctrl_pending(&self) -> usize {
         self.ctrl.len() - self.ctrl_sent
     }

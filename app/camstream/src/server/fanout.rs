@@ -30,8 +30,6 @@ pub struct Stream {
 pub struct Totals {
     pub rtsp: Delivery,
     pub http: Delivery,
-    /// MJPEG streams now (max_clients counts them with RTSP sessions).
-    pub mjpeg_clients: usize,
     pub snapshots: u64,
     pub http_requests: u64,
 }

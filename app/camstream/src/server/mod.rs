@@ -532,7 +532,7 @@ impl Server {
 
     /// Streaming clients now: RTSP sessions and MJPEG streams (max_clients).
     fn clients(&self) -> usize {
-        self.sessions.len() + self.totals.mjpeg_clients
+        self.sessions.len() + self.mjpeg_clients()
     }
 
     // ---- connections --------------------------------------------------
@@ -714,7 +714,7 @@ impl Server {
             "{:.1} frames/s, {} sessions, {} MJPEG streams, {} connections; of {} frames since start {repaired} repaired, {refused} refused",
             streamed as f64 / elapsed.as_secs_f64(),
             self.sessions.len(),
-            self.totals.mjpeg_clients,
+            self.mjpeg_clients(),
             self.conns.len(),
             c.frames_in
         );

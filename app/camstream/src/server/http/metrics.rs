@@ -226,7 +226,7 @@ impl Server {
                     ),
                     (
                         &[("protocol", "http"), ("transport", "mjpeg")],
-                        t.mjpeg_clients as f64,
+                        self.mjpeg_clients() as f64,
                     ),
                 ],
             ),

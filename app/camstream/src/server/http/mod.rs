@@ -194,14 +194,23 @@ pub fn timed_out(conn: &mut Conn) {
 }
 
 impl Server {
+    /// MJPEG streams now (max_clients counts them with RTSP sessions).
+    pub(super) fn mjpeg_clients(&self) -> usize {
+        self.conns
+            .iter()
+            .filter(
+                |(_, c)| matches!(&c.proto, Proto::Http(h) if matches!(h.state, State::Mjpeg(_))),
+            )
+            .count()
+    }
+
     /// Handles what an HTTP connection sent.
     pub(super) fn http_input(&mut self, ci: usize) {
         loop {
             let Some(conn) = self.conns.get_mut(ci) else {
                 return;
             };
-            if conn.closing.is_some() {
-                conn.inbuf.clear();
+            if conn.input_done() {
                 return;
             }
             let Proto::Http(h) = &mut conn.proto else {
@@ -222,12 +231,7 @@ impl Server {
             // is taken from this connection.
             if h.close_after {
                 conn.inbuf.clear();
-            }
-            if conn.inbuf.is_empty() {
                 conn.request_started = None;
-                if conn.inbuf.capacity() > 4096 {
-                    conn.inbuf = Vec::new();
-                }
                 return;
             }
             // One response at a time: a pipelined request waits for the
@@ -383,32 +387,21 @@ impl Server {
         let Some(auth) = &self.auth else {
             return true;
         };
-        // Digest's uri is the request target; the host is the camera's.
-        let url = rtsp_types::Url::parse(&format!("http://camera{}", req.path))
-            .ok()
-            .filter(|_| req.target.starts_with('/'))
-            .or_else(|| rtsp_types::Url::parse(&req.target).ok());
+        // Digest's uri is the request target, path and query (RFC 7616
+        // §3.4); in origin form the host is the camera's.
+        let url = if req.target.starts_with('/') {
+            rtsp_types::Url::parse(&format!("http://camera{}", req.target))
+        } else {
+            rtsp_types::Url::parse(&req.target)
+        };
         let now = Mono::now().0 / 1_000_000_000;
         let verdict = auth.check(
             &req.method,
-            url.as_ref(),
+            url.ok().as_ref(),
             None,
             req.authorization.as_deref(),
             now,
         );
-        let url_with_query = rtsp_types::Url::parse(&format!("http://camera{}", req.target)).ok();
-        // Browsers put the query in the Digest uri: check against the
-        // whole target when the path alone did not match.
-        let verdict = match verdict {
-            Verdict::Malformed(_) if url_with_query.is_some() => auth.check(
-                &req.method,
-                url_with_query.as_ref(),
-                None,
-                req.authorization.as_deref(),
-                now,
-            ),
-            v => v,
-        };
         let conn = &mut self.conns[ci];
         let stale = match verdict {
             Verdict::User(_) => {
@@ -615,7 +608,6 @@ impl Server {
             h.state = State::Mjpeg(m);
             h.close_after = true;
         }
-        self.totals.mjpeg_clients += 1;
     }
 
     /// Queues a new frame to every MJPEG stream and answers waiting
@@ -719,7 +711,6 @@ impl Server {
     pub(super) fn http_closed(&mut self, ci: usize, h: HttpConn, peer: std::net::SocketAddr) {
         match h.state {
             State::Mjpeg(m) => {
-                self.totals.mjpeg_clients -= 1;
                 log::info!(
                     "MJPEG stream to {peer} ended: {} frames sent, {} dropped for a slow client",
                     m.frames_sent,

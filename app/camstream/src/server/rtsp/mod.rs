@@ -103,15 +103,7 @@ impl Server {
             let Some(conn) = self.conns.get_mut(ci) else {
                 return;
             };
-            if conn.closing.is_some() {
-                conn.inbuf.clear();
-                return;
-            }
-            if conn.inbuf.is_empty() {
-                conn.request_started = None;
-                if conn.inbuf.capacity() > 4096 {
-                    conn.inbuf = Vec::new();
-                }
+            if conn.input_done() {
                 return;
             }
             if conn.ctrl_pending() > CTRL_HIGH_WATER {

@@ -110,6 +110,16 @@ build_camstream() {
     (cd "$ROOT/app" && cargo build --release --locked -p camstream)
 }
 
+# The tests' Python (output/venv, with Debian's packages and
+# tests/requirements.txt); prints its path.
+test_venv() {
+    need_packages python3-venv >&2
+    venv="$ROOT/output/venv"
+    [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv" >&2
+    "$venv/bin/pip" install -q --disable-pip-version-check -r "$ROOT/tests/requirements.txt" >&2
+    echo "$venv/bin/python"
+}
+
 # Cross-builds camstream for aarch64 with Debian's Rust (rustup cannot add
 # targets offline), linking libjpeg-turbo statically and libcamera (with
 # glibc) dynamically. Prints its path.

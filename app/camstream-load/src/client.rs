@@ -12,6 +12,7 @@ use mio::{Interest, Registry, Token};
 use rtsp_types::{Message, ParseError, StatusCode};
 
 use crate::Transport;
+use crate::stats::{Tally, Verdict};
 
 /// Keep-alive period (servers end sessions after 60 s without requests).
 const KEEPALIVE: Duration = Duration::from_secs(20);
@@ -23,20 +24,52 @@ const RECORD_MAX: usize = 4 + 65535;
 pub struct Target {
     pub url: String,
     pub addr: SocketAddr,
+    /// An http:// URL: MJPEG over HTTP, not RTSP.
+    pub http: bool,
+    /// For HTTP's request line and Host header.
+    pub path: String,
+    pub host: String,
 }
 
 impl Target {
     pub fn parse(url: &str) -> Result<Target> {
+        if url.starts_with("http://") {
+            let u = rtsp_types::Url::parse(url).map_err(|e| anyhow!("bad URL {url}: {e}"))?;
+            let host = u.host_str().ok_or_else(|| anyhow!("no host in {url}"))?;
+            let port = u.port().unwrap_or(80);
+            let addr = resolve(host.trim_matches(['[', ']']), port)?;
+            let path = match u.query() {
+                Some(q) => format!("{}?{q}", u.path()),
+                None => u.path().to_owned(),
+            };
+            return Ok(Target {
+                url: url.to_owned(),
+                addr,
+                http: true,
+                path,
+                host: match u.port() {
+                    Some(p) => format!("{host}:{p}"),
+                    None => host.to_owned(),
+                },
+            });
+        }
         let target = camstream_rtsp::url::parse(url)?;
-        let addr = (target.host.as_str(), target.port)
-            .to_socket_addrs()?
-            .next()
-            .ok_or_else(|| anyhow!("{} has no address", target.host))?;
+        let addr = resolve(&target.host, target.port)?;
         Ok(Target {
             url: target.url,
             addr,
+            http: false,
+            path: String::new(),
+            host: target.host,
         })
     }
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
+    (host, port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| anyhow!("{host} has no address"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,18 +89,6 @@ struct FrameCheck {
     next_seq: Option<u16>,
 }
 
-#[derive(Default)]
-pub struct Counts {
-    pub packets: u64,
-    pub bytes: u64,
-    pub frames: u64,
-    /// Frames with a packet missing or out of order.
-    pub broken: u64,
-    /// Packets missing, by sequence number (whole frames included).
-    pub lost: u64,
-    pub not_jpeg: u64,
-}
-
 pub struct Client {
     pub id: usize,
     ctrl: TcpStream,
@@ -82,13 +103,7 @@ pub struct Client {
     control_url: String,
     last_request: Instant,
     check: FrameCheck,
-    pub played_at: Option<Instant>,
-    /// Everything since PLAY, and what fell inside the measuring window.
-    pub total: Counts,
-    pub window: Counts,
-    window_span: Option<(Instant, Instant)>,
-    /// Arrival times of whole frames inside the window.
-    pub arrivals: Vec<Instant>,
+    pub tally: Tally,
 }
 
 impl Client {
@@ -118,11 +133,7 @@ impl Client {
             control_url: target.url.clone(),
             last_request: Instant::now(),
             check: FrameCheck::default(),
-            played_at: None,
-            total: Counts::default(),
-            window: Counts::default(),
-            window_span: None,
-            arrivals: Vec::new(),
+            tally: Tally::default(),
         })
     }
 
@@ -142,10 +153,6 @@ impl Client {
                 after.as_secs_f64()
             ));
         }
-    }
-
-    pub fn measure_from(&mut self, begin: Instant, end: Instant) {
-        self.window_span = Some((begin, end));
     }
 
     fn fail(&mut self, why: String) {
@@ -243,7 +250,7 @@ impl Client {
                 if rest[1] == 0 {
                     let packet = &self.inbuf[used + 4..used + 4 + len];
                     let (verdict, gap) = check_packet(&mut self.check, packet);
-                    self.count(verdict, gap, packet.len(), now);
+                    self.tally.count(verdict, gap, packet.len(), now);
                 }
                 used += 4 + len;
                 continue;
@@ -308,7 +315,6 @@ impl Client {
             }
             Step::Play => {
                 self.step = Step::Playing;
-                self.played_at = Some(Instant::now());
             }
             // Keep-alive answers.
             Step::Playing | Step::Connecting => {}
@@ -353,37 +359,12 @@ impl Client {
             match rtp.recv(buf) {
                 Ok(n) => {
                     let (verdict, gap) = check_packet(&mut self.check, &buf[..n]);
-                    self.count(verdict, gap, n, now);
+                    self.tally.count(verdict, gap, n, now);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return self.fail(format!("UDP receive: {e}")),
             }
-        }
-    }
-
-    fn count(&mut self, verdict: Verdict, gap: u16, len: usize, now: Instant) {
-        let inside = self
-            .window_span
-            .is_some_and(|(begin, end)| now >= begin && now < end);
-        let targets: &mut [&mut Counts] = if inside {
-            &mut [&mut self.total, &mut self.window]
-        } else {
-            &mut [&mut self.total]
-        };
-        for c in targets.iter_mut() {
-            c.packets += 1;
-            c.bytes += len as u64;
-            c.lost += u64::from(gap);
-            match verdict {
-                Verdict::Part => {}
-                Verdict::Frame => c.frames += 1,
-                Verdict::Broken => c.broken += 1,
-                Verdict::NotJpeg => c.not_jpeg += 1,
-            }
-        }
-        if inside && verdict == Verdict::Frame {
-            self.arrivals.push(now);
         }
     }
 
@@ -403,18 +384,6 @@ impl Client {
             self.request("TEARDOWN", &url, "");
         }
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Verdict {
-    /// A packet of a frame still coming.
-    Part,
-    /// The last packet of a frame whose packets all came in order.
-    Frame,
-    /// A frame lost a packet, or a packet came out of order.
-    Broken,
-    /// Not RTP/JPEG.
-    NotJpeg,
 }
 
 /// RFC 2435: a frame's packets share a timestamp, their fragment offsets

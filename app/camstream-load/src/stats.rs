@@ -1,13 +1,96 @@
-//! What the clients received inside the measuring window, summed up.
+//! What each client receives, and what they all received inside the
+//! measuring window, summed up.
 
 use std::fmt::Write;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::Transport;
-use crate::client::Client;
+use crate::Session;
+use crate::watch::Usage;
+
+#[derive(Default)]
+pub struct Counts {
+    /// RTP packets, or MJPEG parts.
+    pub packets: u64,
+    pub bytes: u64,
+    pub frames: u64,
+    /// Frames with a packet missing or out of order.
+    pub broken: u64,
+    /// Packets missing, by sequence number (whole frames included).
+    pub lost: u64,
+    pub not_jpeg: u64,
+}
+
+/// What one packet or part was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// A packet of a frame still coming.
+    Part,
+    /// The last packet of a frame whose packets all came in order, or a
+    /// whole JPEG part.
+    Frame,
+    /// A frame lost a packet, or a packet came out of order.
+    Broken,
+    /// Not RTP/JPEG, or a part that is not a JPEG file.
+    NotJpeg,
+}
+
+/// One client's counts: everything since it began playing, and what fell
+/// inside the measuring window.
+#[derive(Default)]
+pub struct Tally {
+    pub total: Counts,
+    pub window: Counts,
+    window_span: Option<(Instant, Instant)>,
+    /// Arrival times of whole frames inside the window.
+    pub arrivals: Vec<Instant>,
+}
+
+impl Tally {
+    pub fn measure_from(&mut self, begin: Instant, end: Instant) {
+        self.window_span = Some((begin, end));
+    }
+
+    pub fn count(&mut self, verdict: Verdict, gap: u16, len: usize, now: Instant) {
+        let inside = self
+            .window_span
+            .is_some_and(|(begin, end)| now >= begin && now < end);
+        let targets: &mut [&mut Counts] = if inside {
+            &mut [&mut self.total, &mut self.window]
+        } else {
+            &mut [&mut self.total]
+        };
+        for c in targets.iter_mut() {
+            c.packets += 1;
+            c.bytes += len as u64;
+            c.lost += u64::from(gap);
+            match verdict {
+                Verdict::Part => {}
+                Verdict::Frame => c.frames += 1,
+                Verdict::Broken => c.broken += 1,
+                Verdict::NotJpeg => c.not_jpeg += 1,
+            }
+        }
+        if inside && verdict == Verdict::Frame {
+            self.arrivals.push(now);
+        }
+    }
+
+    /// Bytes that are not a packet or part of their own (an MJPEG stream's
+    /// boundaries and part headers), in the byte count only.
+    pub fn overhead(&mut self, len: usize, now: Instant) {
+        let inside = self
+            .window_span
+            .is_some_and(|(begin, end)| now >= begin && now < end);
+        self.total.bytes += len as u64;
+        if inside {
+            self.window.bytes += len as u64;
+        }
+    }
+}
 
 pub struct Report {
-    transport: Transport,
+    /// "tcp", "udp" (RTSP) or "mjpeg".
+    transport: &'static str,
     clients: usize,
     playing: usize,
     first_error: Option<String>,
@@ -23,18 +106,25 @@ pub struct Report {
     not_jpeg: u64,
     /// Milliseconds between whole frames at a client, all clients pooled, sorted.
     intervals_ms: Vec<f64>,
+    /// Processes watched over the window (--watch), by name.
+    watched: Vec<(String, Usage)>,
 }
 
 impl Report {
     pub fn new(
-        clients: &[Client],
-        transport: Transport,
+        clients: &[Session],
+        transport: &'static str,
         window: Duration,
         nominal_fps: f64,
         setup: Duration,
+        watched: Vec<(String, Usage)>,
     ) -> Report {
         let secs = window.as_secs_f64();
-        let playing: Vec<&Client> = clients.iter().filter(|c| c.playing()).collect();
+        let playing: Vec<&Tally> = clients
+            .iter()
+            .filter(|c| c.playing())
+            .map(|c| c.tally())
+            .collect();
         let mut fps: Vec<f64> = playing
             .iter()
             .map(|c| c.window.frames as f64 / secs)
@@ -49,14 +139,15 @@ impl Report {
             })
             .collect();
         intervals_ms.sort_by(f64::total_cmp);
-        let sum = |f: fn(&Client) -> u64| playing.iter().map(|c| f(c)).sum::<u64>();
+        let sum = |f: fn(&Tally) -> u64| playing.iter().map(|c| f(c)).sum::<u64>();
         Report {
             transport,
             clients: clients.len(),
             playing: playing.len(),
             first_error: clients
                 .iter()
-                .find_map(|c| c.error.as_ref().map(|e| format!("client {}: {e}", c.id))),
+                .enumerate()
+                .find_map(|(id, c)| c.error().map(|e| format!("client {id}: {e}"))),
             setup_seconds: setup.as_secs_f64(),
             window_seconds: secs,
             fps,
@@ -67,6 +158,7 @@ impl Report {
             lost: sum(|c| c.window.lost),
             not_jpeg: sum(|c| c.window.not_jpeg),
             intervals_ms,
+            watched,
         }
     }
 
@@ -101,7 +193,7 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "{} of {} sessions playing over {:?} (set up in {:.1} s); {:.1} s measured",
+            "{} of {} clients playing over {} (set up in {:.1} s); {:.1} s measured",
             self.playing, self.clients, self.transport, self.setup_seconds, self.window_seconds
         );
         let _ = writeln!(
@@ -114,7 +206,7 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "received {} packets, {:.1} MB, {:.3} Gbit/s; frames broken {}, packets lost {}, not RTP/JPEG {}",
+            "received {} packets or parts, {:.1} MB, {:.3} Gbit/s; frames broken {}, packets lost {}, not JPEG {}",
             self.packets,
             self.bytes as f64 / 1e6,
             self.gbit_s(),
@@ -136,6 +228,13 @@ impl Report {
             "every client got every frame: {}",
             if self.every_frame() { "yes" } else { "no" }
         );
+        for (name, u) in &self.watched {
+            let _ = writeln!(
+                s,
+                "{name}: CPU {:.2} s ({:.1} %), RSS {} KiB (peak {} KiB; camera buffers {} KiB)",
+                u.cpu_s, u.cpu_pct, u.rss_kib, u.hwm_kib, u.camera_kib
+            );
+        }
         if let Some(e) = &self.first_error {
             let _ = writeln!(s, "first failure: {e}");
         }
@@ -147,12 +246,12 @@ impl Report {
         let i = |x| num(Self::quantile(&self.intervals_ms, x));
         format!(
             concat!(
-                "{{\"transport\":\"{:?}\",\"clients\":{},\"playing\":{},\"setup_s\":{},",
+                "{{\"transport\":\"{}\",\"clients\":{},\"playing\":{},\"setup_s\":{},",
                 "\"window_s\":{},\"fps_min\":{},\"fps_median\":{},\"fps_max\":{},",
                 "\"packets\":{},\"bytes\":{},\"gbit_s\":{},\"broken\":{},\"lost\":{},",
                 "\"not_jpeg\":{},\"interval_ms_p50\":{},\"interval_ms_p99\":{},",
                 "\"interval_ms_p999\":{},\"interval_ms_p9999\":{},\"interval_ms_max\":{},",
-                "\"every_frame\":{},\"first_error\":{}}}"
+                "\"every_frame\":{},\"first_error\":{},\"watched\":{{{}}}}}"
             ),
             self.transport,
             self.clients,
@@ -175,11 +274,29 @@ impl Report {
             i(1.0),
             self.every_frame(),
             self.first_error
-                .as_ref()
-                .map(|e| format!("\"{}\"", e.replace('\\', "\\\\").replace('"', "\\\"")))
-                .unwrap_or_else(|| "null".into())
+                .as_deref()
+                .map(string)
+                .unwrap_or_else(|| "null".into()),
+            self.watched
+                .iter()
+                .map(|(name, u)| format!(
+                    "{}:{{\"cpu_s\":{},\"cpu_pct\":{},\"rss_kib\":{},\"hwm_kib\":{},\"camera_kib\":{}}}",
+                    string(name),
+                    num(u.cpu_s),
+                    num(u.cpu_pct),
+                    u.rss_kib,
+                    u.hwm_kib,
+                    u.camera_kib
+                ))
+                .collect::<Vec<_>>()
+                .join(",")
         )
     }
+}
+
+/// A JSON string (the text here has no control characters).
+fn string(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
 /// A JSON number (NaN, which JSON lacks, as null).

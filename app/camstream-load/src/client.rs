@@ -65,6 +65,21 @@ impl Target {
     }
 }
 
+/// Writes what `out` holds until it is empty or the socket is full.
+pub fn write_pending(sock: &mut TcpStream, out: &mut Vec<u8>) -> io::Result<()> {
+    while !out.is_empty() {
+        match sock.write(out) {
+            Ok(n) => {
+                out.drain(..n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
     (host, port)
         .to_socket_addrs()?
@@ -177,15 +192,8 @@ impl Client {
     }
 
     fn flush(&mut self) {
-        while !self.out.is_empty() {
-            match self.ctrl.write(&self.out) {
-                Ok(n) => {
-                    self.out.drain(..n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return self.fail(format!("write: {e}")),
-            }
+        if let Err(e) = write_pending(&mut self.ctrl, &mut self.out) {
+            self.fail(format!("write: {e}"));
         }
     }
 

@@ -13,7 +13,7 @@ use mio::event::Event;
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
-use crate::client::Target;
+use crate::client::{Target, write_pending};
 use crate::stats::{Tally, Verdict};
 
 /// Longest response or part head taken.
@@ -118,15 +118,8 @@ impl Client {
     }
 
     fn flush(&mut self) {
-        while !self.out.is_empty() {
-            match self.sock.write(&self.out) {
-                Ok(n) => {
-                    self.out.drain(..n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return self.fail(format!("write: {e}")),
-            }
+        if let Err(e) = write_pending(&mut self.sock, &mut self.out) {
+            self.fail(format!("write: {e}"));
         }
     }
 

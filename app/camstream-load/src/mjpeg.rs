@@ -62,8 +62,10 @@ pub struct Parser {
     chunk: Chunk,
     /// "--" and the boundary the response named.
     delimiter: Vec<u8>,
-    /// A head being gathered (the response's, a part's, a chunk size line).
+    /// A head being gathered (the response's, or a part's).
     head: Vec<u8>,
+    /// A chunk-size line being gathered (a part's head may span chunks).
+    chunk_line: Vec<u8>,
     pub tally: Tally,
 }
 
@@ -167,6 +169,7 @@ impl Parser {
             chunk: Chunk::No,
             delimiter: Vec::new(),
             head: Vec::with_capacity(HEAD_MAX),
+            chunk_line: Vec::new(),
             tally: Tally::default(),
         }
     }
@@ -215,19 +218,19 @@ impl Parser {
                 }
                 Chunk::Size => {
                     let Some(i) = data.iter().position(|&b| b == b'\n') else {
-                        self.head.extend_from_slice(data);
-                        if self.head.len() > CHUNK_LINE_MAX {
+                        self.chunk_line.extend_from_slice(data);
+                        if self.chunk_line.len() > CHUNK_LINE_MAX {
                             bail!("a chunk-size line of over {CHUNK_LINE_MAX} bytes");
                         }
                         return Ok(());
                     };
-                    self.head.extend_from_slice(&data[..i]);
+                    self.chunk_line.extend_from_slice(&data[..i]);
                     data = &data[i + 1..];
-                    let line = std::str::from_utf8(&self.head)?;
+                    let line = std::str::from_utf8(&self.chunk_line)?;
                     let size = line.split(';').next().unwrap_or("").trim();
                     let size = usize::from_str_radix(size, 16)
                         .map_err(|_| anyhow!("bad chunk size {line:?}"))?;
-                    self.head.clear();
+                    self.chunk_line.clear();
                     if size == 0 {
                         bail!("the stream ended");
                     }
@@ -438,6 +441,29 @@ mod tests {
                     assert_eq!(p.tally.total.frames, 4, "{name} cut at {cut}, {cut2}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn part_heads_across_chunks() {
+        // camstream's recording sent again in 50-byte HTTP/1.1 chunks, so
+        // that part heads and chunk-size lines interleave.
+        let (_, data) = RECORDED[1];
+        let head = find(data, b"\r\n\r\n").unwrap() + 4;
+        let mut chunked = data[..head - 2].to_vec();
+        chunked.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
+        for c in data[head..].chunks(50) {
+            chunked.extend_from_slice(format!("{:x}\r\n", c.len()).as_bytes());
+            chunked.extend_from_slice(c);
+            chunked.extend_from_slice(b"\r\n");
+        }
+        for cut in (1..chunked.len()).step_by(13) {
+            let p = parse(&[&chunked[..cut], &chunked[cut..]]).unwrap();
+            assert_eq!(
+                (p.tally.total.frames, p.tally.total.not_jpeg),
+                (4, 0),
+                "cut at {cut}"
+            );
         }
     }
 

@@ -50,10 +50,13 @@ impl Tally {
         self.window_span = Some((begin, end));
     }
 
+    fn inside(&self, now: Instant) -> bool {
+        self.window_span
+            .is_some_and(|(begin, end)| now >= begin && now < end)
+    }
+
     pub fn count(&mut self, verdict: Verdict, gap: u16, len: usize, now: Instant) {
-        let inside = self
-            .window_span
-            .is_some_and(|(begin, end)| now >= begin && now < end);
+        let inside = self.inside(now);
         let targets: &mut [&mut Counts] = if inside {
             &mut [&mut self.total, &mut self.window]
         } else {
@@ -78,9 +81,7 @@ impl Tally {
     /// Bytes that are not a packet or part of their own (an MJPEG stream's
     /// boundaries and part headers), in the byte count only.
     pub fn overhead(&mut self, len: usize, now: Instant) {
-        let inside = self
-            .window_span
-            .is_some_and(|(begin, end)| now >= begin && now < end);
+        let inside = self.inside(now);
         self.total.bytes += len as u64;
         if inside {
             self.window.bytes += len as u64;

@@ -136,7 +136,10 @@ class Guest:
             self.p.expect(invitation, timeout=timeout)
         self.p.sendline("")
         self.p.expect("# ")
-        self.p.sendline(f"stty cols 4096; export PS1='{PROMPT}' TERM=dumb")
+        # The kernel's messages stay in its log (dmesg, logread): on the
+        # console they land inside commands' output (vimc's warnings, written
+        # while `camstream probe` printed, once broke its libcamera line).
+        self.p.sendline(f"stty cols 4096; dmesg -n 1; export PS1='{PROMPT}' TERM=dumb")
         self.p.expect(PROMPT)
         self.p.expect(PROMPT)
         if self.testdrive:

@@ -42,7 +42,7 @@ def vm():
         g.sh("/etc/init.d/S50camstream stop")
         g.sh("insmod /tmp/t/vimc.ko")
     g.wait_for("ls /dev", "media1")
-    g.libcamera = re.search(r"libcamera v([^\s,)]+)", g.sh("camstream probe 2>/dev/null"))[1]
+    g.libcamera = re.search(r"libcamera v(\d+(?:\.\d+)+)", g.sh("camstream probe 2>/dev/null"))[1]
     yield g
     g.close()
 

@@ -1,0 +1,319 @@
+//! WS-Discovery 1.0 (2005/04, the version ONVIF's Core specification uses)
+//! for a Network Video Transmitter: a Probe read and matched against the
+//! camera's types and scopes; ProbeMatches, Hello and Bye written. Message
+//! ids and the camera's endpoint id come from the caller (random UUIDs).
+
+use std::fmt::Write;
+
+use crate::ns;
+use crate::xml::{Doc, Limits, escape};
+
+const ACTION_PROBE: &str = "http://schemas.xmlsoap.org/ws/2005/04/discovery/Probe";
+const ACTION_PROBE_MATCHES: &str = "http://schemas.xmlsoap.org/ws/2005/04/discovery/ProbeMatches";
+const ACTION_HELLO: &str = "http://schemas.xmlsoap.org/ws/2005/04/discovery/Hello";
+const ACTION_BYE: &str = "http://schemas.xmlsoap.org/ws/2005/04/discovery/Bye";
+const ANONYMOUS: &str = "http://schemas.xmlsoap.org/ws/2004/08/addressing/role/anonymous";
+/// The default scope matching rule (RFC 3986 prefix by segments).
+const MATCH_RFC3986: &str = "http://schemas.xmlsoap.org/ws/2005/04/discovery/rfc3986";
+const MATCH_STRCMP0: &str = "http://schemas.xmlsoap.org/ws/2005/04/discovery/strcmp0";
+
+/// The types a camera offers, as (namespace, local name).
+pub const TYPES: [(&str, &str); 2] = [
+    (ns::NETWORK, "NetworkVideoTransmitter"),
+    (ns::DEVICE, "Device"),
+];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    pub message_id: String,
+    /// (namespace, local name); empty: any type.
+    pub types: Vec<(String, String)>,
+    /// Empty: any scope.
+    pub scopes: Vec<String>,
+    pub match_by: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotProbe {
+    /// Not XML, not SOAP, or too big: ignored without an answer.
+    Unreadable(String),
+    /// Another WS-Discovery message (Hello, Bye, ProbeMatches from other
+    /// devices, Resolve): not ours to answer.
+    Other,
+}
+
+impl Probe {
+    pub fn parse(bytes: &[u8]) -> Result<Probe, NotProbe> {
+        // A datagram: far less room than a request over HTTP.
+        let limits = Limits {
+            max_bytes: 8192,
+            max_depth: 16,
+            max_elements: 64,
+            max_text: 2048,
+        };
+        let doc = Doc::parse(bytes, &limits).map_err(|e| NotProbe::Unreadable(e.to_string()))?;
+        if !doc.root().is(ns::SOAP_ENV, "Envelope") {
+            return Err(NotProbe::Unreadable("not a SOAP 1.2 envelope".into()));
+        }
+        let header = doc.child(0, ns::SOAP_ENV, "Header");
+        let wsa = |name: &str| {
+            header.and_then(|h| {
+                doc.children(h)
+                    .find(|&i| doc.elements[i].is(ns::WSA_2004, name))
+                    .map(|i| doc.elements[i].text.as_str())
+            })
+        };
+        let body = doc
+            .child(0, ns::SOAP_ENV, "Body")
+            .ok_or_else(|| NotProbe::Unreadable("no Body".into()))?;
+        let Some(probe) = doc.child(body, ns::WSD, "Probe") else {
+            return Err(NotProbe::Other);
+        };
+        if wsa("Action").is_some_and(|a| a != ACTION_PROBE) {
+            return Err(NotProbe::Other);
+        }
+        let message_id = wsa("MessageID")
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| NotProbe::Unreadable("a Probe without MessageID".into()))?
+            .to_owned();
+        let mut types = Vec::new();
+        if let Some(t) = doc.child(probe, ns::WSD, "Types") {
+            for qname in doc.elements[t].text.split_ascii_whitespace() {
+                let (prefix, local) = qname.split_once(':').unwrap_or(("", qname));
+                let uri = doc.resolve_prefix(t, prefix).ok_or_else(|| {
+                    NotProbe::Unreadable(format!("type {qname}: undeclared prefix"))
+                })?;
+                types.push((uri.to_owned(), local.to_owned()));
+            }
+        }
+        let (scopes, match_by) = match doc.child(probe, ns::WSD, "Scopes") {
+            Some(s) => (
+                doc.elements[s]
+                    .text
+                    .split_ascii_whitespace()
+                    .map(str::to_owned)
+                    .collect(),
+                doc.elements[s]
+                    .attr("MatchBy")
+                    .unwrap_or(MATCH_RFC3986)
+                    .to_owned(),
+            ),
+            None => (Vec::new(), MATCH_RFC3986.to_owned()),
+        };
+        Ok(Probe {
+            message_id,
+            types,
+            scopes,
+            match_by,
+        })
+    }
+
+    /// Whether a camera with `scopes` answers this Probe: every type asked
+    /// for is one of TYPES, every scope asked for matches one of `scopes`.
+    pub fn matches(&self, scopes: &[String]) -> bool {
+        let types = self
+            .types
+            .iter()
+            .all(|(n, l)| TYPES.iter().any(|(tn, tl)| n == tn && l == tl));
+        let scopes_ok = self.scopes.iter().all(|want| {
+            scopes.iter().any(|have| match self.match_by.as_str() {
+                MATCH_STRCMP0 => have == want,
+                MATCH_RFC3986 => rfc3986_match(want, have),
+                // A rule we do not know matches nothing (WS-Discovery 5.1).
+                _ => false,
+            })
+        });
+        types && scopes_ok
+    }
+}
+
+/// WS-Discovery's RFC 3986 rule: same scheme and authority (case
+/// insensitive), and the probe's path segments a prefix of the scope's.
+fn rfc3986_match(want: &str, have: &str) -> bool {
+    let split = |s: &str| -> Option<(String, Vec<String>)> {
+        let (scheme, rest) = s.split_once("://")?;
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let segments = path
+            .split('/')
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned)
+            .collect();
+        Some((
+            format!("{scheme}://{authority}").to_ascii_lowercase(),
+            segments,
+        ))
+    };
+    match (split(want), split(have)) {
+        (Some((wa, ws)), Some((ha, hs))) => wa == ha && hs.starts_with(&ws),
+        _ => want == have,
+    }
+}
+
+/// The camera as WS-Discovery announces it.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// urn:uuid:..., the same across restarts (kept by the caller).
+    pub address: String,
+    pub scopes: Vec<String>,
+    /// Device service addresses, one per interface address.
+    pub xaddrs: Vec<String>,
+    /// Counts up when scopes or addresses change.
+    pub metadata_version: u32,
+    /// AppSequence InstanceId: changes every time the daemon starts.
+    pub instance_id: u64,
+}
+
+impl Endpoint {
+    fn head(
+        &self,
+        out: &mut String,
+        action: &str,
+        message_id: &str,
+        to: &str,
+        relates_to: Option<&str>,
+        n: u64,
+    ) {
+        let _ = write!(
+            out,
+            r#"<?xml version="1.0" encoding="UTF-8"?><s:Envelope xmlns:s="{}" xmlns:a="{}" xmlns:d="{}" xmlns:dn="{}" xmlns:tds="{}"><s:Header><a:MessageID>{}</a:MessageID>"#,
+            ns::SOAP_ENV,
+            ns::WSA_2004,
+            ns::WSD,
+            ns::NETWORK,
+            ns::DEVICE,
+            escape(message_id)
+        );
+        if let Some(r) = relates_to {
+            let _ = write!(out, "<a:RelatesTo>{}</a:RelatesTo>", escape(r));
+        }
+        let _ = write!(
+            out,
+            r#"<a:To>{to}</a:To><a:Action>{action}</a:Action><d:AppSequence InstanceId="{}" MessageNumber="{n}"/></s:Header><s:Body>"#,
+            self.instance_id
+        );
+    }
+
+    fn description(&self, out: &mut String) {
+        let _ = write!(
+            out,
+            "<a:EndpointReference><a:Address>{}</a:Address></a:EndpointReference><d:Types>dn:NetworkVideoTransmitter tds:Device</d:Types><d:Scopes>{}</d:Scopes><d:XAddrs>{}</d:XAddrs><d:MetadataVersion>{}</d:MetadataVersion>",
+            escape(&self.address),
+            escape(&self.scopes.join(" ")),
+            escape(&self.xaddrs.join(" ")),
+            self.metadata_version
+        );
+    }
+
+    /// The answer to `probe`, sent back to where it came from.
+    pub fn probe_matches(&self, probe: &Probe, message_id: &str, n: u64) -> String {
+        let mut s = String::with_capacity(1500);
+        self.head(
+            &mut s,
+            ACTION_PROBE_MATCHES,
+            message_id,
+            ANONYMOUS,
+            Some(&probe.message_id),
+            n,
+        );
+        s.push_str("<d:ProbeMatches><d:ProbeMatch>");
+        self.description(&mut s);
+        s.push_str("</d:ProbeMatch></d:ProbeMatches></s:Body></s:Envelope>");
+        s
+    }
+
+    /// Multicast when the camera starts or its addresses change.
+    pub fn hello(&self, message_id: &str, n: u64) -> String {
+        let mut s = String::with_capacity(1500);
+        self.head(&mut s, ACTION_HELLO, message_id, ns::WSD_URN, None, n);
+        s.push_str("<d:Hello>");
+        self.description(&mut s);
+        s.push_str("</d:Hello></s:Body></s:Envelope>");
+        s
+    }
+
+    /// Multicast when the camera stops.
+    pub fn bye(&self, message_id: &str, n: u64) -> String {
+        let mut s = String::with_capacity(800);
+        self.head(&mut s, ACTION_BYE, message_id, ns::WSD_URN, None, n);
+        let _ = write!(
+            s,
+            "<d:Bye><a:EndpointReference><a:Address>{}</a:Address></a:EndpointReference></d:Bye></s:Body></s:Envelope>",
+            escape(&self.address)
+        );
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Probe in the shape ONVIF Device Manager and python wsdiscovery
+    /// send: the Types QName's prefix declared on the Envelope.
+    const PROBE: &str = r#"<?xml version="1.0" encoding="utf-8"?><soap:Envelope xmlns:soap="http://www.w3.org/2003/05/soap-envelope" xmlns:wsa="http://schemas.xmlsoap.org/ws/2004/08/addressing" xmlns:tns="http://schemas.xmlsoap.org/ws/2005/04/discovery" xmlns:dn="http://www.onvif.org/ver10/network/wsdl"><soap:Header><wsa:Action>http://schemas.xmlsoap.org/ws/2005/04/discovery/Probe</wsa:Action><wsa:MessageID>urn:uuid:9a3c1a0e-1111-4c2e-8d2a-000000000001</wsa:MessageID><wsa:To>urn:schemas-xmlsoap-org:ws:2005:04:discovery</wsa:To></soap:Header><soap:Body><tns:Probe><tns:Types>dn:NetworkVideoTransmitter</tns:Types></tns:Probe></soap:Body></soap:Envelope>"#;
+
+    fn camera() -> Endpoint {
+        Endpoint {
+            address: "urn:uuid:5f0e8c1a-2b3c-4d5e-8f90-a1b2c3d4e5f6".into(),
+            scopes: vec![
+                "onvif://www.onvif.org/Profile/Streaming".into(),
+                "onvif://www.onvif.org/name/camstream".into(),
+                "onvif://www.onvif.org/hardware/rpi4_64".into(),
+            ],
+            xaddrs: vec!["http://192.0.2.10/onvif/device_service".into()],
+            metadata_version: 1,
+            instance_id: 1_795_591_800,
+        }
+    }
+
+    #[test]
+    fn probe_types_and_scopes() {
+        let p = Probe::parse(PROBE.as_bytes()).unwrap();
+        assert_eq!(
+            p.message_id,
+            "urn:uuid:9a3c1a0e-1111-4c2e-8d2a-000000000001"
+        );
+        assert_eq!(
+            p.types,
+            vec![(ns::NETWORK.to_owned(), "NetworkVideoTransmitter".to_owned())]
+        );
+        let cam = camera();
+        assert!(p.matches(&cam.scopes));
+        let mut other = p.clone();
+        other.types = vec![("urn:printers".into(), "Printer".into())];
+        assert!(!other.matches(&cam.scopes));
+        let mut scoped = p.clone();
+        scoped.scopes = vec!["onvif://www.onvif.org/Profile".into()];
+        assert!(scoped.matches(&cam.scopes));
+        scoped.scopes = vec!["onvif://www.onvif.org/Profile/G".into()];
+        assert!(!scoped.matches(&cam.scopes));
+        scoped.match_by = "urn:unknown".into();
+        assert!(!scoped.matches(&cam.scopes));
+        let hello = Probe::parse(cam.hello("urn:uuid:1", 1).as_bytes());
+        assert_eq!(hello, Err(NotProbe::Other));
+        assert!(matches!(
+            Probe::parse(b"\x00\x01"),
+            Err(NotProbe::Unreadable(_))
+        ));
+    }
+
+    #[test]
+    fn answers_are_well_formed_and_relate_to_the_probe() {
+        let cam = camera();
+        let p = Probe::parse(PROBE.as_bytes()).unwrap();
+        for (xml, body) in [
+            (cam.probe_matches(&p, "urn:uuid:2", 2), "ProbeMatches"),
+            (cam.hello("urn:uuid:3", 3), "Hello"),
+            (cam.bye("urn:uuid:4", 4), "Bye"),
+        ] {
+            let d = Doc::parse(xml.as_bytes(), &Limits::default()).unwrap();
+            let b = d.child(0, ns::SOAP_ENV, "Body").unwrap();
+            assert!(d.child(b, ns::WSD, body).is_some(), "{xml}");
+        }
+        let m = cam.probe_matches(&p, "urn:uuid:2", 2);
+        assert!(
+            m.contains("<a:RelatesTo>urn:uuid:9a3c1a0e-1111-4c2e-8d2a-000000000001</a:RelatesTo>")
+        );
+        assert!(m.contains("<d:XAddrs>http://192.0.2.10/onvif/device_service</d:XAddrs>"));
+    }
+}

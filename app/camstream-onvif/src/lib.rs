@@ -1,0 +1,13 @@
+//! The ONVIF side of camstream that touches hostile bytes, without I/O:
+//! SOAP 1.2 requests read by quick-xml under size and depth limits (no DTD,
+//! no entities beyond XML's own), WS-Security UsernameToken digests checked
+//! against a password with a bounded replay memory, and WS-Discovery's
+//! Probe read and its answers written. The daemon and the fuzz targets
+//! share it.
+#![forbid(unsafe_code)]
+
+pub mod discovery;
+pub mod ns;
+pub mod soap;
+pub mod wsse;
+pub mod xml;

@@ -1,0 +1,264 @@
+//! A SOAP 1.2 request to an ONVIF service: the operation (the Body's first
+//! element), its parameters, the WS-Addressing MessageID and the
+//! UsernameToken; and the SOAP faults ONVIF's Core specification names for
+//! what goes wrong (section 5.11: generic faults).
+
+use std::fmt::Write;
+
+use crate::ns;
+use crate::wsse::{Refusal, UsernameToken};
+use crate::xml::{Doc, Limits, XmlError, escape};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    Device,
+    Media,
+    Other,
+}
+
+#[derive(Debug)]
+pub struct Request {
+    pub doc: Doc,
+    /// The operation's element.
+    pub op: usize,
+    pub service: Service,
+    pub message_id: Option<String>,
+    /// The header's UsernameToken, or why it could not be read.
+    pub token: Result<Option<UsernameToken>, Refusal>,
+}
+
+impl Request {
+    pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Request, Fault> {
+        let doc = Doc::parse(bytes, limits).map_err(|e| match e {
+            XmlError::Malformed(_) | XmlError::Empty | XmlError::Doctype => Fault::well_formed(&e),
+            _ => Fault::sender(&["ter:InvalidArgs"], &e.to_string()),
+        })?;
+        let root = doc.root();
+        if root.name != "Envelope" || (root.ns != ns::SOAP_ENV && root.ns != ns::SOAP11_ENV) {
+            return Err(Fault::sender(&["ter:WellFormed"], "not a SOAP envelope"));
+        }
+        if root.ns != ns::SOAP_ENV {
+            return Err(Fault {
+                code: Code::VersionMismatch,
+                subcodes: &[],
+                reason: "SOAP 1.2 only (ONVIF's binding)".into(),
+            });
+        }
+        let body = doc
+            .child(0, ns::SOAP_ENV, "Body")
+            .ok_or_else(|| Fault::sender(&["ter:WellFormed"], "no Body"))?;
+        let op = doc
+            .children(body)
+            .next()
+            .ok_or_else(|| Fault::sender(&["ter:WellFormed"], "an empty Body"))?;
+        let service = match doc.elements[op].ns.as_str() {
+            ns::DEVICE => Service::Device,
+            ns::MEDIA => Service::Media,
+            _ => Service::Other,
+        };
+        let header = doc.child(0, ns::SOAP_ENV, "Header");
+        let message_id = header.and_then(|h| {
+            doc.children(h)
+                .find(|&i| {
+                    let e = &doc.elements[i];
+                    e.name == "MessageID" && (e.ns == ns::WSA || e.ns == ns::WSA_2004)
+                })
+                .map(|i| doc.elements[i].text.clone())
+        });
+        let token = match header {
+            Some(h) => UsernameToken::from_header(&doc, h),
+            None => Ok(None),
+        };
+        Ok(Request {
+            doc,
+            op,
+            service,
+            message_id,
+            token,
+        })
+    }
+
+    /// The operation's name (its local name: GetProfiles, GetStreamUri...).
+    pub fn operation(&self) -> &str {
+        &self.doc.elements[self.op].name
+    }
+
+    /// A parameter's text, by the local names leading to it from the
+    /// operation (["StreamSetup", "Transport", "Protocol"]).
+    pub fn arg(&self, path: &[&str]) -> Option<&str> {
+        self.doc
+            .path(self.op, path)
+            .map(|i| self.doc.elements[i].text.as_str())
+    }
+
+    /// An attribute of a parameter (["Configuration"], "token").
+    pub fn arg_attr(&self, path: &[&str], attr: &str) -> Option<&str> {
+        self.doc
+            .path(self.op, path)
+            .and_then(|i| self.doc.elements[i].attr(attr))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    VersionMismatch,
+    Sender,
+    Receiver,
+}
+
+/// A SOAP fault: the code, ONVIF's subcodes (most general first), the
+/// reason in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    pub code: Code,
+    pub subcodes: &'static [&'static str],
+    pub reason: String,
+}
+
+impl Fault {
+    pub fn sender(subcodes: &'static [&'static str], reason: &str) -> Fault {
+        Fault {
+            code: Code::Sender,
+            subcodes,
+            reason: reason.into(),
+        }
+    }
+
+    pub fn receiver(subcodes: &'static [&'static str], reason: &str) -> Fault {
+        Fault {
+            code: Code::Receiver,
+            subcodes,
+            reason: reason.into(),
+        }
+    }
+
+    fn well_formed(e: &XmlError) -> Fault {
+        Fault::sender(&["ter:WellFormed"], &e.to_string())
+    }
+
+    pub fn not_authorized() -> Fault {
+        Fault::sender(
+            &["ter:NotAuthorized"],
+            "the action requires authorization and the sender is not authorized",
+        )
+    }
+
+    pub fn action_not_supported(op: &str) -> Fault {
+        Fault::receiver(
+            &["ter:ActionNotSupported"],
+            &format!("{op} is not supported by this device"),
+        )
+    }
+
+    pub fn invalid_arg_val(detail: &'static str, reason: &str) -> Fault {
+        // Each detail has its own static pair (the fault's subcode chain).
+        let subcodes: &'static [&'static str] = match detail {
+            "ter:NoProfile" => &["ter:InvalidArgVal", "ter:NoProfile"],
+            "ter:NoConfig" => &["ter:InvalidArgVal", "ter:NoConfig"],
+            "ter:NoSource" => &["ter:InvalidArgVal", "ter:NoSource"],
+            "ter:ConfigModify" => &["ter:InvalidArgVal", "ter:ConfigModify"],
+            "ter:InvalidStreamSetup" => &["ter:InvalidArgVal", "ter:InvalidStreamSetup"],
+            _ => &["ter:InvalidArgVal"],
+        };
+        Fault::sender(subcodes, reason)
+    }
+
+    /// The HTTP status ONVIF's Core specification gives this fault (5.11:
+    /// 400 for the sender's faults, 500 for the receiver's; a refused
+    /// authorization is 400 with NotAuthorized, and the HTTP layer answers
+    /// 401 when it asks for HTTP Digest).
+    pub fn http_status(&self) -> u16 {
+        match self.code {
+            Code::Receiver => 500,
+            Code::Sender | Code::VersionMismatch => 400,
+        }
+    }
+
+    pub fn envelope(&self) -> String {
+        let code = match self.code {
+            Code::VersionMismatch => "env:VersionMismatch",
+            Code::Sender => "env:Sender",
+            Code::Receiver => "env:Receiver",
+        };
+        let mut s = String::with_capacity(512);
+        let _ = write!(
+            s,
+            r#"<?xml version="1.0" encoding="UTF-8"?><env:Envelope xmlns:env="{}" xmlns:ter="{}"><env:Body><env:Fault><env:Code><env:Value>{code}</env:Value>"#,
+            ns::SOAP_ENV,
+            ns::ERROR
+        );
+        for sub in self.subcodes {
+            let _ = write!(s, "<env:Subcode><env:Value>{sub}</env:Value>");
+        }
+        for _ in self.subcodes {
+            s.push_str("</env:Subcode>");
+        }
+        let _ = write!(
+            s,
+            r#"</env:Code><env:Reason><env:Text xml:lang="en">{}</env:Text></env:Reason></env:Fault></env:Body></env:Envelope>"#,
+            escape(&self.reason)
+        );
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wsse::Password;
+
+    /// GetStreamUri in the shape zeep (onvif-zeep-async's SOAP library)
+    /// gives it: prefixes of its own per element, a UsernameToken and
+    /// WS-Addressing in the header.
+    const GET_STREAM_URI: &str = r#"<?xml version='1.0' encoding='utf-8'?>
+<soap-env:Envelope xmlns:soap-env="http://www.w3.org/2003/05/soap-envelope"><soap-env:Header xmlns:wsa="http://www.w3.org/2005/08/addressing"><wsse:Security xmlns:wsse="http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity-secext-1.0.xsd"><wsse:UsernameToken><wsse:Username>admin</wsse:Username><wsse:Password Type="http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-username-token-profile-1.0#PasswordDigest">q1ZDUOh7b1Grzug9JsgqLNv4PCA=</wsse:Password><wsse:Nonce EncodingType="http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-soap-message-security-1.0#Base64Binary">MTIzNDU2Nzg5MGFiY2RlZg==</wsse:Nonce><wsu:Created xmlns:wsu="http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity-utility-1.0.xsd">2026-11-25T07:30:00Z</wsu:Created></wsse:UsernameToken></wsse:Security><wsa:Action>http://www.onvif.org/ver10/media/wsdl/GetStreamUri</wsa:Action><wsa:MessageID>urn:uuid:6f1c3b4e-0c5a-4b8e-9d61-3f2a2b1c0d9e</wsa:MessageID><wsa:To>http://192.0.2.10:80/onvif/media_service</wsa:To></soap-env:Header><soap-env:Body><ns0:GetStreamUri xmlns:ns0="http://www.onvif.org/ver10/media/wsdl"><ns0:StreamSetup><ns1:Stream xmlns:ns1="http://www.onvif.org/ver10/schema">RTP-Unicast</ns1:Stream><ns2:Transport xmlns:ns2="http://www.onvif.org/ver10/schema"><ns2:Protocol>RTSP</ns2:Protocol></ns2:Transport></ns0:StreamSetup><ns0:ProfileToken>main</ns0:ProfileToken></ns0:GetStreamUri></soap-env:Body></soap-env:Envelope>"#;
+
+    #[test]
+    fn operation_parameters_and_token() {
+        let r = Request::parse(GET_STREAM_URI.as_bytes(), &Limits::default()).unwrap();
+        assert_eq!((r.service, r.operation()), (Service::Media, "GetStreamUri"));
+        assert_eq!(r.arg(&["ProfileToken"]), Some("main"));
+        assert_eq!(r.arg(&["StreamSetup", "Stream"]), Some("RTP-Unicast"));
+        assert_eq!(
+            r.arg(&["StreamSetup", "Transport", "Protocol"]),
+            Some("RTSP")
+        );
+        assert_eq!(
+            r.message_id.as_deref(),
+            Some("urn:uuid:6f1c3b4e-0c5a-4b8e-9d61-3f2a2b1c0d9e")
+        );
+        let t = r.token.unwrap().unwrap();
+        assert_eq!(t.username, "admin");
+        assert_eq!(t.nonce, b"1234567890abcdef");
+        assert_eq!(t.created, "2026-11-25T07:30:00Z");
+        assert!(matches!(t.password, Password::Digest(ref d) if d.len() == 20));
+    }
+
+    #[test]
+    fn faults() {
+        let l = Limits::default();
+        let e = Request::parse(b"<a", &l).unwrap_err();
+        assert_eq!(
+            (e.code, e.subcodes),
+            (Code::Sender, &["ter:WellFormed"][..])
+        );
+        let soap11 = r#"<e:Envelope xmlns:e="http://schemas.xmlsoap.org/soap/envelope/"><e:Body/></e:Envelope>"#;
+        assert_eq!(
+            Request::parse(soap11.as_bytes(), &l).unwrap_err().code,
+            Code::VersionMismatch
+        );
+        let empty = r#"<e:Envelope xmlns:e="http://www.w3.org/2003/05/soap-envelope"><e:Body/></e:Envelope>"#;
+        assert_eq!(
+            Request::parse(empty.as_bytes(), &l).unwrap_err().reason,
+            "an empty Body"
+        );
+        let f = Fault::invalid_arg_val("ter:NoProfile", "no profile <x>");
+        let xml = f.envelope();
+        assert!(xml.contains("<env:Value>env:Sender</env:Value><env:Subcode><env:Value>ter:InvalidArgVal</env:Value><env:Subcode><env:Value>ter:NoProfile</env:Value></env:Subcode></env:Subcode>"), "{xml}");
+        assert!(xml.contains("no profile &lt;x&gt;"));
+        // The fault is itself well-formed SOAP.
+        let back = Doc::parse(xml.as_bytes(), &l).unwrap();
+        assert!(back.root().is(ns::SOAP_ENV, "Envelope"));
+        assert_eq!(Fault::action_not_supported("X").http_status(), 500);
+    }
+}

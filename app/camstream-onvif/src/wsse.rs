@@ -1,0 +1,324 @@
+//! WS-Security UsernameToken (OASIS Username Token Profile 1.0), as ONVIF
+//! clients send it: PasswordDigest = Base64(SHA-1(nonce + created +
+//! password)), with the nonce and the time it was made. The digest needs
+//! the password itself, so only users given one for ONVIF can use it.
+//! A token is taken once: the nonces of accepted tokens are remembered
+//! for as long as their Created stays acceptable, within a fixed count.
+
+use std::collections::VecDeque;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use sha1::{Digest, Sha1};
+use subtle::ConstantTimeEq;
+
+use crate::ns;
+use crate::xml::Doc;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsernameToken {
+    pub username: String,
+    pub password: Password,
+    /// The nonce's bytes (sent base64-encoded).
+    pub nonce: Vec<u8>,
+    /// Created, as sent (the digest covers these exact characters).
+    pub created: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Password {
+    /// SHA-1 digest, decoded from base64 (20 bytes when well-formed).
+    Digest(Vec<u8>),
+    /// The password in the clear (PasswordText).
+    Text(String),
+}
+
+/// Why a token is not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    Malformed(&'static str),
+    /// Created too far from the camera's clock, or before the newest
+    /// accepted token's window.
+    Stale,
+    Replayed,
+    WrongPassword,
+    /// PasswordText where the camera takes only digests.
+    Cleartext,
+}
+
+impl UsernameToken {
+    /// The UsernameToken in a SOAP Header (`header`: its element index), if
+    /// there is a Security element holding one.
+    pub fn from_header(doc: &Doc, header: usize) -> Result<Option<UsernameToken>, Refusal> {
+        let Some(sec) = doc.child(header, ns::WSSE, "Security") else {
+            return Ok(None);
+        };
+        let Some(tok) = doc.child(sec, ns::WSSE, "UsernameToken") else {
+            return Ok(None);
+        };
+        let text = |ns: &str, name: &str| doc.child(tok, ns, name).map(|i| &doc.elements[i]);
+        let username = text(ns::WSSE, "Username")
+            .ok_or(Refusal::Malformed("UsernameToken without Username"))?
+            .text
+            .clone();
+        let pw = text(ns::WSSE, "Password").ok_or(Refusal::Malformed("no Password"))?;
+        let nonce = match text(ns::WSSE, "Nonce") {
+            Some(n) => STANDARD
+                .decode(n.text.as_bytes())
+                .map_err(|_| Refusal::Malformed("Nonce is not base64"))?,
+            None => Vec::new(),
+        };
+        let created = text(ns::WSU, "Created")
+            .map(|c| c.text.clone())
+            .unwrap_or_default();
+        let password = match pw.attr("Type") {
+            None | Some(ns::PASSWORD_TEXT) => Password::Text(pw.text.clone()),
+            Some(ns::PASSWORD_DIGEST) => {
+                if nonce.is_empty() || created.is_empty() {
+                    return Err(Refusal::Malformed("a digest needs Nonce and Created"));
+                }
+                Password::Digest(
+                    STANDARD
+                        .decode(pw.text.as_bytes())
+                        .map_err(|_| Refusal::Malformed("Password digest is not base64"))?,
+                )
+            }
+            Some(_) => return Err(Refusal::Malformed("unknown Password Type")),
+        };
+        Ok(Some(UsernameToken {
+            username,
+            password,
+            nonce,
+            created,
+        }))
+    }
+
+    /// Whether the token was made with `password`; constant time for the
+    /// digest's comparison.
+    pub fn matches(&self, password: &str) -> bool {
+        match &self.password {
+            Password::Digest(d) => {
+                let mut h = Sha1::new();
+                h.update(&self.nonce);
+                h.update(self.created.as_bytes());
+                h.update(password.as_bytes());
+                bool::from(h.finalize().as_slice().ct_eq(d))
+            }
+            Password::Text(t) => bool::from(t.as_bytes().ct_eq(password.as_bytes())),
+        }
+    }
+}
+
+/// Seconds since 1970 of an xs:dateTime as ONVIF clients send it:
+/// `YYYY-MM-DDTHH:MM:SS`, optional fraction, then `Z` or `+HH:MM`/`-HH:MM`
+/// (none: taken as UTC).
+pub fn parse_created(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') {
+        return None;
+    }
+    if b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let d = s.get(r)?;
+        if !d.bytes().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        d.parse().ok()
+    };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    if let Some(frac) = rest.strip_prefix('.') {
+        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return None;
+        }
+        rest = &frac[n..];
+    }
+    let offset = match rest {
+        "" | "Z" | "z" => 0,
+        _ if rest.len() == 6 && rest.as_bytes()[3] == b':' => {
+            let sign = match rest.as_bytes()[0] {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            let oh: i64 = rest[1..3].parse().ok()?;
+            let om: i64 = rest[4..6].parse().ok()?;
+            if oh > 23 || om > 59 {
+                return None;
+            }
+            sign * (oh * 3600 + om * 60)
+        }
+        _ => return None,
+    };
+    Some(days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - offset)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Which tokens are taken, and the nonces already used.
+pub struct Gate {
+    /// How far Created may be from the camera's clock while that clock is
+    /// set (NTP, or the user set it).
+    pub skew: i64,
+    /// Nonces of accepted tokens with their Created, oldest first.
+    seen: VecDeque<(Vec<u8>, i64)>,
+    capacity: usize,
+    /// The newest Created accepted: with the clock unset, tokens may be
+    /// hours or years off, but not older than this minus `skew`.
+    newest: Option<i64>,
+}
+
+impl Gate {
+    pub fn new(skew: i64, capacity: usize) -> Gate {
+        Gate {
+            skew,
+            seen: VecDeque::with_capacity(capacity.min(1024)),
+            capacity,
+            newest: None,
+        }
+    }
+
+    /// Checks `token` against `password` at `now` (seconds since 1970 on
+    /// the camera's clock; `clock_set`: whether that clock can be trusted);
+    /// takes its nonce when it is good.
+    pub fn check(
+        &mut self,
+        token: &UsernameToken,
+        password: &str,
+        now: i64,
+        clock_set: bool,
+    ) -> Result<(), Refusal> {
+        let Password::Digest(_) = token.password else {
+            return Err(Refusal::Cleartext);
+        };
+        let created = parse_created(&token.created).ok_or(Refusal::Malformed("bad Created"))?;
+        if clock_set {
+            if (created - now).abs() > self.skew {
+                return Err(Refusal::Stale);
+            }
+        } else if self.newest.is_some_and(|n| created < n - self.skew) {
+            return Err(Refusal::Stale);
+        }
+        if !token.matches(password) {
+            return Err(Refusal::WrongPassword);
+        }
+        // Forget what can no longer come back as fresh.
+        let horizon = if clock_set {
+            now - self.skew
+        } else {
+            self.newest.unwrap_or(created).max(created) - self.skew
+        };
+        while self.seen.front().is_some_and(|(_, c)| *c < horizon) {
+            self.seen.pop_front();
+        }
+        if self.seen.iter().any(|(n, _)| *n == token.nonce) {
+            return Err(Refusal::Replayed);
+        }
+        if self.seen.len() >= self.capacity {
+            self.seen.pop_front();
+        }
+        self.seen.push_back((token.nonce.clone(), created));
+        self.newest = Some(self.newest.map_or(created, |n| n.max(created)));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A token as zeep (onvif-zeep-async's SOAP library) makes it.
+    fn token(password: &str, nonce: &[u8], created: &str) -> UsernameToken {
+        let mut h = Sha1::new();
+        h.update(nonce);
+        h.update(created.as_bytes());
+        h.update(password.as_bytes());
+        UsernameToken {
+            username: "admin".into(),
+            password: Password::Digest(h.finalize().to_vec()),
+            nonce: nonce.to_vec(),
+            created: created.into(),
+        }
+    }
+
+    #[test]
+    fn created_times() {
+        assert_eq!(parse_created("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_created("2026-11-25T07:30:00Z"), Some(1_795_591_800));
+        assert_eq!(
+            parse_created("2026-11-25T08:30:00.123+01:00"),
+            Some(1_795_591_800)
+        );
+        assert_eq!(parse_created("2026-11-25T07:30:00"), Some(1_795_591_800));
+        for bad in [
+            "",
+            "2026-11-25 07:30:00Z",
+            "2026-13-25T07:30:00Z",
+            "2026-11-25T07:30:00.Z",
+            "2026-11-25T07:30:00+0100",
+            "２０２６-11-25T07:30:00Z",
+        ] {
+            assert_eq!(parse_created(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn digest_replay_and_clock() {
+        let now = parse_created("2026-11-25T07:30:00Z").unwrap();
+        let mut gate = Gate::new(300, 4);
+        let t = token("secret", b"n1", "2026-11-25T07:29:00Z");
+        assert_eq!(
+            gate.check(&t, "wrong", now, true),
+            Err(Refusal::WrongPassword)
+        );
+        assert_eq!(gate.check(&t, "secret", now, true), Ok(()));
+        assert_eq!(gate.check(&t, "secret", now, true), Err(Refusal::Replayed));
+        let old = token("secret", b"n2", "2026-11-25T07:00:00Z");
+        assert_eq!(gate.check(&old, "secret", now, true), Err(Refusal::Stale));
+        // An unset clock (a board without NTP boots in 1970): any Created,
+        // but not older than the newest accepted one's window.
+        let mut gate = Gate::new(300, 4);
+        let t = token("secret", b"n1", "2026-11-25T07:29:00Z");
+        assert_eq!(gate.check(&t, "secret", 10, false), Ok(()));
+        assert_eq!(gate.check(&t, "secret", 20, false), Err(Refusal::Replayed));
+        let older = token("secret", b"n3", "2026-11-25T07:00:00Z");
+        assert_eq!(gate.check(&older, "secret", 30, false), Err(Refusal::Stale));
+        let text = UsernameToken {
+            password: Password::Text("secret".into()),
+            ..t.clone()
+        };
+        assert!(text.matches("secret"));
+        assert_eq!(
+            gate.check(&text, "secret", 40, false),
+            Err(Refusal::Cleartext)
+        );
+    }
+
+    #[test]
+    fn the_memory_of_nonces_is_bounded() {
+        let now = 1_000_000;
+        let mut gate = Gate::new(300, 4);
+        for i in 0..100u8 {
+            let t = token("p", &[i], "1970-01-12T13:46:40Z");
+            assert_eq!(gate.check(&t, "p", now, true), Ok(()));
+        }
+        assert_eq!(gate.seen.len(), 4);
+    }
+}

@@ -1,0 +1,325 @@
+//! A whole XML message read into a flat list of elements under limits:
+//! bytes, depth, element count, text length. quick-xml resolves
+//! namespaces; a DOCTYPE is refused (so no entity of the sender's own is
+//! ever expanded), as are entities beyond XML's five and character
+//! references. SOAP requests and WS-Discovery messages are small: reading
+//! them whole keeps the checks that follow plain lookups.
+
+use std::fmt;
+
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::name::ResolveResult;
+use quick_xml::reader::NsReader;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_bytes: usize,
+    pub max_depth: usize,
+    pub max_elements: usize,
+    /// Longest text of one element, and longest attribute value.
+    pub max_text: usize,
+}
+
+impl Default for Limits {
+    /// Room for any Profile S request (the largest, SetVideoEncoderConfiguration
+    /// with a UsernameToken, is under 3 KB) many times over.
+    fn default() -> Limits {
+        Limits {
+            max_bytes: 64 << 10,
+            max_depth: 32,
+            max_elements: 512,
+            max_text: 4096,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum XmlError {
+    TooLarge(usize),
+    TooDeep(usize),
+    TooManyElements(usize),
+    TextTooLong(usize),
+    Doctype,
+    /// Not well-formed, with quick-xml's words.
+    Malformed(String),
+    Empty,
+}
+
+impl fmt::Display for XmlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            XmlError::TooLarge(n) => write!(f, "message over {n} bytes"),
+            XmlError::TooDeep(n) => write!(f, "elements nested over {n} deep"),
+            XmlError::TooManyElements(n) => write!(f, "over {n} elements"),
+            XmlError::TextTooLong(n) => write!(f, "a text or attribute over {n} bytes"),
+            XmlError::Doctype => f.write_str("a DOCTYPE (not taken)"),
+            XmlError::Malformed(e) => write!(f, "not well-formed XML: {e}"),
+            XmlError::Empty => f.write_str("no root element"),
+        }
+    }
+}
+
+impl std::error::Error for XmlError {}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Element {
+    /// Namespace URI ("" when none).
+    pub ns: String,
+    /// Local name.
+    pub name: String,
+    pub parent: Option<usize>,
+    /// Attributes by local name (their namespaces are not needed here).
+    pub attrs: Vec<(String, String)>,
+    /// Its namespace declarations (prefix, "" for the default; URI), for
+    /// QNames in text such as WS-Discovery's Types.
+    pub xmlns: Vec<(String, String)>,
+    /// Its own text (and CDATA), trimmed.
+    pub text: String,
+}
+
+impl Element {
+    pub fn attr(&self, name: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn is(&self, ns: &str, name: &str) -> bool {
+        self.ns == ns && self.name == name
+    }
+}
+
+/// The elements in document order; the root is the first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Doc {
+    pub elements: Vec<Element>,
+}
+
+impl Doc {
+    pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Doc, XmlError> {
+        if bytes.len() > limits.max_bytes {
+            return Err(XmlError::TooLarge(limits.max_bytes));
+        }
+        let mut reader = NsReader::from_reader(bytes);
+        let config = reader.config_mut();
+        config.trim_text(true);
+        config.check_end_names = true;
+        config.expand_empty_elements = false;
+        let mut elements: Vec<Element> = Vec::new();
+        let mut open: Vec<usize> = Vec::new();
+        let mut buf = Vec::new();
+        let mal = |e: &dyn fmt::Display| XmlError::Malformed(e.to_string());
+        loop {
+            buf.clear();
+            let (ns, event) = reader
+                .read_resolved_event_into(&mut buf)
+                .map_err(|e| mal(&e))?;
+            match event {
+                Event::Start(ref e) | Event::Empty(ref e) => {
+                    if open.len() >= limits.max_depth {
+                        return Err(XmlError::TooDeep(limits.max_depth));
+                    }
+                    if elements.len() >= limits.max_elements {
+                        return Err(XmlError::TooManyElements(limits.max_elements));
+                    }
+                    if open.is_empty() && !elements.is_empty() {
+                        return Err(XmlError::Malformed("a second root element".into()));
+                    }
+                    let ns = match ns {
+                        ResolveResult::Bound(n) => String::from_utf8_lossy(n.as_ref()).into_owned(),
+                        ResolveResult::Unbound => String::new(),
+                        ResolveResult::Unknown(p) => {
+                            return Err(XmlError::Malformed(format!(
+                                "undeclared namespace prefix {}",
+                                String::from_utf8_lossy(&p)
+                            )));
+                        }
+                    };
+                    let el = element(e, ns, open.last().copied(), limits)?;
+                    elements.push(el);
+                    if matches!(event, Event::Start(_)) {
+                        open.push(elements.len() - 1);
+                    }
+                }
+                Event::End(_) => {
+                    open.pop();
+                }
+                Event::Text(t) => {
+                    let text = t.unescape().map_err(|e| mal(&e))?;
+                    append_text(&mut elements, &open, &text, limits)?;
+                }
+                Event::CData(c) => {
+                    let text =
+                        String::from_utf8(c.into_inner().into_owned()).map_err(|e| mal(&e))?;
+                    append_text(&mut elements, &open, &text, limits)?;
+                }
+                Event::DocType(_) => return Err(XmlError::Doctype),
+                Event::Decl(_) | Event::PI(_) | Event::Comment(_) => {}
+                Event::Eof => break,
+            }
+        }
+        if !open.is_empty() {
+            return Err(XmlError::Malformed(
+                "the document ends inside an element".into(),
+            ));
+        }
+        if elements.is_empty() {
+            return Err(XmlError::Empty);
+        }
+        Ok(Doc { elements })
+    }
+
+    pub fn root(&self) -> &Element {
+        &self.elements[0]
+    }
+
+    pub fn children(&self, parent: usize) -> impl Iterator<Item = usize> + '_ {
+        self.elements
+            .iter()
+            .enumerate()
+            .skip(parent + 1)
+            .filter(move |(_, e)| e.parent == Some(parent))
+            .map(|(i, _)| i)
+    }
+
+    /// The first child of `parent` with this namespace and name.
+    pub fn child(&self, parent: usize, ns: &str, name: &str) -> Option<usize> {
+        self.children(parent)
+            .find(|&i| self.elements[i].is(ns, name))
+    }
+
+    /// The namespace URI `prefix` stands for at element `at`.
+    pub fn resolve_prefix(&self, at: usize, prefix: &str) -> Option<&str> {
+        let mut cur = Some(at);
+        while let Some(i) = cur {
+            let el = &self.elements[i];
+            if let Some((_, uri)) = el.xmlns.iter().find(|(p, _)| p == prefix) {
+                return Some(uri);
+            }
+            cur = el.parent;
+        }
+        None
+    }
+
+    /// Follows children by local name only, whatever their namespace (a
+    /// request's parameters: their namespace is the schema's or the
+    /// service's, as the client's WSDL tool decided).
+    pub fn path(&self, from: usize, names: &[&str]) -> Option<usize> {
+        names.iter().try_fold(from, |at, name| {
+            self.children(at).find(|&i| self.elements[i].name == *name)
+        })
+    }
+}
+
+fn element(
+    e: &BytesStart<'_>,
+    ns: String,
+    parent: Option<usize>,
+    limits: &Limits,
+) -> Result<Element, XmlError> {
+    let mut attrs = Vec::new();
+    let mut xmlns = Vec::new();
+    for a in e.attributes() {
+        let a = a.map_err(|e| XmlError::Malformed(e.to_string()))?;
+        let value = a
+            .unescape_value()
+            .map_err(|e| XmlError::Malformed(e.to_string()))?;
+        if value.len() > limits.max_text {
+            return Err(XmlError::TextTooLong(limits.max_text));
+        }
+        let key = a.key.as_ref();
+        if let Some(rest) = key.strip_prefix(b"xmlns") {
+            let prefix = rest.strip_prefix(b":").unwrap_or(rest);
+            xmlns.push((
+                String::from_utf8_lossy(prefix).into_owned(),
+                value.into_owned(),
+            ));
+            continue;
+        }
+        let name = a.key.local_name();
+        let name = String::from_utf8_lossy(name.as_ref()).into_owned();
+        attrs.push((name, value.into_owned()));
+    }
+    Ok(Element {
+        ns,
+        name: String::from_utf8_lossy(e.local_name().as_ref()).into_owned(),
+        parent,
+        attrs,
+        xmlns,
+        text: String::new(),
+    })
+}
+
+/// Text for an element or attribute value.
+pub fn escape(s: &str) -> std::borrow::Cow<'_, str> {
+    quick_xml::escape::escape(s)
+}
+
+fn append_text(
+    elements: &mut [Element],
+    open: &[usize],
+    text: &str,
+    limits: &Limits,
+) -> Result<(), XmlError> {
+    let Some(&at) = open.last() else {
+        // Text outside the root (whitespace is trimmed away before this).
+        return Err(XmlError::Malformed("text outside the root element".into()));
+    };
+    let el = &mut elements[at];
+    if el.text.len() + text.len() > limits.max_text {
+        return Err(XmlError::TextTooLong(limits.max_text));
+    }
+    el.text.push_str(text);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Doc, XmlError> {
+        Doc::parse(s.as_bytes(), &Limits::default())
+    }
+
+    #[test]
+    fn namespaces_attributes_and_text() {
+        let d = parse(
+            r#"<?xml version="1.0"?><a:x xmlns:a="urn:a" xmlns="urn:d"><y k="v&amp;w">t &lt; u<![CDATA[<z>]]></y><a:e/></a:x>"#,
+        )
+        .unwrap();
+        assert_eq!(d.elements.len(), 3);
+        assert!(d.root().is("urn:a", "x"));
+        let y = d.child(0, "urn:d", "y").unwrap();
+        assert_eq!(d.elements[y].attr("k"), Some("v&w"));
+        assert_eq!(d.elements[y].text, "t < u<z>");
+        assert_eq!(d.path(0, &["e"]), Some(2));
+        assert_eq!(d.path(0, &["y", "nothing"]), None);
+        assert_eq!(d.resolve_prefix(y, "a"), Some("urn:a"));
+        assert_eq!(d.resolve_prefix(y, ""), Some("urn:d"));
+        assert_eq!(d.resolve_prefix(y, "q"), None);
+    }
+
+    #[test]
+    fn limits_and_refusals() {
+        let deep = "<a>".repeat(40) + &"</a>".repeat(40);
+        assert_eq!(parse(&deep), Err(XmlError::TooDeep(32)));
+        let many = format!("<a>{}</a>", "<b/>".repeat(600));
+        assert_eq!(parse(&many), Err(XmlError::TooManyElements(512)));
+        let long = format!("<a>{}</a>", "x".repeat(5000));
+        assert_eq!(parse(&long), Err(XmlError::TextTooLong(4096)));
+        let big = format!("<a>{}</a>", " ".repeat(70 << 10));
+        assert_eq!(parse(&big), Err(XmlError::TooLarge(64 << 10)));
+        let bomb = r#"<!DOCTYPE a [<!ENTITY x "xxxxxxxx">]><a>&x;</a>"#;
+        assert_eq!(parse(bomb), Err(XmlError::Doctype));
+        assert!(matches!(parse("<a>&x;</a>"), Err(XmlError::Malformed(_))));
+        assert!(matches!(
+            parse("<a><b></a></b>"),
+            Err(XmlError::Malformed(_))
+        ));
+        assert!(matches!(parse("<a>"), Err(XmlError::Malformed(_))));
+        assert!(matches!(parse("<p:a/>"), Err(XmlError::Malformed(_))));
+        assert!(matches!(parse("<a/><b/>"), Err(XmlError::Malformed(_))));
+        assert_eq!(parse("  "), Err(XmlError::Empty));
+    }
+}

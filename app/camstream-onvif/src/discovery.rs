@@ -248,9 +248,10 @@ impl Endpoint {
 mod tests {
     use super::*;
 
-    /// A Probe in the shape ONVIF Device Manager and python wsdiscovery
-    /// send: the Types QName's prefix declared on the Envelope.
-    const PROBE: &str = r#"<?xml version="1.0" encoding="utf-8"?><soap:Envelope xmlns:soap="http://www.w3.org/2003/05/soap-envelope" xmlns:wsa="http://schemas.xmlsoap.org/ws/2004/08/addressing" xmlns:tns="http://schemas.xmlsoap.org/ws/2005/04/discovery" xmlns:dn="http://www.onvif.org/ver10/network/wsdl"><soap:Header><wsa:Action>http://schemas.xmlsoap.org/ws/2005/04/discovery/Probe</wsa:Action><wsa:MessageID>urn:uuid:9a3c1a0e-1111-4c2e-8d2a-000000000001</wsa:MessageID><wsa:To>urn:schemas-xmlsoap-org:ws:2005:04:discovery</wsa:To></soap:Header><soap:Body><tns:Probe><tns:Types>dn:NetworkVideoTransmitter</tns:Types></tns:Probe></soap:Body></soap:Envelope>"#;
+    /// A Probe multicast by python-wsdiscovery 2.1.2 looking for
+    /// NetworkVideoTransmitter (its Types prefix is random).
+    const PROBE: &[u8] =
+        include_bytes!("../../../tests/testdata/onvif/wsdiscovery-2.1.2-probe.xml");
 
     fn camera() -> Endpoint {
         Endpoint {
@@ -268,10 +269,10 @@ mod tests {
 
     #[test]
     fn probe_types_and_scopes() {
-        let p = Probe::parse(PROBE.as_bytes()).unwrap();
+        let p = Probe::parse(PROBE).unwrap();
         assert_eq!(
             p.message_id,
-            "urn:uuid:9a3c1a0e-1111-4c2e-8d2a-000000000001"
+            "urn:uuid:1e37e0d8-0461-48fa-b43e-2643de876bb0"
         );
         assert_eq!(
             p.types,
@@ -300,7 +301,7 @@ mod tests {
     #[test]
     fn answers_are_well_formed_and_relate_to_the_probe() {
         let cam = camera();
-        let p = Probe::parse(PROBE.as_bytes()).unwrap();
+        let p = Probe::parse(PROBE).unwrap();
         for (xml, body) in [
             (cam.probe_matches(&p, "urn:uuid:2", 2), "ProbeMatches"),
             (cam.hello("urn:uuid:3", 3), "Hello"),
@@ -312,7 +313,7 @@ mod tests {
         }
         let m = cam.probe_matches(&p, "urn:uuid:2", 2);
         assert!(
-            m.contains("<a:RelatesTo>urn:uuid:9a3c1a0e-1111-4c2e-8d2a-000000000001</a:RelatesTo>")
+            m.contains("<a:RelatesTo>urn:uuid:1e37e0d8-0461-48fa-b43e-2643de876bb0</a:RelatesTo>")
         );
         assert!(m.contains("<d:XAddrs>http://192.0.2.10/onvif/device_service</d:XAddrs>"));
     }

@@ -8,6 +8,7 @@
 
 pub mod discovery;
 pub mod ns;
+pub mod responses;
 pub mod soap;
 pub mod wsse;
 pub mod xml;

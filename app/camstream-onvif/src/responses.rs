@@ -1,0 +1,514 @@
+//! The answers of the device and media (ver10) services a Profile S client
+//! asks for, written from what the daemon knows: the camera, its streams,
+//! its addresses. Element order and required elements follow ONVIF's
+//! schema (onvif.xsd), which clients such as zeep read by.
+
+use std::fmt::Write;
+
+use crate::ns;
+use crate::xml::escape;
+
+/// A SOAP 1.2 envelope with ONVIF's namespaces and `body` in its Body.
+pub fn envelope(body: &str) -> String {
+    let mut s = String::with_capacity(body.len() + 400);
+    let _ = write!(
+        s,
+        r#"<?xml version="1.0" encoding="UTF-8"?><env:Envelope xmlns:env="{}" xmlns:tt="{}" xmlns:tds="{}" xmlns:trt="{}"><env:Body>"#,
+        ns::SOAP_ENV,
+        ns::SCHEMA,
+        ns::DEVICE,
+        ns::MEDIA
+    );
+    s.push_str(body);
+    s.push_str("</env:Body></env:Envelope>");
+    s
+}
+
+/// A UTC date and time, broken down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DateTime {
+    pub year: i64,
+    pub month: u32,
+    pub day: u32,
+    pub hour: u32,
+    pub minute: u32,
+    pub second: u32,
+}
+
+impl DateTime {
+    /// From seconds since 1970 (Howard Hinnant's civil_from_days).
+    pub fn from_unix(t: i64) -> DateTime {
+        let days = t.div_euclid(86400);
+        let secs = t.rem_euclid(86400);
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+        let year = yoe + era * 400 + i64::from(month <= 2);
+        DateTime {
+            year,
+            month,
+            day,
+            hour: (secs / 3600) as u32,
+            minute: (secs % 3600 / 60) as u32,
+            second: (secs % 60) as u32,
+        }
+    }
+}
+
+/// GetSystemDateAndTime: the camera keeps UTC; `ntp`: the clock is set by
+/// NTP (else the camera says Manual, and clients adjust their tokens'
+/// Created by the difference).
+pub fn system_date_and_time(now: i64, ntp: bool) -> String {
+    let t = DateTime::from_unix(now);
+    let when = format!(
+        "<tt:Time><tt:Hour>{}</tt:Hour><tt:Minute>{}</tt:Minute><tt:Second>{}</tt:Second></tt:Time><tt:Date><tt:Year>{}</tt:Year><tt:Month>{}</tt:Month><tt:Day>{}</tt:Day></tt:Date>",
+        t.hour, t.minute, t.second, t.year, t.month, t.day
+    );
+    envelope(&format!(
+        "<tds:GetSystemDateAndTimeResponse><tds:SystemDateAndTime><tt:DateTimeType>{}</tt:DateTimeType><tt:DaylightSavings>false</tt:DaylightSavings><tt:TimeZone><tt:TZ>UTC0</tt:TZ></tt:TimeZone><tt:UTCDateTime>{when}</tt:UTCDateTime><tt:LocalDateTime>{when}</tt:LocalDateTime></tds:SystemDateAndTime></tds:GetSystemDateAndTimeResponse>",
+        if ntp { "NTP" } else { "Manual" }
+    ))
+}
+
+#[derive(Debug, Clone)]
+pub struct DeviceInfo {
+    pub manufacturer: String,
+    pub model: String,
+    pub firmware_version: String,
+    pub serial_number: String,
+    pub hardware_id: String,
+}
+
+pub fn device_information(d: &DeviceInfo) -> String {
+    envelope(&format!(
+        "<tds:GetDeviceInformationResponse><tds:Manufacturer>{}</tds:Manufacturer><tds:Model>{}</tds:Model><tds:FirmwareVersion>{}</tds:FirmwareVersion><tds:SerialNumber>{}</tds:SerialNumber><tds:HardwareId>{}</tds:HardwareId></tds:GetDeviceInformationResponse>",
+        escape(&d.manufacturer),
+        escape(&d.model),
+        escape(&d.firmware_version),
+        escape(&d.serial_number),
+        escape(&d.hardware_id)
+    ))
+}
+
+/// The services' addresses as the client reached the camera (the Host it
+/// used), so that a client behind NAT or on another interface gets an
+/// address it can reach.
+#[derive(Debug, Clone)]
+pub struct XAddrs {
+    pub device: String,
+    pub media: String,
+}
+
+/// RTP over UDP, RTSP-interleaved TCP and RTSP over HTTP; no multicast.
+const STREAMING: &str = "<tt:StreamingCapabilities><tt:RTPMulticast>false</tt:RTPMulticast><tt:RTP_TCP>true</tt:RTP_TCP><tt:RTP_RTSP_TCP>true</tt:RTP_RTSP_TCP></tt:StreamingCapabilities>";
+
+/// GetCapabilities for Category `category` ("All", "Device", "Media");
+/// None for a category the camera has no service for.
+pub fn capabilities(x: &XAddrs, category: &str) -> Option<String> {
+    let device = format!(
+        "<tt:Device><tt:XAddr>{}</tt:XAddr><tt:Network><tt:IPFilter>false</tt:IPFilter><tt:ZeroConfiguration>true</tt:ZeroConfiguration><tt:IPVersion6>false</tt:IPVersion6><tt:DynDNS>false</tt:DynDNS></tt:Network><tt:System><tt:DiscoveryResolve>false</tt:DiscoveryResolve><tt:DiscoveryBye>true</tt:DiscoveryBye><tt:RemoteDiscovery>false</tt:RemoteDiscovery><tt:SystemBackup>false</tt:SystemBackup><tt:SystemLogging>false</tt:SystemLogging><tt:FirmwareUpgrade>false</tt:FirmwareUpgrade><tt:SupportedVersions><tt:Major>2</tt:Major><tt:Minor>60</tt:Minor></tt:SupportedVersions></tt:System><tt:Security><tt:TLS1.1>false</tt:TLS1.1><tt:TLS1.2>false</tt:TLS1.2><tt:OnboardKeyGeneration>false</tt:OnboardKeyGeneration><tt:AccessPolicyConfig>false</tt:AccessPolicyConfig><tt:X.509Token>false</tt:X.509Token><tt:SAMLToken>false</tt:SAMLToken><tt:KerberosToken>false</tt:KerberosToken><tt:RELToken>false</tt:RELToken></tt:Security></tt:Device>",
+        escape(&x.device)
+    );
+    let media = format!(
+        "<tt:Media><tt:XAddr>{}</tt:XAddr>{STREAMING}</tt:Media>",
+        escape(&x.media)
+    );
+    let caps = match category {
+        "All" => format!("{device}{media}"),
+        "Device" => device,
+        "Media" => media,
+        _ => return None,
+    };
+    Some(envelope(&format!(
+        "<tds:GetCapabilitiesResponse><tds:Capabilities>{caps}</tds:Capabilities></tds:GetCapabilitiesResponse>"
+    )))
+}
+
+fn device_service_capabilities() -> &'static str {
+    r#"<tds:Capabilities><tds:Network IPFilter="false" ZeroConfiguration="true" IPVersion6="false" DynDNS="false" NTP="0" HostnameFromDHCP="true"/><tds:Security TLS1.0="false" TLS1.1="false" TLS1.2="false" OnboardKeyGeneration="false" AccessPolicyConfig="false" DefaultAccessPolicy="false" Dot1X="false" RemoteUserHandling="false" X.509Token="false" SAMLToken="false" KerberosToken="false" UsernameToken="true" HttpDigest="true" RELToken="false"/><tds:System DiscoveryResolve="false" DiscoveryBye="true" RemoteDiscovery="false" SystemBackup="false" SystemLogging="false" FirmwareUpgrade="false" HttpFirmwareUpgrade="false" HttpSystemBackup="false" HttpSystemLogging="false" HttpSupportInformation="false"/></tds:Capabilities>"#
+}
+
+fn media_service_capabilities() -> &'static str {
+    r#"<trt:Capabilities SnapshotUri="true" Rotation="false" VideoSourceMode="false" OSD="false"><trt:ProfileCapabilities MaximumNumberOfProfiles="2"/><trt:StreamingCapabilities RTPMulticast="false" RTP_TCP="true" RTP_RTSP_TCP="true" NonAggregateControl="false" NoRTSPStreaming="false"/></trt:Capabilities>"#
+}
+
+/// GetServices: the device and media services, with their capabilities
+/// when asked.
+pub fn services(x: &XAddrs, include_capability: bool) -> String {
+    let mut body = String::from("<tds:GetServicesResponse>");
+    for (namespace, addr, caps) in [
+        (ns::DEVICE, &x.device, device_service_capabilities()),
+        (ns::MEDIA, &x.media, media_service_capabilities()),
+    ] {
+        let _ = write!(
+            body,
+            "<tds:Service><tds:Namespace>{namespace}</tds:Namespace><tds:XAddr>{}</tds:XAddr>",
+            escape(addr)
+        );
+        if include_capability {
+            let _ = write!(body, "<tds:Capabilities>{caps}</tds:Capabilities>");
+        }
+        body.push_str("<tds:Version><tt:Major>2</tt:Major><tt:Minor>60</tt:Minor></tds:Version></tds:Service>");
+    }
+    body.push_str("</tds:GetServicesResponse>");
+    envelope(&body)
+}
+
+/// GetServiceCapabilities of the device or the media service.
+pub fn service_capabilities(media: bool) -> String {
+    if media {
+        envelope(&format!(
+            "<trt:GetServiceCapabilitiesResponse>{}</trt:GetServiceCapabilitiesResponse>",
+            media_service_capabilities()
+        ))
+    } else {
+        envelope(&format!(
+            "<tds:GetServiceCapabilitiesResponse>{}</tds:GetServiceCapabilitiesResponse>",
+            device_service_capabilities()
+        ))
+    }
+}
+
+/// GetScopes: all Fixed (set by the camera, not by clients).
+pub fn scopes(scopes: &[String]) -> String {
+    let mut body = String::from("<tds:GetScopesResponse>");
+    for s in scopes {
+        let _ = write!(
+            body,
+            "<tds:Scopes><tt:ScopeDef>Fixed</tt:ScopeDef><tt:ScopeItem>{}</tt:ScopeItem></tds:Scopes>",
+            escape(s)
+        );
+    }
+    body.push_str("</tds:GetScopesResponse>");
+    envelope(&body)
+}
+
+pub fn hostname(name: &str, from_dhcp: bool) -> String {
+    envelope(&format!(
+        "<tds:GetHostnameResponse><tds:HostnameInformation><tt:FromDHCP>{from_dhcp}</tt:FromDHCP><tt:Name>{}</tt:Name></tds:HostnameInformation></tds:GetHostnameResponse>",
+        escape(name)
+    ))
+}
+
+#[derive(Debug, Clone)]
+pub struct Interface {
+    pub name: String,
+    /// aa:bb:cc:dd:ee:ff
+    pub mac: String,
+    pub mtu: u32,
+    /// (address, prefix length)
+    pub ipv4: Option<(String, u8)>,
+    pub dhcp: bool,
+}
+
+pub fn network_interfaces(ifaces: &[Interface]) -> String {
+    let mut body = String::from("<tds:GetNetworkInterfacesResponse>");
+    for i in ifaces {
+        let _ = write!(
+            body,
+            "<tds:NetworkInterfaces token=\"{}\"><tt:Enabled>true</tt:Enabled><tt:Info><tt:Name>{}</tt:Name><tt:HwAddress>{}</tt:HwAddress><tt:MTU>{}</tt:MTU></tt:Info>",
+            escape(&i.name),
+            escape(&i.name),
+            escape(&i.mac),
+            i.mtu
+        );
+        if let Some((addr, prefix)) = &i.ipv4 {
+            let (manual, from_dhcp) = if i.dhcp {
+                (
+                    String::new(),
+                    format!(
+                        "<tt:FromDHCP><tt:Address>{}</tt:Address><tt:PrefixLength>{prefix}</tt:PrefixLength></tt:FromDHCP>",
+                        escape(addr)
+                    ),
+                )
+            } else {
+                (
+                    format!(
+                        "<tt:Manual><tt:Address>{}</tt:Address><tt:PrefixLength>{prefix}</tt:PrefixLength></tt:Manual>",
+                        escape(addr)
+                    ),
+                    String::new(),
+                )
+            };
+            let _ = write!(
+                body,
+                "<tt:IPv4><tt:Enabled>true</tt:Enabled><tt:Config>{manual}{from_dhcp}<tt:DHCP>{}</tt:DHCP></tt:Config></tt:IPv4>",
+                i.dhcp
+            );
+        }
+        body.push_str("</tds:NetworkInterfaces>");
+    }
+    body.push_str("</tds:GetNetworkInterfacesResponse>");
+    envelope(&body)
+}
+
+/// The one video source: the camera at the size and rate it captures.
+#[derive(Debug, Clone)]
+pub struct VideoSource {
+    pub token: String,
+    pub width: u32,
+    pub height: u32,
+    pub fps: f64,
+}
+
+/// A stream as a profile: its encoder configuration (JPEG) on the source.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    /// "main" or "sub": the profile's and its encoder configuration's token.
+    pub token: String,
+    pub name: String,
+    pub width: u32,
+    pub height: u32,
+    pub fps: u32,
+    /// 1-100, libjpeg's scale.
+    pub quality: u32,
+    /// Whether a client may change its size, rate and quality.
+    pub settable: bool,
+}
+
+fn source_configuration(tag: &str, src: &VideoSource, users: usize) -> String {
+    format!(
+        "<{tag} token=\"{t}\"><tt:Name>{t}</tt:Name><tt:UseCount>{users}</tt:UseCount><tt:SourceToken>{t}</tt:SourceToken><tt:Bounds x=\"0\" y=\"0\" width=\"{}\" height=\"{}\"/></{tag}>",
+        src.width,
+        src.height,
+        t = escape(&src.token)
+    )
+}
+
+fn encoder_configuration(tag: &str, p: &Profile) -> String {
+    format!(
+        "<{tag} token=\"{t}\"><tt:Name>{n}</tt:Name><tt:UseCount>1</tt:UseCount><tt:Encoding>JPEG</tt:Encoding><tt:Resolution><tt:Width>{}</tt:Width><tt:Height>{}</tt:Height></tt:Resolution><tt:Quality>{}</tt:Quality><tt:RateControl><tt:FrameRateLimit>{}</tt:FrameRateLimit><tt:EncodingInterval>1</tt:EncodingInterval><tt:BitrateLimit>0</tt:BitrateLimit></tt:RateControl><tt:Multicast><tt:Address><tt:Type>IPv4</tt:Type><tt:IPv4Address>0.0.0.0</tt:IPv4Address></tt:Address><tt:Port>0</tt:Port><tt:TTL>0</tt:TTL><tt:AutoStart>false</tt:AutoStart></tt:Multicast><tt:SessionTimeout>PT60S</tt:SessionTimeout></{tag}>",
+        p.width,
+        p.height,
+        p.quality,
+        p.fps,
+        t = escape(&p.token),
+        n = escape(&p.name)
+    )
+}
+
+fn profile(tag: &str, p: &Profile, src: &VideoSource, profiles: usize) -> String {
+    format!(
+        "<{tag} token=\"{t}\" fixed=\"true\"><tt:Name>{n}</tt:Name>{}{}</{tag}>",
+        source_configuration("tt:VideoSourceConfiguration", src, profiles),
+        encoder_configuration("tt:VideoEncoderConfiguration", p),
+        t = escape(&p.token),
+        n = escape(&p.name)
+    )
+}
+
+pub fn profiles(ps: &[Profile], src: &VideoSource) -> String {
+    let mut body = String::from("<trt:GetProfilesResponse>");
+    for p in ps {
+        body.push_str(&profile("trt:Profiles", p, src, ps.len()));
+    }
+    body.push_str("</trt:GetProfilesResponse>");
+    envelope(&body)
+}
+
+pub fn profile_response(p: &Profile, src: &VideoSource, profiles: usize) -> String {
+    envelope(&format!(
+        "<trt:GetProfileResponse>{}</trt:GetProfileResponse>",
+        profile("trt:Profile", p, src, profiles)
+    ))
+}
+
+pub fn video_sources(src: &VideoSource) -> String {
+    envelope(&format!(
+        "<trt:GetVideoSourcesResponse><trt:VideoSources token=\"{}\"><tt:Framerate>{}</tt:Framerate><tt:Resolution><tt:Width>{}</tt:Width><tt:Height>{}</tt:Height></tt:Resolution></trt:VideoSources></trt:GetVideoSourcesResponse>",
+        escape(&src.token),
+        src.fps,
+        src.width,
+        src.height
+    ))
+}
+
+/// GetVideoSourceConfigurations (`one`: false) or GetVideoSourceConfiguration.
+pub fn video_source_configurations(src: &VideoSource, profiles: usize, one: bool) -> String {
+    if one {
+        envelope(&format!(
+            "<trt:GetVideoSourceConfigurationResponse>{}</trt:GetVideoSourceConfigurationResponse>",
+            source_configuration("trt:Configuration", src, profiles)
+        ))
+    } else {
+        envelope(&format!(
+            "<trt:GetVideoSourceConfigurationsResponse>{}</trt:GetVideoSourceConfigurationsResponse>",
+            source_configuration("trt:Configurations", src, profiles)
+        ))
+    }
+}
+
+pub fn video_encoder_configurations(ps: &[Profile]) -> String {
+    let mut body = String::from("<trt:GetVideoEncoderConfigurationsResponse>");
+    for p in ps {
+        body.push_str(&encoder_configuration("trt:Configurations", p));
+    }
+    body.push_str("</trt:GetVideoEncoderConfigurationsResponse>");
+    envelope(&body)
+}
+
+pub fn video_encoder_configuration(p: &Profile) -> String {
+    envelope(&format!(
+        "<trt:GetVideoEncoderConfigurationResponse>{}</trt:GetVideoEncoderConfigurationResponse>",
+        encoder_configuration("trt:Configuration", p)
+    ))
+}
+
+/// What SetVideoEncoderConfiguration may choose for a stream.
+#[derive(Debug, Clone)]
+pub struct EncoderOptions {
+    pub sizes: Vec<(u32, u32)>,
+    pub fps: (u32, u32),
+    pub quality: (u32, u32),
+}
+
+pub fn video_encoder_configuration_options(o: &EncoderOptions) -> String {
+    let mut sizes = String::new();
+    for (w, h) in &o.sizes {
+        let _ = write!(
+            sizes,
+            "<tt:ResolutionsAvailable><tt:Width>{w}</tt:Width><tt:Height>{h}</tt:Height></tt:ResolutionsAvailable>"
+        );
+    }
+    envelope(&format!(
+        "<trt:GetVideoEncoderConfigurationOptionsResponse><trt:Options><tt:QualityRange><tt:Min>{}</tt:Min><tt:Max>{}</tt:Max></tt:QualityRange><tt:JPEG>{sizes}<tt:FrameRateRange><tt:Min>{}</tt:Min><tt:Max>{}</tt:Max></tt:FrameRateRange><tt:EncodingIntervalRange><tt:Min>1</tt:Min><tt:Max>1</tt:Max></tt:EncodingIntervalRange></tt:JPEG></trt:Options></trt:GetVideoEncoderConfigurationOptionsResponse>",
+        o.quality.0, o.quality.1, o.fps.0, o.fps.1
+    ))
+}
+
+/// GetStreamUri and GetSnapshotUri: the URI, valid for as long as the
+/// camera's settings stay.
+pub fn media_uri(snapshot: bool, uri: &str) -> String {
+    let op = if snapshot {
+        "GetSnapshotUri"
+    } else {
+        "GetStreamUri"
+    };
+    envelope(&format!(
+        "<trt:{op}Response><trt:MediaUri><tt:Uri>{}</tt:Uri><tt:InvalidAfterConnect>false</tt:InvalidAfterConnect><tt:InvalidAfterReboot>false</tt:InvalidAfterReboot><tt:Timeout>PT0S</tt:Timeout></trt:MediaUri></trt:{op}Response>",
+        escape(uri)
+    ))
+}
+
+pub fn empty(service_prefix: &str, op: &str) -> String {
+    envelope(&format!("<{service_prefix}:{op}Response/>"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xml::{Doc, Limits};
+
+    fn camera() -> (Vec<Profile>, VideoSource) {
+        let main = Profile {
+            token: "main".into(),
+            name: "main <1280x720>".into(),
+            width: 1280,
+            height: 720,
+            fps: 30,
+            quality: 80,
+            settable: true,
+        };
+        let sub = Profile {
+            token: "sub".into(),
+            name: "sub".into(),
+            width: 640,
+            height: 360,
+            fps: 5,
+            quality: 70,
+            settable: true,
+        };
+        let src = VideoSource {
+            token: "camera".into(),
+            width: 1280,
+            height: 720,
+            fps: 30.0,
+        };
+        (vec![main, sub], src)
+    }
+
+    #[test]
+    fn dates() {
+        let t = DateTime::from_unix(1_795_591_800);
+        assert_eq!(
+            (t.year, t.month, t.day, t.hour, t.minute, t.second),
+            (2026, 11, 25, 7, 30, 0)
+        );
+        let t = DateTime::from_unix(951_782_400); // 2000-02-29
+        assert_eq!((t.year, t.month, t.day), (2000, 2, 29));
+        assert_eq!(DateTime::from_unix(0).year, 1970);
+    }
+
+    #[test]
+    fn every_answer_is_well_formed() {
+        let (ps, src) = camera();
+        let x = XAddrs {
+            device: "http://192.0.2.10/onvif/device_service".into(),
+            media: "http://192.0.2.10/onvif/media_service".into(),
+        };
+        let info = DeviceInfo {
+            manufacturer: "camstream".into(),
+            model: "rpi4_64 & camera".into(),
+            firmware_version: "0.1.0".into(),
+            serial_number: "100000001".into(),
+            hardware_id: "rpi4_64".into(),
+        };
+        let iface = Interface {
+            name: "eth0".into(),
+            mac: "02:00:00:00:00:01".into(),
+            mtu: 1500,
+            ipv4: Some(("192.0.2.10".into(), 24)),
+            dhcp: true,
+        };
+        let all = [
+            system_date_and_time(1_795_591_800, false),
+            device_information(&info),
+            capabilities(&x, "All").unwrap(),
+            capabilities(&x, "Media").unwrap(),
+            services(&x, true),
+            service_capabilities(false),
+            service_capabilities(true),
+            scopes(&["onvif://www.onvif.org/name/cam".into()]),
+            hostname("cam", true),
+            network_interfaces(&[iface]),
+            profiles(&ps, &src),
+            profile_response(&ps[1], &src, 2),
+            video_sources(&src),
+            video_source_configurations(&src, 2, false),
+            video_source_configurations(&src, 2, true),
+            video_encoder_configurations(&ps),
+            video_encoder_configuration(&ps[0]),
+            video_encoder_configuration_options(&EncoderOptions {
+                sizes: vec![(1280, 720), (640, 360)],
+                fps: (1, 30),
+                quality: (1, 100),
+            }),
+            media_uri(false, "rtsp://192.0.2.10/stream?a=1&b=2"),
+            media_uri(true, "http://192.0.2.10/snapshot.jpg"),
+            empty("trt", "SetVideoEncoderConfiguration"),
+        ];
+        for xml in &all {
+            let d = Doc::parse(xml.as_bytes(), &Limits::default())
+                .unwrap_or_else(|e| panic!("{e}: {xml}"));
+            let body = d.child(0, ns::SOAP_ENV, "Body").unwrap();
+            let answer = d.children(body).next().unwrap();
+            assert!(d.elements[answer].name.ends_with("Response"), "{xml}");
+        }
+        assert!(capabilities(&x, "PTZ").is_none());
+        assert!(all[0].contains("<tt:DateTimeType>Manual</tt:DateTimeType>"));
+        assert!(
+            all[0].contains("<tt:Year>2026</tt:Year><tt:Month>11</tt:Month><tt:Day>25</tt:Day>")
+        );
+        assert!(all[1].contains("rpi4_64 &amp; camera"));
+        assert!(all[18].contains("stream?a=1&amp;b=2"));
+        assert!(
+            all[10]
+                .contains("<tt:Encoding>JPEG</tt:Encoding><tt:Resolution><tt:Width>640</tt:Width>")
+        );
+    }
+}

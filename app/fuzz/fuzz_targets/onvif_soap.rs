@@ -1,0 +1,36 @@
+//! Any bytes as the body of a POST to an ONVIF service: no panic; a
+//! request's UsernameToken never passes the check without the password;
+//! every fault the parser gives is itself a well-formed SOAP envelope.
+#![no_main]
+
+use camstream_onvif::soap::Request;
+use camstream_onvif::wsse::Gate;
+use camstream_onvif::xml::{Doc, Limits};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    // Seeds are whole recorded requests: the server reads the body after
+    // the head.
+    let body = match data.windows(4).position(|w| w == b"\r\n\r\n") {
+        Some(i) if data.starts_with(b"POST ") => &data[i + 4..],
+        _ => data,
+    };
+    let limits = Limits::default();
+    match Request::parse(body, &limits) {
+        Ok(r) => {
+            let _ = r.operation();
+            let _ = r.arg(&["StreamSetup", "Transport", "Protocol"]);
+            let _ = r.arg_attr(&["Configuration"], "token");
+            if let Ok(Some(token)) = &r.token {
+                let mut gate = Gate::new(300, 16);
+                for clock_set in [true, false] {
+                    assert!(gate.check(token, "s3cret", 1_795_591_800, clock_set).is_err());
+                }
+            }
+        }
+        Err(fault) => {
+            let xml = fault.envelope();
+            assert!(Doc::parse(xml.as_bytes(), &limits).is_ok(), "{xml}");
+        }
+    }
+});

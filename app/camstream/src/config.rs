@@ -151,14 +151,21 @@ pub struct Options {
     /// Without users, let clients on other machines stream without a password too (a network you trust) [default: false: without users, only this machine's clients (127.0.0.1, ::1)]
     #[arg(long, value_name = "BOOL")]
     pub anonymous: Option<bool>,
+
+    /// ONVIF: device and media services on the HTTP port and WS-Discovery on UDP 3702, for NVRs to find and add the camera [default: true]
+    #[arg(long, value_name = "BOOL")]
+    pub onvif: Option<bool>,
 }
 
-/// A user's password digests, H(name:camstream:password), lower-case hex.
+/// A user's password digests, H(name:camstream:password), lower-case hex;
+/// and, for a user who uses ONVIF, the password itself (ONVIF's
+/// UsernameToken digest cannot be checked from a stored digest).
 #[derive(Deserialize, Debug, Clone, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct UserHashes {
     pub md5: String,
     pub sha256: String,
+    pub onvif_password: Option<String>,
 }
 
 /// Commands besides serving.
@@ -176,6 +183,11 @@ pub enum Command {
     Passwd {
         /// User name (no ':' or '"')
         name: String,
+        /// Also keep the password itself, for ONVIF clients (their
+        /// UsernameToken digest needs it); without this, any kept for the
+        /// user is removed
+        #[arg(long)]
+        onvif: bool,
     },
     /// Receive one frame from an RTSP server (RTP over TCP) and decode it;
     /// exit status 0 if that works within the timeout
@@ -243,6 +255,7 @@ impl Options {
             basic_auth: self.basic_auth.or(other.basic_auth),
             nonce_lifetime: self.nonce_lifetime.or(other.nonce_lifetime),
             anonymous: self.anonymous.or(other.anonymous),
+            onvif: self.onvif.or(other.onvif),
         }
     }
 }
@@ -282,6 +295,10 @@ pub struct Config {
     pub basic_auth: bool,
     pub nonce_lifetime: u32,
     pub anonymous: bool,
+    pub onvif: bool,
+    /// The users given a password for ONVIF (`camstream passwd --onvif`):
+    /// name, password.
+    pub onvif_passwords: Vec<(String, String)>,
 }
 
 /// The realm users' digests are made with (part of every stored digest, so
@@ -307,6 +324,9 @@ fn users(table: Option<std::collections::BTreeMap<String, UserHashes>>) -> Resul
             }
             if !hex(&h.md5, 32) || !hex(&h.sha256, 64) {
                 bail!("users.{name}: md5 must be 32 and sha256 64 hex digits (as `camstream passwd {name}` prints them)");
+            }
+            if h.onvif_password.as_deref().is_some_and(str::is_empty) {
+                bail!("users.{name}: onvif_password is empty (set it with `camstream passwd {name} --onvif`)");
             }
             Ok(User { name, md5: h.md5.to_ascii_lowercase(), sha256: h.sha256.to_ascii_lowercase() })
         })
@@ -403,6 +423,12 @@ impl Config {
             idle_timeout: in_range("idle_timeout", o.idle_timeout.unwrap_or(60), 5, 3600)?,
             user: o.user.filter(|u| !u.is_empty()),
             log_level,
+            onvif_passwords: o
+                .users
+                .iter()
+                .flatten()
+                .filter_map(|(n, h)| Some((n.clone(), h.onvif_password.clone()?)))
+                .collect(),
             users: {
                 let u = users(o.users)?;
                 if u.is_empty() && o.basic_auth == Some(true) {
@@ -418,6 +444,7 @@ impl Config {
                 86_400,
             )?,
             anonymous: o.anonymous.unwrap_or(false),
+            onvif: o.onvif.unwrap_or(true),
         })
     }
 }
@@ -446,7 +473,7 @@ fn read_file(path: &Path) -> Result<Options> {
 
 /// A config file's text with `user`'s table set (added, or replacing the one
 /// there); comments and every other line stay as written.
-pub fn with_user(text: &str, user: &User) -> Result<String> {
+pub fn with_user(text: &str, user: &User, onvif_password: Option<&str>) -> Result<String> {
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
     let empty = text.trim().is_empty();
     let users = doc.entry("users").or_insert_with(|| {
@@ -465,10 +492,22 @@ pub fn with_user(text: &str, user: &User) -> Result<String> {
         // Where it is, with its comments.
         t.insert("md5", toml_edit::value(&user.md5));
         t.insert("sha256", toml_edit::value(&user.sha256));
+        // A password kept for ONVIF is the old one's: replaced or dropped.
+        match onvif_password {
+            Some(p) => {
+                t.insert("onvif_password", toml_edit::value(p));
+            }
+            None => {
+                t.remove("onvif_password");
+            }
+        }
     } else {
         let mut t = toml_edit::Table::new();
         t["md5"] = toml_edit::value(&user.md5);
         t["sha256"] = toml_edit::value(&user.sha256);
+        if let Some(p) = onvif_password {
+            t["onvif_password"] = toml_edit::value(p);
+        }
         // A new table goes last, after the comments that end the file (the
         // commented defaults): a setting uncommented there later must not
         // land inside it.
@@ -496,7 +535,7 @@ pub fn with_user(text: &str, user: &User) -> Result<String> {
 /// Sets `user` in the config file at `path` (created if missing): written
 /// beside it with the old file's owner and mode, synced, then renamed over
 /// it, so a power cut leaves the old file or the new one.
-pub fn set_user(path: &Path, user: &User) -> Result<()> {
+pub fn set_user(path: &Path, user: &User, onvif_password: Option<&str>) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
     let text = match std::fs::read_to_string(path) {
@@ -504,7 +543,8 @@ pub fn set_user(path: &Path, user: &User) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(e).with_context(|| format!("cannot read config {}", path.display())),
     };
-    let out = with_user(&text, user).with_context(|| format!("config {}", path.display()))?;
+    let out = with_user(&text, user, onvif_password)
+        .with_context(|| format!("config {}", path.display()))?;
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".new");
     let tmp = PathBuf::from(tmp);
@@ -631,7 +671,7 @@ mod tests {
         std::fs::write(&dir, "fps = 10\nrtsp_prot = 1\n").unwrap();
         let one_line = read_file(&dir).unwrap_err().to_string();
         std::fs::remove_file(&dir).unwrap();
-        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `http_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`, `anonymous`"), "{one_line}");
+        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `http_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`, `anonymous`, `onvif`"), "{one_line}");
         assert!(!one_line.contains('\n'));
         assert!(e.contains("unknown field `rtsp_prot`"), "{e}");
         let e = parse("fps = \"fast\"").unwrap_err().to_string();
@@ -651,7 +691,7 @@ mod tests {
     fn passwd_sets_a_user_and_keeps_the_rest() {
         let alice = User::from_password("alice", REALM, "one");
         let text = "# a comment\nfps = 15 # why 15\n\n[controls]\nbrightness = 100\n";
-        let out = with_user(text, &alice).unwrap();
+        let out = with_user(text, &alice, None).unwrap();
         assert!(out.starts_with(text), "{out}");
         let c = Config::from_options(parse(&out).unwrap()).unwrap();
         assert_eq!((c.fps, c.users.clone()), (15, vec![alice.clone()]));
@@ -660,7 +700,7 @@ mod tests {
         // per user, the new digests.
         let alice2 = User::from_password("alice", REALM, "two");
         let bob = User::from_password("bob smith", REALM, "three");
-        let out = with_user(&with_user(&out, &alice2).unwrap(), &bob).unwrap();
+        let out = with_user(&with_user(&out, &alice2, None).unwrap(), &bob, None).unwrap();
         assert_eq!(out.matches("[users.").count(), 2, "{out}");
         assert!(out.contains("[users.\"bob smith\"]"), "{out}");
         let c = Config::from_options(parse(&out).unwrap()).unwrap();
@@ -668,7 +708,7 @@ mod tests {
         assert!(!out.contains("one") && !out.contains("two"));
         // After the comments that end a file, where uncommenting a default
         // must not put it inside the user's table.
-        let out = with_user("fps = 15\n# defaults\n#fps = 30\n", &alice).unwrap();
+        let out = with_user("fps = 15\n# defaults\n#fps = 30\n", &alice, None).unwrap();
         assert!(
             out.starts_with("fps = 15\n# defaults\n#fps = 30\n\n[users.alice]\n"),
             "{out}"
@@ -678,16 +718,43 @@ mod tests {
             "users = {{ alice = {{ md5 = \"{}\", sha256 = \"{}\" }} }}\n",
             alice.md5, alice.sha256
         );
-        let out = with_user(&with_user(&inline, &bob).unwrap(), &alice2).unwrap();
+        let out = with_user(&with_user(&inline, &bob, None).unwrap(), &alice2, None).unwrap();
         let c = Config::from_options(parse(&out).unwrap()).unwrap();
         assert_eq!(c.users, vec![alice2.clone(), bob.clone()], "{out}");
         // From nothing; and a file that is not a config is left alone.
         assert!(
-            with_user("", &alice)
+            with_user("", &alice, None)
                 .unwrap()
                 .starts_with("[users.alice]\n")
         );
-        assert!(with_user("users = 3\n", &alice).is_err());
-        assert!(with_user("fps = 1000\n", &alice).is_err());
+        assert!(with_user("users = 3\n", &alice, None).is_err());
+        assert!(with_user("fps = 1000\n", &alice, None).is_err());
+    }
+
+    #[test]
+    fn passwd_keeps_the_password_for_onvif_only_when_asked() {
+        let alice = User::from_password("alice", REALM, "one");
+        let out = with_user("", &alice, Some("one")).unwrap();
+        let c = Config::from_options(parse(&out).unwrap()).unwrap();
+        assert!(c.onvif);
+        assert_eq!(
+            c.onvif_passwords,
+            vec![("alice".to_owned(), "one".to_owned())]
+        );
+        assert_eq!(c.users, vec![alice]);
+        // A new password without --onvif: the old one is not kept.
+        let alice2 = User::from_password("alice", REALM, "two");
+        let out = with_user(&out, &alice2, None).unwrap();
+        assert!(!out.contains("onvif_password"), "{out}");
+        let c = Config::from_options(parse(&out).unwrap()).unwrap();
+        assert!(c.onvif_passwords.is_empty());
+        let out = with_user(&out, &alice2, Some("two")).unwrap();
+        let c = Config::from_options(parse(&format!("onvif = false\n{out}")).unwrap()).unwrap();
+        assert_eq!((c.onvif, c.onvif_passwords.len()), (false, 1));
+        let empty = out.replace("onvif_password = \"two\"", "onvif_password = \"\"");
+        let e = Config::from_options(parse(&empty).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("onvif_password is empty"), "{e}");
     }
 }

@@ -32,7 +32,7 @@ fn run() -> anyhow::Result<()> {
         print!("{}", source::v4l2::probe(device.as_deref())?);
         return Ok(());
     }
-    if let Some(config::Command::Passwd { name }) = &opts.command {
+    if let Some(config::Command::Passwd { name, onvif }) = &opts.command {
         if !config::valid_user_name(name) {
             anyhow::bail!(
                 "{name:?}: a user name has 1-64 characters, none of them ':', '\"', '\\' or control"
@@ -45,15 +45,16 @@ fn run() -> anyhow::Result<()> {
             anyhow::bail!("no password on standard input");
         }
         let u = camstream_rtsp::auth::User::from_password(name, config::REALM, password);
+        let kept = onvif.then_some(password);
         match &opts.config {
             Some(path) => {
-                config::set_user(path, &u)?;
+                config::set_user(path, &u, kept)?;
                 eprintln!(
                     "camstream: user {name} set in {}; restart camstream to apply",
                     path.display()
                 );
             }
-            None => println!("{}", config::with_user("", &u)?.trim_end()),
+            None => println!("{}", config::with_user("", &u, kept)?.trim_end()),
         }
         return Ok(());
     }

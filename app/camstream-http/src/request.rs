@@ -31,6 +31,9 @@ pub struct Head<'a> {
     pub content_type: Option<&'a str>,
     /// The RTSP-over-HTTP tunnel's cookie pairing its GET and POST.
     pub session_cookie: Option<&'a str>,
+    /// Host: how the client reached the camera (ONVIF's service addresses
+    /// are given back in it, through NAT and port forwarding).
+    pub host: Option<&'a str>,
 }
 
 impl Head<'_> {
@@ -167,6 +170,8 @@ pub fn next<'a>(buf: &'a [u8], limits: &Limits) -> Framed<'a> {
             head.content_type = Some(value);
         } else if name.eq_ignore_ascii_case("x-sessioncookie") {
             head.session_cookie = Some(value);
+        } else if name.eq_ignore_ascii_case("host") {
+            head.host = Some(value);
         }
     }
     Framed::Head(head, used)

@@ -115,6 +115,15 @@ impl Conn {
         }
     }
 
+    /// Most bytes of unhandled input held: a request head's limit, or the
+    /// body an HTTP request waits for if that is larger.
+    pub fn input_cap(&self, max_request_size: usize) -> usize {
+        match &self.proto {
+            Proto::Http(h) => h.body_wanted().unwrap_or(0).max(max_request_size),
+            Proto::Rtsp(_) => max_request_size,
+        }
+    }
+
     pub fn http_mut(&mut self) -> Option<&mut HttpConn> {
         match &mut self.proto {
             Proto::Http(h) => Some(h),

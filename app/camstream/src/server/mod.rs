@@ -10,6 +10,7 @@ mod fanout;
 pub mod frame;
 mod http;
 mod net;
+mod onvif;
 mod rtsp;
 
 use std::collections::{HashMap, VecDeque};
@@ -159,6 +160,7 @@ pub struct Server {
     refused_log: (u64, Option<Mono>),
     /// Notices the wall clock being set, once per housekeeping pass.
     wall_clock: WallClockWatch,
+    onvif: onvif::Onvif,
 }
 
 fn random_u64() -> u64 {
@@ -316,6 +318,7 @@ impl Server {
             refusals: [0; Refusal::ALL.len()],
             refused_log: (0, None),
             wall_clock: WallClockWatch::default(),
+            onvif: onvif::Onvif::default(),
             cfg,
         };
         let r = server.poll.registry();
@@ -546,10 +549,11 @@ impl Server {
             if conn.read_paused {
                 return;
             }
-            if conn.inbuf.len() >= self.cfg.max_request_size {
+            let cap = conn.input_cap(self.cfg.max_request_size);
+            if conn.inbuf.len() >= cap {
                 return self.process_input(ci);
             }
-            let room = (self.cfg.max_request_size - conn.inbuf.len()).min(buf.len());
+            let room = (cap - conn.inbuf.len()).min(buf.len());
             match conn.stream.read(&mut buf[..room]) {
                 Ok(0) => {
                     self.process_input(ci);

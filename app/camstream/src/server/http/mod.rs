@@ -44,6 +44,8 @@ pub enum State {
         target: usize,
         decoder: camstream_http::tunnel::Decoder,
     },
+    /// A SOAP request to an ONVIF service, waiting for its `len`-byte body.
+    Soap { req: Box<Request>, len: usize },
 }
 
 pub struct Mjpeg {
@@ -80,6 +82,14 @@ pub struct HttpConn {
 }
 
 impl HttpConn {
+    /// The length of the body a request waits for.
+    pub fn body_wanted(&self) -> Option<usize> {
+        match self.state {
+            State::Soap { len, .. } => Some(len),
+            _ => None,
+        }
+    }
+
     pub fn streaming(&self) -> bool {
         matches!(
             self.state,
@@ -91,13 +101,16 @@ impl HttpConn {
 /// A request with what the server keeps of it (the head borrows the input,
 /// which is drained before the request is handled).
 pub struct Request {
-    method: String,
-    target: String,
-    path: String,
+    pub(super) method: String,
+    pub(super) target: String,
+    pub(super) path: String,
     fps: Option<String>,
-    authorization: Option<String>,
-    close: bool,
+    pub(super) authorization: Option<String>,
+    pub(super) close: bool,
     has_body: bool,
+    pub(super) content_length: Option<u64>,
+    pub(super) chunked: bool,
+    pub(super) host: Option<String>,
     tunnelled: bool,
     session_cookie: Option<String>,
 }
@@ -112,6 +125,9 @@ impl Request {
             authorization: h.authorization.map(str::to_string),
             close: h.close,
             has_body: h.has_body(),
+            content_length: h.content_length,
+            chunked: h.chunked,
+            host: h.host.map(str::to_string),
             tunnelled: h
                 .content_type
                 .is_some_and(|t| t.eq_ignore_ascii_case("application/x-rtsp-tunnelled")),
@@ -122,7 +138,7 @@ impl Request {
 
 /// Writes a response head: status line, Server, the given headers,
 /// Content-Length if known, Connection: close if closing.
-pub fn write_head(
+pub(super) fn write_head(
     out: &mut Vec<u8>,
     status: u16,
     headers: &[(&str, &str)],
@@ -165,7 +181,7 @@ fn reason(status: u16) -> &'static str {
 }
 
 /// A short plain-text answer (errors): the reason, for a person reading it.
-fn write_text(out: &mut Vec<u8>, status: u16, text: &str, head_only: bool, close: bool) {
+pub(super) fn write_text(out: &mut Vec<u8>, status: u16, text: &str, head_only: bool, close: bool) {
     let body = format!("{status} {}: {text}\n", reason(status));
     write_head(
         out,
@@ -225,6 +241,21 @@ impl Server {
                     return;
                 }
                 State::Snapshot { .. } => return,
+                State::Soap { len, .. } => {
+                    if conn.inbuf.len() < *len {
+                        conn.request_started.get_or_insert(conn.last_input);
+                        return;
+                    }
+                    let len = *len;
+                    let State::Soap { req, .. } = std::mem::take(&mut h.state) else {
+                        unreachable!("matched above");
+                    };
+                    let body: Vec<u8> = conn.inbuf.drain(..len).collect();
+                    conn.request_started = None;
+                    self.onvif_request(ci, *req, &body);
+                    self.flush_conn(ci);
+                    continue;
+                }
                 State::Requests => {}
             }
             // After `Connection: close` (or a body not read), nothing more
@@ -276,9 +307,10 @@ impl Server {
     fn http_request(&mut self, ci: usize, req: Request) {
         let conn = &mut self.conns[ci];
         let head_only = req.method == "HEAD";
+        let onvif = self.cfg.onvif && super::onvif::is_service(&req.path);
         // A body this server has no use for cannot be skipped reliably
         // (chunked, or a length a client may not honour): answer and close.
-        let close = req.close || (req.has_body && !req.tunnelled);
+        let close = req.close || (req.has_body && !req.tunnelled && !onvif);
         if close {
             if let Some(h) = conn.http_mut() {
                 h.close_after = true;
@@ -292,6 +324,9 @@ impl Server {
                 "POST" if req.tunnelled => return self.tunnel_post(ci, cookie),
                 _ => {}
             }
+        }
+        if onvif {
+            return self.onvif_start(ci, req, close);
         }
         let known = matches!(
             req.path.as_str(),
@@ -371,7 +406,13 @@ impl Server {
     /// The same gate as RTSP's: without users only this machine's clients
     /// (or anyone, if anonymous); with users, Digest (Basic if enabled).
     /// Writes the refusal and returns false when the request may not go on.
-    fn http_authorized(&mut self, ci: usize, req: &Request, head_only: bool, close: bool) -> bool {
+    pub(super) fn http_authorized(
+        &mut self,
+        ci: usize,
+        req: &Request,
+        head_only: bool,
+        close: bool,
+    ) -> bool {
         let peer = self.conns[ci].peer;
         if !self.open_to(peer) {
             self.refused(peer, "HTTP request refused: 403", Refusal::NoUserSet);

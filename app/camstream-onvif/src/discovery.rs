@@ -149,6 +149,45 @@ fn rfc3986_match(want: &str, have: &str) -> bool {
     }
 }
 
+/// A name-based UUID (version 5, SHA-1) from `seed`: the camera's endpoint
+/// address stays the same across restarts without being stored.
+pub fn endpoint_uuid(seed: &[u8]) -> String {
+    use sha1::{Digest, Sha1};
+    // RFC 9562's namespace for URLs; the seed is the camera's identity.
+    const NAMESPACE: [u8; 16] = [
+        0x6b, 0xa7, 0xb8, 0x11, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30,
+        0xc8,
+    ];
+    let mut h = Sha1::new();
+    h.update(NAMESPACE);
+    h.update(seed);
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&h.finalize()[..16]);
+    b[6] = (b[6] & 0x0f) | 0x50;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    uuid_text(&b)
+}
+
+/// `urn:uuid:` and the UUID of these 16 bytes, as a random message id
+/// (version 4) when they are random.
+pub fn message_id(mut random: [u8; 16]) -> String {
+    random[6] = (random[6] & 0x0f) | 0x40;
+    random[8] = (random[8] & 0x3f) | 0x80;
+    uuid_text(&random)
+}
+
+fn uuid_text(b: &[u8; 16]) -> String {
+    let mut s = String::with_capacity(45);
+    s.push_str("urn:uuid:");
+    for (i, x) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            s.push('-');
+        }
+        let _ = write!(s, "{x:02x}");
+    }
+    s
+}
+
 /// The camera as WS-Discovery announces it.
 #[derive(Debug, Clone)]
 pub struct Endpoint {
@@ -296,6 +335,22 @@ mod tests {
             Probe::parse(b"\x00\x01"),
             Err(NotProbe::Unreadable(_))
         ));
+    }
+
+    #[test]
+    fn uuids() {
+        // As Python's uuid.uuid5(uuid.NAMESPACE_URL, "camera-1") makes it.
+        let a = endpoint_uuid(b"camera-1");
+        assert_eq!(a, "urn:uuid:76f3282b-c712-5abf-8a49-2a878e5837cf");
+        assert_eq!(a, endpoint_uuid(b"camera-1"));
+        assert_ne!(a, endpoint_uuid(b"camera-2"));
+        assert!(a.starts_with("urn:uuid:") && a.len() == 45, "{a}");
+        assert_eq!(&a[23..24], "5");
+        assert!(matches!(&a[28..29], "8" | "9" | "a" | "b"), "{a}");
+        assert_eq!(
+            message_id([0; 16]),
+            "urn:uuid:00000000-0000-4000-8000-000000000000"
+        );
     }
 
     #[test]

@@ -45,6 +45,8 @@ const SOURCE: Token = Token(3);
 const SIGNAL: Token = Token(4);
 const REPORT_SIGNAL: Token = Token(5);
 const HTTP_LISTENER: Token = Token(6);
+const DISCOVERY: Token = Token(7);
+const ADDRESS_CHANGES: Token = Token(8);
 const FIRST_CONNECTION: usize = 16;
 
 /// How long a connection closing after an error may take to drain.
@@ -161,6 +163,8 @@ pub struct Server {
     /// Notices the wall clock being set, once per housekeeping pass.
     wall_clock: WallClockWatch,
     onvif: onvif::Onvif,
+    /// WS-Discovery, when ONVIF is on.
+    discovery: Option<onvif::discovery::Discovery>,
 }
 
 fn random_u64() -> u64 {
@@ -319,8 +323,24 @@ impl Server {
             refused_log: (0, None),
             wall_clock: WallClockWatch::default(),
             onvif: onvif::Onvif::default(),
+            discovery: None,
             cfg,
         };
+        if server.cfg.onvif && server.cfg.http_port != 0 {
+            let endpoint = onvif::endpoint();
+            match onvif::discovery::Discovery::open(
+                endpoint,
+                server.cfg.http_port,
+                server.poll.registry(),
+                DISCOVERY,
+                ADDRESS_CHANGES,
+                random_fill,
+            ) {
+                Ok(d) => server.discovery = Some(d),
+                // The camera still streams; NVRs can be given its address.
+                Err(e) => log::warn!("WS-Discovery off: {e}"),
+            }
+        }
         let r = server.poll.registry();
         r.register(&mut server.listener, LISTENER, Interest::READABLE)?;
         if let Some(l) = &mut server.http_listener {
@@ -388,9 +408,22 @@ impl Server {
                         }
                     }
                     RTCP => self.read_rtcp_socket(),
+                    DISCOVERY => {
+                        if let Some(d) = &mut self.discovery {
+                            d.on_datagrams();
+                        }
+                    }
+                    ADDRESS_CHANGES => {
+                        if let Some(d) = &mut self.discovery {
+                            d.on_netlink();
+                        }
+                    }
                     SOURCE => self.source_ready()?,
                     SIGNAL => {
                         log::info!("stopping");
+                        if let Some(d) = &mut self.discovery {
+                            d.bye();
+                        }
                         self.shutdown();
                         return Ok(());
                     }

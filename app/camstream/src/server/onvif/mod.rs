@@ -8,6 +8,8 @@ use camstream_onvif::soap::{Fault, Request as Soap, Service};
 use camstream_onvif::wsse::{Gate, Password, Refusal as TokenRefusal};
 use camstream_onvif::xml::Limits;
 
+pub mod discovery;
+
 use super::Server;
 use super::http::{Request, State, write_head, write_text};
 use crate::clock::{Mono, wall_now};
@@ -36,6 +38,31 @@ const PRE_AUTH: [&str; 7] = [
     "GetWsdlUrl",
     "GetEndpointReference",
 ];
+
+/// The camera as WS-Discovery announces it: an endpoint id that stays
+/// across restarts (from /etc/machine-id, else the host name) and its
+/// scopes.
+pub fn endpoint() -> camstream_onvif::discovery::Endpoint {
+    let seed = std::fs::read("/etc/machine-id").unwrap_or_else(|_| super::hostname().into_bytes());
+    let mut instance = [0u8; 8];
+    super::random_fill(&mut instance);
+    camstream_onvif::discovery::Endpoint {
+        address: camstream_onvif::discovery::endpoint_uuid(&seed),
+        scopes: scopes(),
+        xaddrs: Vec::new(),
+        metadata_version: 0,
+        instance_id: u64::from_ne_bytes(instance) >> 32,
+    }
+}
+
+fn scopes() -> Vec<String> {
+    vec![
+        "onvif://www.onvif.org/Profile/Streaming".into(),
+        "onvif://www.onvif.org/type/video_encoder".into(),
+        format!("onvif://www.onvif.org/name/{}", super::hostname()),
+        format!("onvif://www.onvif.org/hardware/{}", std::env::consts::ARCH),
+    ]
+}
 
 pub fn is_service(path: &str) -> bool {
     path == DEVICE_PATH || path == MEDIA_PATH
@@ -276,11 +303,7 @@ impl Server {
                 resp::services(&x, caps)
             }
             (_, "GetServiceCapabilities") => resp::service_capabilities(media),
-            (false, "GetScopes") => resp::scopes(&[
-                "onvif://www.onvif.org/Profile/Streaming".into(),
-                "onvif://www.onvif.org/type/video_encoder".into(),
-                format!("onvif://www.onvif.org/name/{}", super::hostname()),
-            ]),
+            (false, "GetScopes") => resp::scopes(&scopes()),
             (false, "GetHostname") => resp::hostname(&super::hostname(), true),
             (true, "GetProfiles") => resp::profiles(&profiles, &src),
             (true, "GetProfile") => resp::profile_response(profile_arg()?, &src, profiles.len()),

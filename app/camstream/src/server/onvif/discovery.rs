@@ -1,0 +1,286 @@
+//! WS-Discovery on UDP 3702: the multicast group joined on every IPv4
+//! address the camera has, as addresses come and go (rtnetlink tells when;
+//! getifaddrs says what there is); Probes answered with ProbeMatches giving
+//! the device service at the address the prober reaches; Hello when an
+//! address appears, Bye at a clean stop.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket as StdUdp};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use camstream_onvif::discovery::{Endpoint, NotProbe, Probe, message_id};
+use mio::net::UdpSocket;
+use mio::unix::SourceFd;
+use mio::{Interest, Registry, Token};
+
+use super::DEVICE_PATH;
+
+pub const PORT: u16 = 3702;
+const GROUP: Ipv4Addr = Ipv4Addr::new(239, 255, 255, 250);
+
+pub struct Discovery {
+    socket: UdpSocket,
+    netlink: OwnedFd,
+    /// Addresses the group is joined on.
+    joined: Vec<Ipv4Addr>,
+    endpoint: Endpoint,
+    http_port: u16,
+    message_number: u64,
+    random: fn(&mut [u8]),
+}
+
+/// The IPv4 addresses of interfaces that are up, loopback left out.
+fn addresses() -> Vec<Ipv4Addr> {
+    let mut out = Vec::new();
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list` with a linked list it allocated, read
+    // here only while it lives and freed once below.
+    unsafe {
+        if libc::getifaddrs(&mut list) != 0 {
+            return out;
+        }
+        let mut cur = list;
+        while !cur.is_null() {
+            let ifa = &*cur;
+            let up = ifa.ifa_flags & libc::IFF_UP as u32 != 0;
+            if up
+                && !ifa.ifa_addr.is_null()
+                && i32::from((*ifa.ifa_addr).sa_family) == libc::AF_INET
+            {
+                let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                if !ip.is_loopback() && !out.contains(&ip) {
+                    out.push(ip);
+                }
+            }
+            cur = ifa.ifa_next;
+        }
+        libc::freeifaddrs(list);
+    }
+    out
+}
+
+/// A netlink socket told of IPv4 address changes (RTMGRP_IPV4_IFADDR).
+fn address_watch() -> io::Result<OwnedFd> {
+    // SAFETY: a socket(2) call; its descriptor is owned from here on.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a new descriptor nothing else owns.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: a zeroed sockaddr_nl with family and groups set is a valid
+    // address for bind(2), given with its size.
+    let rc = unsafe {
+        let mut sa: libc::sockaddr_nl = std::mem::zeroed();
+        sa.nl_family = libc::AF_NETLINK as u16;
+        sa.nl_groups = libc::RTMGRP_IPV4_IFADDR as u32;
+        libc::bind(
+            fd,
+            (&sa as *const libc::sockaddr_nl).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as u32,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(owned)
+}
+
+impl Discovery {
+    pub fn open(
+        endpoint: Endpoint,
+        http_port: u16,
+        registry: &Registry,
+        udp: Token,
+        netlink: Token,
+        random: fn(&mut [u8]),
+    ) -> io::Result<Discovery> {
+        let std = {
+            let s = socket2_bind()?;
+            s.set_nonblocking(true)?;
+            s
+        };
+        let mut socket = UdpSocket::from_std(std);
+        rustix::net::sockopt::set_ip_multicast_loop(&socket, false)?;
+        rustix::net::sockopt::set_ip_multicast_ttl(&socket, 1)?;
+        registry.register(&mut socket, udp, Interest::READABLE)?;
+        let nl = address_watch()?;
+        registry.register(&mut SourceFd(&nl.as_raw_fd()), netlink, Interest::READABLE)?;
+        let mut d = Discovery {
+            socket,
+            netlink: nl,
+            joined: Vec::new(),
+            endpoint,
+            http_port,
+            message_number: 0,
+            random,
+        };
+        d.refresh();
+        Ok(d)
+    }
+
+    fn xaddr(&self, ip: Ipv4Addr) -> String {
+        match self.http_port {
+            80 => format!("http://{ip}{DEVICE_PATH}"),
+            p => format!("http://{ip}:{p}{DEVICE_PATH}"),
+        }
+    }
+
+    fn next_id(&mut self) -> (String, u64) {
+        let mut b = [0u8; 16];
+        (self.random)(&mut b);
+        self.message_number += 1;
+        (message_id(b), self.message_number)
+    }
+
+    /// Joins the group on new addresses and says Hello there; forgets
+    /// addresses gone.
+    fn refresh(&mut self) {
+        let now = addresses();
+        self.joined.retain(|ip| now.contains(ip));
+        let mut changed = false;
+        for ip in now {
+            if self.joined.contains(&ip) {
+                continue;
+            }
+            match rustix::net::sockopt::set_ip_add_membership(&self.socket, &GROUP, &ip) {
+                // In use: the interface has another address that joined.
+                Ok(()) | Err(rustix::io::Errno::ADDRINUSE) => {}
+                Err(e) => {
+                    log::warn!("WS-Discovery: cannot join {GROUP} on {ip}: {e}");
+                    continue;
+                }
+            }
+            self.joined.push(ip);
+            changed = true;
+            log::info!("WS-Discovery: announcing {}", self.xaddr(ip));
+        }
+        if changed {
+            self.endpoint.metadata_version += 1;
+            for ip in self.joined.clone() {
+                self.multicast(ip, true);
+            }
+        }
+    }
+
+    /// Hello or Bye, out of the interface with address `ip`.
+    fn multicast(&mut self, ip: Ipv4Addr, hello: bool) {
+        self.endpoint.xaddrs = vec![self.xaddr(ip)];
+        let (id, n) = self.next_id();
+        let msg = if hello {
+            self.endpoint.hello(&id, n)
+        } else {
+            self.endpoint.bye(&id, n)
+        };
+        let sent = rustix::net::sockopt::set_ip_multicast_if(&self.socket, &ip)
+            .map_err(io::Error::from)
+            .and_then(|()| {
+                self.socket.send_to(
+                    msg.as_bytes(),
+                    SocketAddr::V4(SocketAddrV4::new(GROUP, PORT)),
+                )
+            });
+        if let Err(e) = sent {
+            log::debug!(
+                "WS-Discovery: {} on {ip}: {e}",
+                if hello { "Hello" } else { "Bye" }
+            );
+        }
+    }
+
+    /// Address changes: what they are does not matter, getifaddrs says
+    /// what is there now.
+    pub fn on_netlink(&mut self) {
+        let mut buf = [0u8; 4096];
+        loop {
+            // SAFETY: recv(2) into a buffer of the length given.
+            let n = unsafe {
+                libc::recv(
+                    self.netlink.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    0,
+                )
+            };
+            if n <= 0 {
+                break;
+            }
+        }
+        self.refresh();
+    }
+
+    pub fn on_datagrams(&mut self) {
+        let mut buf = [0u8; 8192];
+        loop {
+            let (n, from) = match self.socket.recv_from(&mut buf) {
+                Ok(r) => r,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    log::debug!("WS-Discovery: {e}");
+                    return;
+                }
+            };
+            let probe = match Probe::parse(&buf[..n]) {
+                Ok(p) => p,
+                Err(NotProbe::Other) => continue,
+                Err(NotProbe::Unreadable(why)) => {
+                    log::debug!("WS-Discovery: {from}: {why}");
+                    continue;
+                }
+            };
+            if !probe.matches(&self.endpoint.scopes) {
+                continue;
+            }
+            // The address the prober reaches: the one the kernel would send
+            // from to it.
+            let Some(local) = local_address_towards(from) else {
+                continue;
+            };
+            self.endpoint.xaddrs = vec![self.xaddr(local)];
+            let (id, n) = self.next_id();
+            let answer = self.endpoint.probe_matches(&probe, &id, n);
+            if let Err(e) = self.socket.send_to(answer.as_bytes(), from) {
+                log::debug!("WS-Discovery: ProbeMatches to {from}: {e}");
+            } else {
+                log::debug!(
+                    "WS-Discovery: {from} probed; answered with {}",
+                    self.xaddr(local)
+                );
+            }
+        }
+    }
+
+    /// Bye on every address, at a clean stop.
+    pub fn bye(&mut self) {
+        for ip in self.joined.clone() {
+            self.multicast(ip, false);
+        }
+    }
+}
+
+fn local_address_towards(peer: SocketAddr) -> Option<Ipv4Addr> {
+    let s = StdUdp::bind("0.0.0.0:0").ok()?;
+    s.connect(peer).ok()?;
+    match s.local_addr().ok()? {
+        SocketAddr::V4(a) => Some(*a.ip()),
+        SocketAddr::V6(_) => None,
+    }
+}
+
+/// UDP 0.0.0.0:3702 with SO_REUSEADDR (other WS-Discovery listeners on the
+/// machine, such as a client being tested, may share the port).
+fn socket2_bind() -> io::Result<StdUdp> {
+    use rustix::net::{AddressFamily, SocketType, bind, socket, sockopt};
+    let fd = socket(AddressFamily::INET, SocketType::DGRAM, None)?;
+    sockopt::set_socket_reuseaddr(&fd, true)?;
+    bind(&fd, &SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT))?;
+    Ok(StdUdp::from(fd))
+}

@@ -13,7 +13,11 @@ import datetime
 import hashlib
 import os
 import re
+import shutil
 import socket
+import subprocess
+import sys
+import time
 
 import pytest
 import requests
@@ -140,3 +144,108 @@ def test_tokens_refused_and_faults(camstream, config):
     # Through all of it the camera streams on.
     r = requests.get(f"{cs.http}/snapshot.jpg", auth=requests.auth.HTTPDigestAuth(USER, PASSWORD), timeout=10)
     assert r.status_code == 200 and r.content[:2] == b"\xff\xd8"
+
+
+# ---- WS-Discovery, between network namespaces ----------------------------
+# QEMU's user network carries no multicast: the camera runs in one network
+# namespace, the NVR side in another, joined by a veth pair.
+
+PROBE_CLIENT = """
+import sys
+from wsdiscovery.discovery import ThreadedWSDiscovery
+from wsdiscovery import QName
+w = ThreadedWSDiscovery()
+w.start()
+try:
+    for s in w.searchServices(types=[QName("http://www.onvif.org/ver10/network/wsdl", "NetworkVideoTransmitter")],
+                              timeout=3):
+        print("FOUND", s.getEPR(), " ".join(s.getXAddrs()), " ".join(str(x) for x in s.getScopes()))
+finally:
+    w.stop()
+"""
+
+LISTENER = """
+import socket, struct, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("", 3702))
+s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+             struct.pack("4s4s", socket.inet_aton("239.255.255.250"), socket.inet_aton(sys.argv[1])))
+print("READY", flush=True)
+# Until nothing has come for this long.
+s.settimeout(float(sys.argv[2]))
+try:
+    while True:
+        d, a = s.recvfrom(65535)
+        print("GOT", a[0], d.decode(), flush=True)
+except socket.timeout:
+    pass
+"""
+
+
+@pytest.fixture
+def netns():
+    """Two network namespaces, camera (192.0.2.1) and nvr (192.0.2.2), on a
+    veth pair; removed afterwards."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.fail("network namespaces need root and iproute2's ip")
+    tag = f"{os.getpid() % 100000}"
+    cam, nvr = f"cs-cam-{tag}", f"cs-nvr-{tag}"
+    cmds = [["ip", "netns", "add", cam], ["ip", "netns", "add", nvr],
+            ["ip", "link", "add", f"csc{tag}", "type", "veth", "peer", "name", f"csn{tag}"],
+            ["ip", "link", "set", f"csc{tag}", "netns", cam], ["ip", "link", "set", f"csn{tag}", "netns", nvr],
+            ["ip", "-n", cam, "addr", "add", "192.0.2.1/24", "dev", f"csc{tag}"],
+            ["ip", "-n", nvr, "addr", "add", "192.0.2.2/24", "dev", f"csn{tag}"],
+            ["ip", "-n", cam, "link", "set", "lo", "up"], ["ip", "-n", nvr, "link", "set", "lo", "up"],
+            ["ip", "-n", cam, "link", "set", f"csc{tag}", "up"], ["ip", "-n", nvr, "link", "set", f"csn{tag}", "up"]]
+    try:
+        for c in cmds:
+            run(c, timeout=10)
+        yield cam, nvr, f"csc{tag}"
+    finally:
+        for ns in (cam, nvr):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def test_nvr_finds_the_camera_by_ws_discovery(netns, tmp_path):
+    cam_ns, nvr_ns, cam_if = netns
+    listener = subprocess.Popen(["ip", "netns", "exec", nvr_ns, sys.executable, "-c", LISTENER, "192.0.2.2", "60"],
+                                stdout=subprocess.PIPE, text=True)
+    assert listener.stdout.readline().strip() == "READY"
+    http_port = 18080
+    cam = subprocess.Popen(["ip", "netns", "exec", cam_ns, str(BIN), "--listen", "0.0.0.0", "--rtsp-port", "8554",
+                            "--http-port", str(http_port), "--source", "testpattern", "--anonymous", "true"],
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        # The NVR probes for NetworkVideoTransmitter.
+        found = ""
+        deadline = time.monotonic() + 20
+        while "FOUND" not in found and time.monotonic() < deadline:
+            found = run(["ip", "netns", "exec", nvr_ns, sys.executable, "-c", PROBE_CLIENT], timeout=30).stdout.decode()
+        xaddr = f"http://192.0.2.1:{http_port}/onvif/device_service"
+        line = next(x for x in found.splitlines() if x.startswith("FOUND"))
+        _, epr, xaddrs, *scopes = line.split()
+        assert epr.startswith("urn:uuid:") and xaddrs == xaddr, line
+        assert "onvif://www.onvif.org/Profile/Streaming" in scopes, line
+        # The device service at that address answers a client in the NVR's
+        # namespace (the camera has no user and is anonymous: no password).
+        body = envelope('<GetDeviceInformation xmlns="http://www.onvif.org/ver10/device/wsdl"/>')
+        curl = run(["ip", "netns", "exec", nvr_ns, "curl", "-sS", "--fail", "-H", f"Content-Type: {SOAP}",
+                    "--data-binary", "@-", xaddr], input=body, timeout=30).stdout.decode()
+        assert "<tds:Manufacturer>camstream</tds:Manufacturer>" in curl, curl
+        # A second address: its Hello. A clean stop: Bye.
+        run(["ip", "-n", cam_ns, "addr", "add", "192.0.2.10/24", "dev", cam_if], timeout=10)
+        time.sleep(1)
+        cam.terminate()
+        cam.wait(timeout=10)
+        time.sleep(1)
+        listener.terminate()
+        heard = listener.communicate(timeout=30)[0]
+    finally:
+        if cam.poll() is None:
+            cam.kill()
+        listener.kill()
+    hellos = [m for m in heard.split("GOT ")[1:] if "<d:Hello>" in m]
+    byes = [m for m in heard.split("GOT ")[1:] if "<d:Bye>" in m]
+    assert any(f"http://192.0.2.10:{http_port}/onvif/device_service" in m for m in hellos), heard
+    assert byes and all(epr in m for m in byes), heard

@@ -233,6 +233,15 @@ def test_nvr_finds_the_camera_by_ws_discovery(netns, tmp_path):
         curl = run(["ip", "netns", "exec", nvr_ns, "curl", "-sS", "--fail", "-H", f"Content-Type: {SOAP}",
                     "--data-binary", "@-", xaddr], input=body, timeout=30).stdout.decode()
         assert "<tds:Manufacturer>camstream</tds:Manufacturer>" in curl, curl
+        body = envelope('<GetNetworkInterfaces xmlns="http://www.onvif.org/ver10/device/wsdl"/>')
+        curl = run(["ip", "netns", "exec", nvr_ns, "curl", "-sS", "--fail", "-H", f"Content-Type: {SOAP}",
+                    "--data-binary", "@-", xaddr], input=body, timeout=30).stdout.decode()
+        link = run(["ip", "-n", cam_ns, "-o", "link", "show", cam_if], timeout=10).stdout.decode()
+        mac = re.search(r"link/ether (\S+)", link).group(1)
+        assert f'<tds:NetworkInterfaces token="{cam_if}">' in curl, curl
+        assert f"<tt:HwAddress>{mac}</tt:HwAddress>" in curl, curl
+        assert ("<tt:Manual><tt:Address>192.0.2.1</tt:Address><tt:PrefixLength>24</tt:PrefixLength></tt:Manual>"
+                "<tt:DHCP>false</tt:DHCP>") in curl, curl
         # A second address: its Hello. A clean stop: Bye.
         run(["ip", "-n", cam_ns, "addr", "add", "192.0.2.10/24", "dev", cam_if], timeout=10)
         time.sleep(1)

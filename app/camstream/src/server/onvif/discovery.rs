@@ -29,33 +29,13 @@ pub struct Discovery {
     random: fn(&mut [u8]),
 }
 
-/// The IPv4 addresses of interfaces that are up, loopback left out.
+/// The addresses to be found at.
 fn addresses() -> Vec<Ipv4Addr> {
-    let mut out = Vec::new();
-    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `list` with a linked list it allocated, read
-    // here only while it lives and freed once below.
-    unsafe {
-        if libc::getifaddrs(&mut list) != 0 {
-            return out;
+    let mut out: Vec<Ipv4Addr> = Vec::new();
+    for i in super::ifaces::ipv4() {
+        if !out.contains(&i.addr) {
+            out.push(i.addr);
         }
-        let mut cur = list;
-        while !cur.is_null() {
-            let ifa = &*cur;
-            let up = ifa.ifa_flags & libc::IFF_UP as u32 != 0;
-            if up
-                && !ifa.ifa_addr.is_null()
-                && i32::from((*ifa.ifa_addr).sa_family) == libc::AF_INET
-            {
-                let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
-                let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
-                if !ip.is_loopback() && !out.contains(&ip) {
-                    out.push(ip);
-                }
-            }
-            cur = ifa.ifa_next;
-        }
-        libc::freeifaddrs(list);
     }
     out
 }

@@ -9,6 +9,7 @@ use camstream_onvif::wsse::{Gate, Password, Refusal as TokenRefusal};
 use camstream_onvif::xml::Limits;
 
 pub mod discovery;
+mod ifaces;
 
 use super::Server;
 use super::http::{Request, State, write_head, write_text};
@@ -305,6 +306,7 @@ impl Server {
             (_, "GetServiceCapabilities") => resp::service_capabilities(media),
             (false, "GetScopes") => resp::scopes(&scopes()),
             (false, "GetHostname") => resp::hostname(&super::hostname(), true),
+            (false, "GetNetworkInterfaces") => resp::network_interfaces(&ifaces::described()),
             (true, "GetProfiles") => resp::profiles(&profiles, &src),
             (true, "GetProfile") => resp::profile_response(profile_arg()?, &src, profiles.len()),
             (true, "GetVideoSources") => resp::video_sources(&src),

@@ -14,6 +14,7 @@ mod normalize;
 mod privileges;
 mod server;
 mod source;
+mod substream;
 
 use std::process::ExitCode;
 

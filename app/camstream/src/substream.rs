@@ -1,0 +1,215 @@
+//! The detection sub-stream's encoder: a main-stream frame decoded by
+//! libjpeg-turbo at a reduced scale (its IDCT makes M/8 sizes for little
+//! more than the cost of entropy decoding, so 1/2, 1/4, 1/8 are cheap), the
+//! planes box-filtered down to the sub-stream's size and encoded as 4:2:0.
+
+use anyhow::{Result, bail};
+use turbojpeg::{libc, raw};
+
+use crate::convert::resample_plane;
+use crate::jpegenc::{YuvEncoder, i420_plane_sizes, last_error};
+
+pub struct SubEncoder {
+    handle: raw::tjhandle,
+    encoder: YuvEncoder,
+    /// The sub-stream's size (multiples of 8).
+    width: usize,
+    height: usize,
+    decoded: [Vec<u8>; 3],
+    i420: [Vec<u8>; 3],
+    out: Vec<u8>,
+}
+
+// The handle is used by one thread at a time (the encoder lives on the
+// sub-stream's worker thread).
+unsafe impl Send for SubEncoder {}
+
+impl Drop for SubEncoder {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from tjInitDecompress and is freed once.
+        unsafe { raw::tjDestroy(self.handle) };
+    }
+}
+
+/// The smallest size libjpeg-turbo's scaled decode makes (M/8 of the
+/// source, M = 1..8, rounded up) that still covers `target`: what is then
+/// box-filtered down. A source smaller than the target is decoded whole.
+pub fn scaled_size(src: (usize, usize), target: (usize, usize)) -> (usize, usize) {
+    for m in 1..=8 {
+        let size = ((src.0 * m).div_ceil(8), (src.1 * m).div_ceil(8));
+        if size.0 >= target.0 && size.1 >= target.1 {
+            return size;
+        }
+    }
+    src
+}
+
+/// The sub-stream's size for a source: the configured size, never larger
+/// than the source, in multiples of 8 (RFC 2435 counts in 8-pixel blocks).
+pub fn sub_size(src: (usize, usize), configured: (usize, usize)) -> (usize, usize) {
+    let w = configured.0.min(src.0) / 8 * 8;
+    let h = configured.1.min(src.1) / 8 * 8;
+    (w.max(8), h.max(8))
+}
+
+impl SubEncoder {
+    pub fn new(width: usize, height: usize, quality: u8) -> Result<SubEncoder> {
+        // SAFETY: creates a handle, checked below.
+        let handle = unsafe { raw::tjInitDecompress() };
+        if handle.is_null() {
+            bail!("libjpeg-turbo: cannot create a decompressor");
+        }
+        Ok(SubEncoder {
+            handle,
+            encoder: YuvEncoder::new(quality)?,
+            width,
+            height,
+            decoded: Default::default(),
+            i420: Default::default(),
+            out: Vec::new(),
+        })
+    }
+
+    /// The sub-stream's JPEG made from a main-stream frame.
+    pub fn encode(&mut self, jpeg: &[u8]) -> Result<&[u8]> {
+        let (mut w, mut h, mut ss, mut cs) = (0, 0, 0, 0);
+        // SAFETY: reads `jpeg` only.
+        let r = unsafe {
+            raw::tjDecompressHeader3(
+                self.handle,
+                jpeg.as_ptr(),
+                jpeg.len() as libc::c_ulong,
+                &mut w,
+                &mut h,
+                &mut ss,
+                &mut cs,
+            )
+        };
+        if r != 0 || w <= 0 || h <= 0 {
+            bail!("{}", last_error(self.handle));
+        }
+        let (tw, th) = sub_size((w as usize, h as usize), (self.width, self.height));
+        let (dw, dh) = scaled_size((w as usize, h as usize), (tw, th));
+        let planes = if ss == raw::TJSAMP_TJSAMP_GRAY as libc::c_int {
+            1
+        } else {
+            3
+        };
+        let mut sizes = [(0usize, 0usize); 3];
+        for (i, size) in sizes.iter_mut().enumerate().take(planes) {
+            // SAFETY: pure functions of their arguments.
+            let (pw, ph) = unsafe {
+                (
+                    raw::tjPlaneWidth(i as libc::c_int, dw as libc::c_int, ss),
+                    raw::tjPlaneHeight(i as libc::c_int, dh as libc::c_int, ss),
+                )
+            };
+            if pw <= 0 || ph <= 0 {
+                bail!("{}", last_error(self.handle));
+            }
+            *size = (pw as usize, ph as usize);
+            self.decoded[i].resize(size.0 * size.1, 0);
+        }
+        let mut ptrs = [std::ptr::null_mut::<u8>(); 3];
+        for (p, buf) in ptrs.iter_mut().zip(&mut self.decoded).take(planes) {
+            *p = buf.as_mut_ptr();
+        }
+        let mut strides = sizes.map(|(pw, _)| pw as libc::c_int);
+        // SAFETY: each plane buffer holds its width x height bytes at the
+        // scaled size asked for (dw x dh is one of the decoder's M/8 sizes).
+        let r = unsafe {
+            raw::tjDecompressToYUVPlanes(
+                self.handle,
+                jpeg.as_ptr(),
+                jpeg.len() as libc::c_ulong,
+                ptrs.as_mut_ptr(),
+                dw as libc::c_int,
+                strides.as_mut_ptr(),
+                dh as libc::c_int,
+                0,
+            )
+        };
+        if r != 0 {
+            bail!("{}", last_error(self.handle));
+        }
+        let target = i420_plane_sizes(tw, th);
+        for i in 0..3 {
+            let (cw, ch) = target[i];
+            self.i420[i].resize(cw * ch, 128);
+            if i > 0 && planes == 1 {
+                self.i420[i].fill(128);
+            } else {
+                let (sw, sh) = sizes[i];
+                resample_plane(&self.decoded[i], sw, sh, &mut self.i420[i], cw, ch);
+            }
+        }
+        self.encoder.encode_planes(
+            [&self.i420[0], &self.i420[1], &self.i420[2]],
+            [target[0].0, target[1].0, target[2].0],
+            tw,
+            th,
+            &mut self.out,
+        )?;
+        Ok(&self.out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        // 720p to 640x360: exactly half.
+        assert_eq!(scaled_size((1280, 720), (640, 360)), (640, 360));
+        // 1080p: 3/8 is 720x405, the smallest covering 640x360.
+        assert_eq!(scaled_size((1920, 1080), (640, 360)), (720, 405));
+        // 4K to 320x180: 1/8 is 480x270.
+        assert_eq!(scaled_size((3840, 2160), (320, 180)), (480, 270));
+        assert_eq!(scaled_size((320, 240), (640, 360)), (320, 240));
+        assert_eq!(sub_size((1920, 1080), (640, 360)), (640, 360));
+        assert_eq!(sub_size((320, 240), (640, 360)), (320, 240));
+        assert_eq!(sub_size((1920, 1080), (642, 363)), (640, 360));
+    }
+
+    #[test]
+    fn a_frame_becomes_the_sub_streams_size_and_picture() {
+        let src = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../camstream-rtp/testdata/ffmpeg-5.1-mjpeg-yuvj420p-huffman-default-160x120.jpg"
+        ))
+        .unwrap();
+        let mut enc = SubEncoder::new(80, 64, 75).unwrap();
+        let out = enc.encode(&src).unwrap().to_vec();
+        let img = turbojpeg::decompress(&out, turbojpeg::PixelFormat::GRAY).unwrap();
+        assert_eq!((img.width, img.height), (80, 64));
+        // The picture is the source's, smaller: compare with the source
+        // decoded and box-filtered the same way.
+        let full = turbojpeg::decompress(&src, turbojpeg::PixelFormat::GRAY).unwrap();
+        let mut want = vec![0u8; 80 * 64];
+        resample_plane(&full.pixels, 160, 120, &mut want, 80, 64);
+        let diff: f64 = img
+            .pixels
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (f64::from(*a) - f64::from(*b)).abs())
+            .sum::<f64>()
+            / want.len() as f64;
+        // Re-encoding at quality 75 and the IDCT's scaling leave a few
+        // levels; a wrong picture (the same frame upside down) is far off.
+        assert!(diff < 10.0, "mean difference {diff}");
+        let flipped: f64 = img
+            .pixels
+            .chunks(80)
+            .rev()
+            .flatten()
+            .zip(&want)
+            .map(|(a, b)| (f64::from(*a) - f64::from(*b)).abs())
+            .sum::<f64>()
+            / want.len() as f64;
+        assert!(
+            flipped > 3.0 * diff,
+            "upside down: {flipped}, as it is: {diff}"
+        );
+    }
+}

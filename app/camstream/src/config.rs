@@ -155,6 +155,37 @@ pub struct Options {
     /// ONVIF: device and media services on the HTTP port and WS-Discovery on UDP 3702, for NVRs to find and add the camera [default: true]
     #[arg(long, value_name = "BOOL")]
     pub onvif: Option<bool>,
+
+    /// Streams besides the main one, in the file only: `[streams.sub]`, the
+    /// detection sub-stream (rtsp://CAMERA/sub, ONVIF's second profile).
+    #[arg(skip)]
+    pub streams: Option<StreamsOptions>,
+}
+
+#[derive(Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StreamsOptions {
+    pub sub: Option<SubOptions>,
+}
+
+/// `[streams.sub]`: its size, rate and quality, or `enabled = false`.
+#[derive(Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SubOptions {
+    pub enabled: Option<bool>,
+    pub width: Option<u16>,
+    pub height: Option<u16>,
+    pub fps: Option<u32>,
+    pub quality: Option<u8>,
+}
+
+/// The detection sub-stream, made from the main stream's frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubStream {
+    pub width: u16,
+    pub height: u16,
+    pub fps: u32,
+    pub quality: u8,
 }
 
 /// A user's password digests, H(name:camstream:password), lower-case hex;
@@ -256,6 +287,7 @@ impl Options {
             nonce_lifetime: self.nonce_lifetime.or(other.nonce_lifetime),
             anonymous: self.anonymous.or(other.anonymous),
             onvif: self.onvif.or(other.onvif),
+            streams: self.streams.or(other.streams),
         }
     }
 }
@@ -296,6 +328,8 @@ pub struct Config {
     pub nonce_lifetime: u32,
     pub anonymous: bool,
     pub onvif: bool,
+    /// None: `[streams.sub]` says enabled = false.
+    pub sub: Option<SubStream>,
     /// The users given a password for ONVIF (`camstream passwd --onvif`):
     /// name, password.
     pub onvif_passwords: Vec<(String, String)>,
@@ -331,6 +365,26 @@ fn users(table: Option<std::collections::BTreeMap<String, UserHashes>>) -> Resul
             Ok(User { name, md5: h.md5.to_ascii_lowercase(), sha256: h.sha256.to_ascii_lowercase() })
         })
         .collect()
+}
+
+fn sub_stream(o: SubOptions, main_fps: u32) -> Result<Option<SubStream>> {
+    if o.enabled == Some(false) {
+        return Ok(None);
+    }
+    let width = in_range("streams.sub.width", o.width.unwrap_or(640), 16, 8192)?;
+    let height = in_range("streams.sub.height", o.height.unwrap_or(360), 16, 8192)?;
+    if width % 2 != 0 || height % 2 != 0 {
+        bail!("streams.sub: width and height must be even (got {width}x{height})");
+    }
+    // At most the main stream's rate: its frames are what it is made of.
+    let fps = in_range("streams.sub.fps", o.fps.unwrap_or(5).min(main_fps), 1, 120)?;
+    let quality = in_range("streams.sub.quality", o.quality.unwrap_or(70), 1, 100)?;
+    Ok(Some(SubStream {
+        width,
+        height,
+        fps,
+        quality,
+    }))
 }
 
 fn in_range<T: PartialOrd + std::fmt::Display + Copy>(name: &str, v: T, lo: T, hi: T) -> Result<T> {
@@ -388,11 +442,12 @@ impl Config {
             .with_context(|| {
                 format!("log_level = {level:?}: use error, warn, info, debug or trace")
             })?;
+        let fps = in_range("fps", o.fps.unwrap_or(30), 1, 120)?;
         Ok(Config {
             source: SourceSpec::parse(o.source.as_deref().unwrap_or("testpattern"))?,
             width: width as u16,
             height: height as u16,
-            fps: in_range("fps", o.fps.unwrap_or(30), 1, 120)?,
+            fps,
             quality: in_range("quality", o.quality.unwrap_or(80), 1, 100)? as u8,
             buffers: in_range("buffers", o.buffers.unwrap_or(4), 2, 32)?,
             format: o.format.as_deref().map(parse_format).transpose()?,
@@ -445,6 +500,10 @@ impl Config {
             )?,
             anonymous: o.anonymous.unwrap_or(false),
             onvif: o.onvif.unwrap_or(true),
+            sub: sub_stream(
+                o.streams.clone().and_then(|s| s.sub).unwrap_or_default(),
+                fps,
+            )?,
         })
     }
 }
@@ -671,7 +730,7 @@ mod tests {
         std::fs::write(&dir, "fps = 10\nrtsp_prot = 1\n").unwrap();
         let one_line = read_file(&dir).unwrap_err().to_string();
         std::fs::remove_file(&dir).unwrap();
-        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `http_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`, `anonymous`, `onvif`"), "{one_line}");
+        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `http_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`, `anonymous`, `onvif`, `streams`"), "{one_line}");
         assert!(!one_line.contains('\n'));
         assert!(e.contains("unknown field `rtsp_prot`"), "{e}");
         let e = parse("fps = \"fast\"").unwrap_err().to_string();
@@ -729,6 +788,34 @@ mod tests {
         );
         assert!(with_user("users = 3\n", &alice, None).is_err());
         assert!(with_user("fps = 1000\n", &alice, None).is_err());
+    }
+
+    #[test]
+    fn the_sub_stream() {
+        let c = Config::from_options(parse("").unwrap()).unwrap();
+        assert_eq!(
+            c.sub,
+            Some(SubStream {
+                width: 640,
+                height: 360,
+                fps: 5,
+                quality: 70
+            })
+        );
+        let c = Config::from_options(
+            parse("fps = 3\n[streams.sub]\nwidth = 320\nheight = 180\n").unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            c.sub.map(|s| (s.width, s.height, s.fps)),
+            Some((320, 180, 3))
+        );
+        let c = Config::from_options(parse("[streams.sub]\nenabled = false\n").unwrap()).unwrap();
+        assert_eq!(c.sub, None);
+        let e = Config::from_options(parse("[streams.sub]\nwidth = 321\n").unwrap()).unwrap_err();
+        assert!(e.to_string().contains("even"), "{e}");
+        assert!(parse("[streams.sub]\nsize = 1\n").is_err());
+        assert!(parse("[streams.main]\nwidth = 1\n").is_err());
     }
 
     #[test]

@@ -71,7 +71,7 @@ def fault(r: requests.Response) -> list[str]:
 def test_onvif_zeep_async_profiles_stream_and_snapshot(camstream, config, tmp_path):
     from onvif import ONVIFCamera  # onvif-zeep-async
 
-    cs = camstream("--config", str(config), "--width", "640", "--height", "360")
+    cs = camstream("--config", str(config), "--width", "1280", "--height", "720")
 
     async def ask():
         cam = ONVIFCamera("127.0.0.1", cs.http_port, USER, PASSWORD, no_cache=True)
@@ -83,25 +83,30 @@ def test_onvif_zeep_async_profiles_stream_and_snapshot(camstream, config, tmp_pa
             profiles = await media.GetProfiles()
             token = profiles[0].token
             setup = {"Stream": "RTP-Unicast", "Transport": {"Protocol": "RTSP"}}
-            uri = await media.GetStreamUri({"StreamSetup": setup, "ProfileToken": token})
+            uris = [(await media.GetStreamUri({"StreamSetup": setup, "ProfileToken": p.token})).Uri
+                    for p in profiles]
             snap_uri = await media.GetSnapshotUri({"ProfileToken": token})
             snapshot = await cam.get_snapshot(token)
-            return info, profiles, uri.Uri, snap_uri.Uri, snapshot
+            return info, profiles, uris, snap_uri.Uri, snapshot
         finally:
             await cam.close()
 
-    info, profiles, uri, snap_uri, snapshot = asyncio.run(ask())
+    info, profiles, uris, snap_uri, snapshot = asyncio.run(ask())
     assert info.Manufacturer == "camstream" and info.FirmwareVersion
-    enc = profiles[0].VideoEncoderConfiguration
-    assert (enc.Encoding, enc.Resolution.Width, enc.Resolution.Height) == ("JPEG", 640, 360)
-    assert uri == f"rtsp://127.0.0.1:{cs.port}/stream", uri
+    # The main stream and the detection sub-stream, both JPEG.
+    sizes = [(p.token, p.VideoEncoderConfiguration.Encoding, p.VideoEncoderConfiguration.Resolution.Width,
+              p.VideoEncoderConfiguration.Resolution.Height, p.VideoEncoderConfiguration.RateControl.FrameRateLimit)
+             for p in profiles]
+    assert sizes == [("main", "JPEG", 1280, 720, 30), ("sub", "JPEG", 640, 360, 5)], sizes
+    assert uris == [f"rtsp://127.0.0.1:{cs.port}/stream", f"rtsp://127.0.0.1:{cs.port}/sub"], uris
     assert snap_uri == f"http://127.0.0.1:{cs.http_port}/snapshot.jpg", snap_uri
-    assert jpeg_size(snapshot, tmp_path) == "640x360"
-    # FFmpeg streams the URI the camera gave, with the same user.
-    authed = uri.replace("rtsp://", f"rtsp://{USER}:{PASSWORD}@")
-    out = run(["ffmpeg", "-v", "error", "-rtsp_transport", "tcp", "-i", authed, "-frames:v", "10",
-               "-f", "rawvideo", "-pix_fmt", "yuvj420p", "-"], timeout=60).stdout
-    assert len(out) == 10 * 640 * 360 * 3 // 2
+    assert jpeg_size(snapshot, tmp_path) == "1280x720"
+    # FFmpeg streams each URI the camera gave, with the same user.
+    for uri, (w, h) in zip(uris, [(1280, 720), (640, 360)]):
+        authed = uri.replace("rtsp://", f"rtsp://{USER}:{PASSWORD}@")
+        out = run(["ffmpeg", "-v", "error", "-rtsp_transport", "tcp", "-i", authed, "-frames:v", "10",
+                   "-f", "rawvideo", "-pix_fmt", "yuvj420p", "-"], timeout=60).stdout
+        assert len(out) == 10 * w * h * 3 // 2, uri
 
 
 def test_tokens_refused_and_faults(camstream, config):
@@ -118,7 +123,7 @@ def test_tokens_refused_and_faults(camstream, config):
     assert r.status_code == 200 and "<tds:Manufacturer>camstream</tds:Manufacturer>" in r.text, r.text
     r = post(good)
     assert r.status_code == 400 and fault(r) == ["env:Sender", "ter:NotAuthorized"], r.text
-    assert "used before" in cs.log()
+    cs.wait_for("the token was used before")
     # A wrong password; a token made an hour ago (the camera's clock is the
     # machine's, set).
     assert fault(post(envelope(DEVICE_INFO, USER, "wrong"))) == ["env:Sender", "ter:NotAuthorized"]

@@ -15,6 +15,15 @@ use super::frame::{Frame, Pool};
 use crate::clock::{Mono, RtpClock};
 use crate::source::{CapturedFrame, StreamInfo};
 
+/// Which of the camera's streams: the main one, or the detection
+/// sub-stream made from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamId {
+    #[default]
+    Main,
+    Sub,
+}
+
 pub struct Stream {
     pub info: StreamInfo,
     pub packetizer: Packetizer,
@@ -79,8 +88,9 @@ impl Server {
         let ts = s.clock.timestamp(f.captured);
         let frame = Frame::build(&s.pool, &mut s.packetizer, &jpeg, ts, f.captured, entered);
         s.last = Some(frame.clone());
-        self.rtsp_offer(&frame);
+        self.rtsp_offer(&frame, StreamId::Main);
         self.http_offer(&frame);
+        self.sub_offer(&frame);
         self.flush_all();
     }
 
@@ -93,7 +103,7 @@ impl Server {
 
     /// Sends what is queued: UDP sessions first (cheap), then TCP
     /// connections.
-    fn flush_all(&mut self) {
+    pub(super) fn flush_all(&mut self) {
         self.rtsp_flush_udp_all();
         let mut keys = std::mem::take(&mut self.scratch);
         keys.clear();

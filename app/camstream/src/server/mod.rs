@@ -12,6 +12,7 @@ mod http;
 mod net;
 mod onvif;
 mod rtsp;
+mod sub;
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
@@ -47,6 +48,7 @@ const REPORT_SIGNAL: Token = Token(5);
 const HTTP_LISTENER: Token = Token(6);
 const DISCOVERY: Token = Token(7);
 const ADDRESS_CHANGES: Token = Token(8);
+const SUB_READY: Token = Token(9);
 const FIRST_CONNECTION: usize = 16;
 
 /// How long a connection closing after an error may take to drain.
@@ -165,6 +167,8 @@ pub struct Server {
     onvif: onvif::Onvif,
     /// WS-Discovery, when ONVIF is on.
     discovery: Option<onvif::discovery::Discovery>,
+    /// The detection sub-stream, unless [streams.sub] turns it off.
+    sub: Option<sub::Sub>,
 }
 
 fn random_u64() -> u64 {
@@ -324,9 +328,25 @@ impl Server {
             wall_clock: WallClockWatch::default(),
             onvif: onvif::Onvif::default(),
             discovery: None,
+            sub: None,
             cfg,
         };
-        if server.cfg.onvif && server.cfg.http_port != 0 {
+        if let Some(sc) = server.cfg.sub {
+            match sub::Sub::start(
+                sc,
+                &server.stream.info,
+                server.cfg.mtu,
+                server.poll.registry(),
+                SUB_READY,
+            ) {
+                Ok(s) => server.sub = Some(s),
+                // The main stream is what matters; say why there is no other.
+                Err(e) => log::warn!("no sub-stream: {e:#}"),
+            }
+        }
+        // Announced only where NVRs can reach it: not when it listens on
+        // loopback alone (as the tests' cameras do).
+        if server.cfg.onvif && server.cfg.http_port != 0 && !server.cfg.listen.is_loopback() {
             let endpoint = onvif::endpoint();
             match onvif::discovery::Discovery::open(
                 endpoint,
@@ -413,6 +433,7 @@ impl Server {
                             d.on_datagrams();
                         }
                     }
+                    SUB_READY => self.sub_ready(),
                     ADDRESS_CHANGES => {
                         if let Some(d) = &mut self.discovery {
                             d.on_netlink();

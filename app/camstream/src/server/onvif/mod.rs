@@ -272,7 +272,18 @@ impl Server {
             quality: u32::from(self.cfg.quality),
             settable: false,
         };
-        let profiles = [main];
+        let mut profiles = vec![main];
+        if let (Some(sub), Some(sc)) = (&self.sub, self.cfg.sub) {
+            profiles.push(Profile {
+                token: "sub".into(),
+                name: "sub".into(),
+                width: u32::from(sub.stream.info.width),
+                height: u32::from(sub.stream.info.height),
+                fps: sc.fps,
+                quality: u32::from(sc.quality),
+                settable: false,
+            });
+        }
         let profile_arg = || -> Result<&Profile, Fault> {
             let token = soap.arg(&["ProfileToken"]).unwrap_or("");
             profiles
@@ -327,15 +338,17 @@ impl Server {
                 resp::video_encoder_configuration(p)
             }
             (true, "GetStreamUri") => {
-                profile_arg()?;
+                let p = profile_arg()?;
                 let port = match self.cfg.rtsp_port {
                     554 => String::new(),
                     p => format!(":{p}"),
                 };
-                resp::media_uri(
-                    false,
-                    &format!("rtsp://{rtsp_host}{port}/{}", self.cfg.path),
-                )
+                let path = if p.token == "sub" {
+                    super::sub::PATH
+                } else {
+                    self.cfg.path.as_str()
+                };
+                resp::media_uri(false, &format!("rtsp://{rtsp_host}{port}/{path}"))
             }
             (true, "GetSnapshotUri") => {
                 profile_arg()?;

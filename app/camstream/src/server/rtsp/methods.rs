@@ -8,6 +8,7 @@ use camstream_rtsp::transport::{self, Choice};
 use rtsp_types::headers::{self, Transports};
 use rtsp_types::{Method, Request, Response, ResponseBuilder, StatusCode, Url, Version};
 
+use super::super::fanout::StreamId;
 use super::super::{Refusal, Server, random_u64};
 use super::sdp::{self, TRACK};
 use super::{Session, Transport};
@@ -47,6 +48,15 @@ fn target(uri: Option<&Url>, path: &str) -> Target {
         Some("") => Target::Aggregate,
         Some(rest) if rest.strip_prefix('/') == Some(TRACK) => Target::Track,
         _ => Target::Unknown,
+    }
+}
+
+/// The stream a request names, and what of it: the main stream's path,
+/// else the sub-stream's (when it is on).
+fn target_stream(uri: Option<&Url>, main: &str, sub: Option<&str>) -> (Target, StreamId) {
+    match (target(uri, main), sub) {
+        (Target::Unknown, Some(sub)) => (target(uri, sub), StreamId::Sub),
+        (t, _) => (t, StreamId::Main),
     }
 }
 
@@ -99,12 +109,16 @@ impl Server {
                 .build(Vec::new());
             return (r, None);
         }
-        let target = target(req.request_uri(), &self.cfg.path);
+        let (target, stream) = target_stream(
+            req.request_uri(),
+            &self.cfg.path,
+            self.sub.as_ref().map(|_| super::super::sub::PATH),
+        );
         let named = req
             .header(&headers::SESSION)
             .map(|v| v.as_str().split(';').next().unwrap_or("").trim());
         let named_session = named.and_then(|id| self.session_ids.get(id).copied());
-        let user = match self.authorize(ci, req, target, named_session) {
+        let user = match self.authorize(ci, req, target, stream, named_session) {
             Ok(user) => user,
             Err(status) => return reply(status),
         };
@@ -146,18 +160,18 @@ impl Server {
                 }
                 let uri = req.request_uri().expect("not Target::Server");
                 let conn = &self.conns[ci];
-                let body = sdp::describe(
-                    &self.stream.info,
-                    conn.local.ip(),
-                    self.stream.sdp_session_id,
-                );
+                let s = self.stream_of(stream);
+                let body = sdp::describe(&s.info, conn.local.ip(), s.sdp_session_id);
                 let r = response(StatusCode::Ok, Some(&cseq))
                     .header(headers::CONTENT_TYPE, "application/sdp")
-                    .header(headers::CONTENT_BASE, base_url(uri, &self.cfg.path))
+                    .header(
+                        headers::CONTENT_BASE,
+                        base_url(uri, self.stream_path(stream)),
+                    )
                     .build(body);
                 (r, None)
             }
-            Method::Setup => self.setup(ci, req, &cseq, target, session, user),
+            Method::Setup => self.setup(ci, req, &cseq, target, stream, session, user),
             Method::Play | Method::Pause | Method::Teardown => {
                 if !matches!(target, Target::Aggregate | Target::Track) {
                     return reply(StatusCode::NotFound);
@@ -220,6 +234,7 @@ impl Server {
         ci: usize,
         req: &Request<Vec<u8>>,
         target: Target,
+        stream: StreamId,
         named_session: Option<usize>,
     ) -> Result<Option<String>, StatusCode> {
         let peer = self.conns[ci].peer;
@@ -235,7 +250,7 @@ impl Server {
         let now = Mono::now().0 / 1_000_000_000;
         // Digest may name the presentation a request belongs to.
         let presentation =
-            matches!(target, Target::Aggregate | Target::Track).then_some(self.cfg.path.as_str());
+            matches!(target, Target::Aggregate | Target::Track).then_some(self.stream_path(stream));
         let verdict = auth.check(method, req.request_uri(), presentation, header, now);
         let conn = &mut self.conns[ci];
         match verdict {
@@ -278,6 +293,7 @@ impl Server {
         req: &Request<Vec<u8>>,
         cseq: &str,
         target: Target,
+        stream: StreamId,
         session: Option<usize>,
         user: Option<String>,
     ) -> Reply {
@@ -289,6 +305,10 @@ impl Server {
             _ => return reply(StatusCode::NotFound),
         }
         if let Some(si) = session {
+            if self.sessions[si].stream != stream {
+                // One stream per session.
+                return reply(StatusCode::AggregateOperationNotAllowed);
+            }
             if self.sessions[si].playing {
                 // Changing transport while playing is not supported (RFC 2326 10.4).
                 return reply(StatusCode::MethodNotValidInThisState);
@@ -306,7 +326,8 @@ impl Server {
             Ok(None) => return reply(StatusCode::BadRequest),
             Err(_) => return reply(StatusCode::UnsupportedTransport),
         };
-        let Some((transport, spec)) = self.choose_transport(ci, &transports, session) else {
+        let Some((transport, spec)) = self.choose_transport(ci, &transports, session, stream)
+        else {
             return reply(StatusCode::UnsupportedTransport);
         };
 
@@ -325,6 +346,7 @@ impl Server {
                 let peer = self.conns[ci].peer;
                 let si = self.sessions.insert(Session {
                     id: id.clone(),
+                    stream,
                     conn: ci,
                     user,
                     peer,
@@ -370,6 +392,7 @@ impl Server {
         ci: usize,
         offered: &Transports,
         session: Option<usize>,
+        stream: StreamId,
     ) -> Option<(Transport, String)> {
         let conn = &self.conns[ci];
         let own: &[usize] = conn.rtsp().map_or(&[], |r| &r.sessions);
@@ -385,7 +408,7 @@ impl Server {
         let spec = transport::Reply {
             choice,
             server_port: self.rtp_port,
-            ssrc: self.stream.packetizer.ssrc(),
+            ssrc: self.stream_of(stream).packetizer.ssrc(),
         }
         .to_string();
         let ip = conn.peer.ip();
@@ -404,13 +427,14 @@ impl Server {
         let now = Mono::now();
         // The client gets the newest frame at once if it is fresh (see
         // start_playing), else the next one: RTP-Info names its first packet.
-        let (seq, rtptime) = match &self.stream.last {
+        let stream = self.stream_of(self.sessions[si].stream);
+        let (seq, rtptime) = match &stream.last {
             Some(f) if now.saturating_sub(f.captured) < std::time::Duration::from_secs(1) => {
                 (f.first_sequence, f.timestamp)
             }
             _ => (
-                self.stream.packetizer.next_sequence(),
-                self.stream.clock.timestamp(now),
+                stream.packetizer.next_sequence(),
+                stream.clock.timestamp(now),
             ),
         };
         let s = &self.sessions[si];
@@ -424,7 +448,7 @@ impl Server {
                 headers::RTP_INFO,
                 format!(
                     "url={}{TRACK};seq={seq};rtptime={rtptime}",
-                    base_url(uri, &self.cfg.path)
+                    base_url(uri, self.stream_path(s.stream))
                 ),
             )
             .build(Vec::new());

@@ -21,7 +21,7 @@ use camstream_rtsp::framing::{self, Framed, Limits, Rejected};
 use rustix::net::SocketAddrAny;
 
 use super::conn::{CTRL_HIGH_WATER, Conn, Proto};
-use super::fanout::enqueue;
+use super::fanout::{StreamId, enqueue};
 use super::frame::Frame;
 use super::{Server, net};
 use crate::clock::{Mono, ntp_now, wall_now};
@@ -42,6 +42,8 @@ pub enum Transport {
 
 pub struct Session {
     pub id: String,
+    /// The stream it plays (its path: the main one's, or "sub").
+    pub stream: StreamId,
     /// The connection that set it up (a tunnel's GET side).
     pub conn: usize,
     /// The user who set it up, when users are set: requests from that user
@@ -222,7 +224,11 @@ impl Server {
         s.playing = true;
         s.next_report = now.add(Duration::from_secs(1));
         // The newest frame at once, so the picture appears without waiting.
-        if let Some(f) = &self.stream.last {
+        let stream = match s.stream {
+            StreamId::Sub => self.sub.as_ref().map_or(&self.stream, |sub| &sub.stream),
+            StreamId::Main => &self.stream,
+        };
+        if let Some(f) = &stream.last {
             if now.saturating_sub(f.captured) < Duration::from_secs(1)
                 && enqueue(&mut s.queue, f, self.cfg.client_queue, s.udp_sent > 0)
             {
@@ -242,9 +248,13 @@ impl Server {
     // ---- frames -------------------------------------------------------
 
     /// Queues a new frame to every playing session.
-    pub(super) fn rtsp_offer(&mut self, frame: &Rc<Frame>) {
+    pub(super) fn rtsp_offer(&mut self, frame: &Rc<Frame>, stream: StreamId) {
         let limit = self.cfg.client_queue;
-        for (_, s) in self.sessions.iter_mut().filter(|(_, s)| s.playing) {
+        for (_, s) in self
+            .sessions
+            .iter_mut()
+            .filter(|(_, s)| s.playing && s.stream == stream)
+        {
             if enqueue(&mut s.queue, frame, limit, s.udp_sent > 0) {
                 s.frames_dropped += 1;
                 self.totals.rtsp.frames_dropped += 1;
@@ -485,10 +495,11 @@ impl Server {
             return;
         };
         let (ntp_time, mono) = ntp_now();
+        let stream = self.stream_of(s.stream);
         let sr = rtcp::SenderReport {
-            ssrc: self.stream.packetizer.ssrc(),
+            ssrc: stream.packetizer.ssrc(),
             ntp_time,
-            rtp_time: self.stream.clock.timestamp(mono),
+            rtp_time: stream.clock.timestamp(mono),
             packet_count: s.packets,
             octet_count: s.octets,
         };

@@ -171,7 +171,7 @@ impl Server {
                     .build(body);
                 (r, None)
             }
-            Method::Setup => self.setup(ci, req, &cseq, target, stream, session, user),
+            Method::Setup => self.setup(ci, req, &cseq, (target, stream), session, user),
             Method::Play | Method::Pause | Method::Teardown => {
                 if !matches!(target, Target::Aggregate | Target::Track) {
                     return reply(StatusCode::NotFound);
@@ -292,8 +292,7 @@ impl Server {
         ci: usize,
         req: &Request<Vec<u8>>,
         cseq: &str,
-        target: Target,
-        stream: StreamId,
+        (target, stream): (Target, StreamId),
         session: Option<usize>,
         user: Option<String>,
     ) -> Reply {

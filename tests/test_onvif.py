@@ -109,6 +109,50 @@ def test_onvif_zeep_async_profiles_stream_and_snapshot(camstream, config, tmp_pa
         assert len(out) == 10 * w * h * 3 // 2, uri
 
 
+def test_set_video_encoder_configuration(camstream, config):
+    from onvif import ONVIFCamera
+    from zeep.exceptions import Fault
+
+    cs = camstream("--config", str(config), "--width", "1280", "--height", "720")
+
+    async def change():
+        cam = ONVIFCamera("127.0.0.1", cs.http_port, USER, PASSWORD, no_cache=True)
+        try:
+            await cam.update_xaddrs()
+            media = await cam.create_media_service()
+            main, sub = await media.GetProfiles()
+            opts = await media.GetVideoEncoderConfigurationOptions({"ConfigurationToken": "sub"})
+            sizes = [(r.Width, r.Height) for r in opts.JPEG.ResolutionsAvailable]
+            conf = sub.VideoEncoderConfiguration
+            conf.Resolution.Width, conf.Resolution.Height = 320, 176
+            conf.RateControl.FrameRateLimit = 2
+            conf.Quality = 50
+            await media.SetVideoEncoderConfiguration({"Configuration": conf, "ForcePersistence": False})
+            after = (await media.GetProfiles())[1].VideoEncoderConfiguration
+            # The main stream's size is the camera's: refused.
+            conf = main.VideoEncoderConfiguration
+            conf.Resolution.Width = 640
+            try:
+                await media.SetVideoEncoderConfiguration({"Configuration": conf, "ForcePersistence": False})
+                refused = None
+            except Fault as f:
+                refused = f.message
+            return sizes, opts.JPEG.FrameRateRange, after, refused
+        finally:
+            await cam.close()
+
+    sizes, fps_range, after, refused = asyncio.run(change())
+    assert (640, 360) in sizes and (320, 176) in sizes, sizes
+    assert (fps_range.Min, fps_range.Max) == (1, 30)
+    assert (after.Resolution.Width, after.Resolution.Height, after.RateControl.FrameRateLimit, after.Quality) == \
+        (320, 176, 2, 50), after
+    assert refused and "camstream.toml" in refused, refused
+    authed = f"rtsp://{USER}:{PASSWORD}@127.0.0.1:{cs.port}/sub"
+    out = run(["ffmpeg", "-v", "error", "-rtsp_transport", "tcp", "-i", authed, "-frames:v", "3",
+               "-f", "rawvideo", "-pix_fmt", "yuvj420p", "-"], timeout=60).stdout
+    assert len(out) == 3 * 320 * 176 * 3 // 2
+
+
 def test_tokens_refused_and_faults(camstream, config):
     cs = camstream("--config", str(config))
     url = f"{cs.http}{DEVICE}"

@@ -24,7 +24,9 @@ pub const PATH: &str = "sub";
 
 pub struct Sub {
     pub stream: Stream,
+    pub cfg: SubStream,
     worker: Worker,
+    waker: Arc<Waker>,
     every: Duration,
     next_due: Mono,
     /// CPU time the worker spent, and frames it made.
@@ -52,6 +54,7 @@ impl Sub {
             cfg.fps
         );
         Ok(Sub {
+            cfg,
             stream: Stream {
                 info: StreamInfo {
                     width: w as u16,
@@ -65,13 +68,42 @@ impl Sub {
                 sdp_session_id: random_u64() >> 1,
                 warned_size_change: false,
             },
-            worker: Worker::start(enc, waker)?,
+            worker: Worker::start(enc, waker.clone())?,
+            waker,
             every: Duration::from_secs(1) / cfg.fps,
             next_due: Mono(0),
             cpu: Duration::ZERO,
             frames: 0,
             failed: 0,
         })
+    }
+}
+
+impl Sub {
+    /// New size, rate and quality (ONVIF's SetVideoEncoderConfiguration):
+    /// a new encoder on a new worker (the old one finishes its frame and
+    /// ends first); clients already playing get frames of the new size,
+    /// which RTP/JPEG carries in every packet.
+    pub fn reconfigure(&mut self, cfg: SubStream, main: &StreamInfo) -> Result<()> {
+        let (w, h) = sub_size(
+            (usize::from(main.width), usize::from(main.height)),
+            (usize::from(cfg.width), usize::from(cfg.height)),
+        );
+        let enc = SubEncoder::new(w, h, cfg.quality)?;
+        self.worker = Worker::start(enc, self.waker.clone())?;
+        self.stream.info = StreamInfo {
+            width: w as u16,
+            height: h as u16,
+            fps: cfg.fps,
+        };
+        self.every = Duration::from_secs(1) / cfg.fps;
+        self.cfg = cfg;
+        log::info!(
+            "sub-stream now {w}x{h} at {} fps, quality {}",
+            cfg.fps,
+            cfg.quality
+        );
+        Ok(())
     }
 }
 

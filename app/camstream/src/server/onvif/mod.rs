@@ -154,7 +154,11 @@ impl Server {
         if !PRE_AUTH.contains(&op.as_str()) && !self.onvif_authorized(ci, &req, &soap) {
             return;
         }
-        let answer = self.onvif_answer(&req, &soap);
+        let answer = if op == "SetVideoEncoderConfiguration" {
+            self.set_encoder(&soap)
+        } else {
+            self.onvif_answer(&req, &soap)
+        };
         let (status, xml) = match answer {
             Ok(xml) => (200, xml),
             Err(fault) => {
@@ -248,6 +252,126 @@ impl Server {
         }
     }
 
+    /// What SetVideoEncoderConfiguration may choose: the main stream is
+    /// the camera's as camstream.toml sets it (one size, rate and quality);
+    /// the sub-stream any of a few sizes of the main stream's shape, any
+    /// rate up to the main stream's, any quality.
+    fn encoder_options(&self, p: &Profile) -> resp::EncoderOptions {
+        if !p.settable {
+            return resp::EncoderOptions {
+                sizes: vec![(p.width, p.height)],
+                fps: (p.fps, p.fps),
+                quality: (p.quality, p.quality),
+            };
+        }
+        let (mw, mh) = (
+            u32::from(self.stream.info.width),
+            u32::from(self.stream.info.height),
+        );
+        let mut sizes = vec![(p.width, p.height)];
+        for div in [2, 3, 4, 6, 8] {
+            let w = mw / div / 8 * 8;
+            let h = (w * mh / mw) / 8 * 8;
+            if w >= 16 && h >= 16 && !sizes.contains(&(w, h)) {
+                sizes.push((w, h));
+            }
+        }
+        resp::EncoderOptions {
+            sizes,
+            fps: (1, self.cfg.fps),
+            quality: (1, 100),
+        }
+    }
+
+    /// SetVideoEncoderConfiguration: the sub-stream takes any of its
+    /// options; the main stream only what it has (ter:ConfigModify).
+    fn set_encoder(&mut self, soap: &Soap) -> Result<String, Fault> {
+        let bad = |why: &str| Fault::invalid_arg_val("ter:ConfigModify", why);
+        let token = soap.arg_attr(&["Configuration"], "token").unwrap_or("");
+        let num = |path: &[&str]| -> Result<Option<u32>, Fault> {
+            soap.arg(path)
+                .map(|v| {
+                    v.trim()
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|f| f.is_finite() && *f >= 0.0 && *f <= 1e6)
+                        .map(|f| f.round() as u32)
+                        .ok_or_else(|| bad("a number is not one"))
+                })
+                .transpose()
+        };
+        if soap
+            .arg(&["Configuration", "Encoding"])
+            .is_some_and(|e| e != "JPEG")
+        {
+            return Err(bad("this camera encodes JPEG only"));
+        }
+        let w = num(&["Configuration", "Resolution", "Width"])?;
+        let h = num(&["Configuration", "Resolution", "Height"])?;
+        let q = num(&["Configuration", "Quality"])?;
+        let fps = num(&["Configuration", "RateControl", "FrameRateLimit"])?;
+        match (token, &mut self.sub) {
+            ("sub", Some(sub)) => {
+                let mut cfg = sub.cfg;
+                let size = (
+                    w.unwrap_or(u32::from(sub.stream.info.width)),
+                    h.unwrap_or(u32::from(sub.stream.info.height)),
+                );
+                let cur = Profile {
+                    token: "sub".into(),
+                    name: "sub".into(),
+                    width: u32::from(sub.stream.info.width),
+                    height: u32::from(sub.stream.info.height),
+                    fps: sub.cfg.fps,
+                    quality: u32::from(sub.cfg.quality),
+                    settable: true,
+                };
+                let opts = self.encoder_options(&cur);
+                if !opts.sizes.contains(&size) {
+                    return Err(bad(
+                        "not one of the sizes GetVideoEncoderConfigurationOptions lists",
+                    ));
+                }
+                let fps = fps.unwrap_or(cfg.fps);
+                if fps < opts.fps.0 || fps > opts.fps.1 {
+                    return Err(bad("a frame rate outside FrameRateRange"));
+                }
+                let q = q.unwrap_or(u32::from(cfg.quality));
+                if !(1..=100).contains(&q) {
+                    return Err(bad("a quality outside QualityRange"));
+                }
+                cfg.width = size.0 as u16;
+                cfg.height = size.1 as u16;
+                cfg.fps = fps;
+                cfg.quality = q as u8;
+                let main = self.stream.info;
+                let Some(sub) = &mut self.sub else {
+                    unreachable!("matched above");
+                };
+                sub.reconfigure(cfg, &main)
+                    .map_err(|e| Fault::receiver(&["ter:Action"], &format!("{e:#}")))?;
+                Ok(resp::empty("trt", "SetVideoEncoderConfiguration"))
+            }
+            ("main", _) => {
+                let same = w.is_none_or(|w| w == u32::from(self.stream.info.width))
+                    && h.is_none_or(|h| h == u32::from(self.stream.info.height))
+                    && fps.is_none_or(|f| f == self.cfg.fps)
+                    && q.is_none_or(|q| q == u32::from(self.cfg.quality));
+                if same {
+                    Ok(resp::empty("trt", "SetVideoEncoderConfiguration"))
+                } else {
+                    Err(bad(
+                        "the main stream's size, rate and quality are set in camstream.toml",
+                    ))
+                }
+            }
+            _ => Err(Fault::invalid_arg_val(
+                "ter:NoConfig",
+                "no such configuration",
+            )),
+        }
+    }
+
     fn onvif_answer(&self, req: &Request, soap: &Soap) -> Result<String, Fault> {
         let host = req.host.clone().unwrap_or_else(|| "camera".to_owned());
         let x = XAddrs {
@@ -273,15 +397,15 @@ impl Server {
             settable: false,
         };
         let mut profiles = vec![main];
-        if let (Some(sub), Some(sc)) = (&self.sub, self.cfg.sub) {
+        if let Some(sub) = &self.sub {
             profiles.push(Profile {
                 token: "sub".into(),
                 name: "sub".into(),
                 width: u32::from(sub.stream.info.width),
                 height: u32::from(sub.stream.info.height),
-                fps: sc.fps,
-                quality: u32::from(sc.quality),
-                settable: false,
+                fps: sub.cfg.fps,
+                quality: u32::from(sub.cfg.quality),
+                settable: true,
             });
         }
         let profile_arg = || -> Result<&Profile, Fault> {
@@ -349,6 +473,16 @@ impl Server {
                     self.cfg.path.as_str()
                 };
                 resp::media_uri(false, &format!("rtsp://{rtsp_host}{port}/{path}"))
+            }
+            (true, "GetVideoEncoderConfigurationOptions") => {
+                let token = soap
+                    .arg(&["ConfigurationToken"])
+                    .or(soap.arg(&["ProfileToken"]))
+                    .unwrap_or("main");
+                let p = profiles.iter().find(|p| p.token == token).ok_or_else(|| {
+                    Fault::invalid_arg_val("ter:NoConfig", "no such configuration")
+                })?;
+                resp::video_encoder_configuration_options(&self.encoder_options(p))
             }
             (true, "GetSnapshotUri") => {
                 profile_arg()?;

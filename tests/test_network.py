@@ -2,14 +2,18 @@
 virtio NIC through user networking, the link going down and up, a static
 address, the hostname and its mDNS announcement, ntpd with no server to
 reach and the clock stepped by hand, SSH with a key only, and the Wi-Fi and
-SSH files left on the boot partition. One boot (a snapshot); the guest can
-open no connection out."""
+SSH files left on the boot partition, and an NVR finding the camera by
+WS-Discovery on a second network. One boot (a snapshot); the guest can open
+no connection out."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import struct
 import subprocess
+import sys
 import time
 
 import pytest
@@ -93,6 +97,111 @@ def test_mdns_answers_to_the_name_and_lists_the_stream(fw):
     services = fw.sh("cat /run/mdns.d/http.service")
     assert services.split("\n")[:4] == [f"name {NAME}", "type _http._tcp", "port 80", "txt path=/"]
     assert f"+ {NAME}._http._tcp.local. (10.0.2.15)" in out, out
+
+
+# An NVR's search: python-wsdiscovery multicasts a Probe for
+# NetworkVideoTransmitter and prints what answered.
+PROBE_CLIENT = """
+from wsdiscovery.discovery import ThreadedWSDiscovery
+from wsdiscovery import QName
+w = ThreadedWSDiscovery()
+w.start()
+try:
+    for s in w.searchServices(types=[QName("http://www.onvif.org/ver10/network/wsdl", "NetworkVideoTransmitter")],
+                              timeout=3):
+        print("FOUND", s.getEPR(), " ".join(s.getXAddrs()), " ".join(str(x) for x in s.getScopes()))
+finally:
+    w.stop()
+"""
+
+# What comes to WS-Discovery's group on the NVR's side (Hello, Bye).
+LISTENER = """
+import socket, struct, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("", 3702))
+s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+             struct.pack("4s4s", socket.inet_aton("239.255.255.250"), socket.inet_aton(sys.argv[1])))
+print("READY", flush=True)
+s.settimeout(float(sys.argv[2]))
+try:
+    while True:
+        d, a = s.recvfrom(65535)
+        print("GOT", a[0], d.decode(), flush=True)
+except socket.timeout:
+    pass
+"""
+
+
+def test_an_nvr_on_a_second_network_finds_the_camera(fw, tmp_path):
+    """The image on a network with multicast (QEMU's user network has none):
+    a second card hot-plugged onto a tap device that sits in a network
+    namespace of its own, with a DHCP server and an NVR there. The camera
+    follows the new address: it says Hello there, answers the NVR's Probe
+    with that address, and its device service answers there."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.fail("a tap device in a network namespace needs root and iproute2's ip")
+    tag = f"{os.getpid() % 100000}"
+    ns, tap = f"cs-nvr-{tag}", f"cstap{tag}"
+    subprocess.run(["ip", "tuntap", "add", "dev", tap, "mode", "tap"], check=True, timeout=10)
+    listener = udhcpd = None
+    try:
+        fw.qmp("netdev_add", type="tap", id="net3", ifname=tap, script="no", downscript="no")
+        # Into the NVR's namespace once QEMU holds it: QEMU opens it by name.
+        for c in (["ip", "netns", "add", ns], ["ip", "link", "set", tap, "netns", ns],
+                  ["ip", "-n", ns, "addr", "add", "198.51.100.1/24", "dev", tap],
+                  ["ip", "-n", ns, "link", "set", "lo", "up"], ["ip", "-n", ns, "link", "set", tap, "up"]):
+            subprocess.run(c, check=True, timeout=10)
+        (tmp_path / "udhcpd.conf").write_text(
+            f"interface {tap}\nstart 198.51.100.10\nend 198.51.100.20\nmax_leases 10\n"
+            f"lease_file {tmp_path}/leases\npidfile {tmp_path}/udhcpd.pid\noption subnet 255.255.255.0\n")
+        (tmp_path / "leases").write_bytes(b"")
+        udhcpd = subprocess.Popen(["ip", "netns", "exec", ns, "busybox", "udhcpd", "-f", str(tmp_path / "udhcpd.conf")],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        listener = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", LISTENER, "198.51.100.1", "20"],
+                                    stdout=subprocess.PIPE, text=True)
+        assert listener.stdout.readline().strip() == "READY"
+        since = fw.log_since_mark()
+        fw.qmp("device_add", driver="virtio-net-pci", netdev="net3", bus="hp0", id="nic3", mac="52:54:00:12:34:58")
+        address = fw.wait_for(f"{since} | grep udhcpc", r"eth1: (198\.51\.100\.\d+)/24", timeout=60).group(1)
+        xaddr = f"http://{address}/onvif/device_service"
+        found = ""
+        deadline = time.monotonic() + 30
+        while "FOUND" not in found and time.monotonic() < deadline:
+            found = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", PROBE_CLIENT],
+                                   capture_output=True, text=True, timeout=60).stdout
+        line = next((x for x in found.splitlines() if x.startswith("FOUND")), None)
+        assert line, "no ProbeMatches:\n" + fw.sh("logread | grep camstream | tail -20")
+        _, epr, xaddrs, *scopes = line.split()
+        assert epr.startswith("urn:uuid:") and xaddrs == xaddr, line
+        assert {"onvif://www.onvif.org/Profile/Streaming", f"onvif://www.onvif.org/name/{NAME}"} <= set(scopes), line
+        # The board as its device tree names it (QEMU's virt board has no
+        # model there: then the processor's architecture).
+        model = fw.sh("tr -d '\\000' </proc/device-tree/model 2>/dev/null; true").strip() or "aarch64"
+        assert f"onvif://www.onvif.org/hardware/{model.replace(' ', '%20')}" in scopes, (line, model)
+        # The device service at that address, from the NVR (QEMU's image is
+        # anonymous: no password).
+        body = ('<?xml version="1.0"?><s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope"><s:Body>'
+                '<GetDeviceInformation xmlns="http://www.onvif.org/ver10/device/wsdl"/></s:Body></s:Envelope>')
+        answer = subprocess.run(["ip", "netns", "exec", ns, "curl", "-sS", "--fail", "-H",
+                                 "Content-Type: application/soap+xml; charset=utf-8", "--data-binary", "@-", xaddr],
+                                input=body, capture_output=True, text=True, timeout=60)
+        assert "<tds:Manufacturer>camstream</tds:Manufacturer>" in answer.stdout, answer
+        listener.terminate()
+        heard = listener.communicate(timeout=30)[0]
+        hellos = [m for m in heard.split("GOT ")[1:] if "<d:Hello>" in m]
+        assert any(xaddr in m and epr in m for m in hellos), heard
+    finally:
+        for p in (listener, udhcpd):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+        fw.qmp("device_del", id="nic3")
+        fw.wait_for("ls /sys/class/net | grep -c eth1", "^0", timeout=60)
+        fw.qmp("netdev_del", id="net3")
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        subprocess.run(["ip", "link", "del", tap], capture_output=True)
+    streams(fw)
 
 
 def test_a_static_address_then_a_wrong_one(fw):

@@ -149,6 +149,21 @@ fn rfc3986_match(want: &str, have: &str) -> bool {
     }
 }
 
+/// `text` as one path segment of a scope URI: RFC 3986's unreserved
+/// characters kept, every other byte percent-encoded, so a board named
+/// "Raspberry Pi 4 Model B" stays one segment a Probe can match.
+pub fn scope_segment(text: &str) -> String {
+    let mut s = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("%{b:02X}"));
+        }
+    }
+    s
+}
+
 /// A name-based UUID (version 5, SHA-1) from `seed`: the camera's endpoint
 /// address stays the same across restarts without being stored.
 pub fn endpoint_uuid(seed: &[u8]) -> String {
@@ -335,6 +350,19 @@ mod tests {
             Probe::parse(b"\x00\x01"),
             Err(NotProbe::Unreadable(_))
         ));
+    }
+
+    #[test]
+    fn scope_segments() {
+        assert_eq!(
+            scope_segment("Raspberry Pi 4 Model B Rev 1.4"),
+            "Raspberry%20Pi%204%20Model%20B%20Rev%201.4"
+        );
+        assert_eq!(scope_segment("camstream-3456"), "camstream-3456");
+        assert_eq!(scope_segment("a/b?c#é"), "a%2Fb%3Fc%23%C3%A9");
+        let scope = format!("onvif://www.onvif.org/hardware/{}", scope_segment("Pi 4/B"));
+        assert!(rfc3986_match(&scope, &scope));
+        assert!(!rfc3986_match("onvif://www.onvif.org/hardware/Pi 4", &scope));
     }
 
     #[test]

@@ -57,12 +57,28 @@ pub fn endpoint() -> camstream_onvif::discovery::Endpoint {
 }
 
 fn scopes() -> Vec<String> {
+    use camstream_onvif::discovery::scope_segment;
     vec![
         "onvif://www.onvif.org/Profile/Streaming".into(),
         "onvif://www.onvif.org/type/video_encoder".into(),
-        format!("onvif://www.onvif.org/name/{}", super::hostname()),
-        format!("onvif://www.onvif.org/hardware/{}", std::env::consts::ARCH),
+        format!("onvif://www.onvif.org/name/{}", scope_segment(&super::hostname())),
+        format!("onvif://www.onvif.org/hardware/{}", scope_segment(&board())),
     ]
+}
+
+/// The board camstream runs on, as its device tree names it ("Raspberry Pi
+/// 4 Model B Rev 1.4"), else as its firmware tables do (a PC), else the
+/// processor's architecture: what an NVR shows as the camera's hardware.
+fn board() -> String {
+    ["/proc/device-tree/model", "/sys/class/dmi/id/product_name"]
+        .iter()
+        .filter_map(|p| std::fs::read(p).ok())
+        .map(|b| {
+            let s = String::from_utf8_lossy(&b);
+            s.trim_matches(|c: char| c == '\0' || c.is_whitespace()).to_owned()
+        })
+        .find(|s| !s.is_empty())
+        .unwrap_or_else(|| std::env::consts::ARCH.into())
 }
 
 pub fn is_service(path: &str) -> bool {
@@ -426,7 +442,7 @@ impl Server {
                 model: "camstream".into(),
                 firmware_version: env!("CARGO_PKG_VERSION").into(),
                 serial_number: super::hostname(),
-                hardware_id: std::env::consts::ARCH.into(),
+                hardware_id: board(),
             }),
             (false, "GetCapabilities") => {
                 let category = soap.arg(&["Category"]).unwrap_or("All");

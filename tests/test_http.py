@@ -16,7 +16,6 @@ import socket
 import subprocess
 import threading
 import time
-import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -469,13 +468,17 @@ def test_status_page_in_chromium(camstream, config, tmp_path):
             time.sleep(1)
             second = page.locator("#picture").screenshot()
             texts = {i: page.locator(f"#{i}").text_content() for i in
-                     ("url-rtsp", "url-rtsph", "url-mjpeg", "state", "mode", "clients")}
+                     ("url-rtsp", "url-rtsph", "url-mjpeg", "url-sub", "url-onvif", "state", "mode", "clients")}
+            shown = {i: page.locator(f"#{i}").is_visible() for i in ("row-sub", "row-onvif")}
         finally:
             browser.close()
     assert first != second, "the picture did not change in a second"
     assert texts["url-rtsp"] == f"rtsp://127.0.0.1:{cs.port}/stream", texts
     assert texts["url-rtsph"] == f"rtsph://127.0.0.1:{cs.http_port}/stream", texts
     assert texts["url-mjpeg"] == f"{cs.http}/stream.mjpg", texts
+    assert texts["url-sub"] == f"rtsp://127.0.0.1:{cs.port}/sub", texts
+    assert texts["url-onvif"] == f"{cs.http}/onvif/device_service", texts
+    assert shown == {"row-sub": True, "row-onvif": True}, shown
     assert texts["state"] == "streaming" and texts["mode"].startswith("test pattern 320x240"), texts
     assert "1 HTTP over mjpeg" in texts["clients"], texts
     assert not errors, errors

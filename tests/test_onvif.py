@@ -79,6 +79,7 @@ def test_onvif_zeep_async_profiles_stream_and_snapshot(camstream, config, tmp_pa
             await cam.update_xaddrs()
             dev = await cam.create_devicemgmt_service()
             info = await dev.GetDeviceInformation()
+            wsdl = await dev.GetWsdlUrl()
             media = await cam.create_media_service()
             profiles = await media.GetProfiles()
             token = profiles[0].token
@@ -87,12 +88,13 @@ def test_onvif_zeep_async_profiles_stream_and_snapshot(camstream, config, tmp_pa
                     for p in profiles]
             snap_uri = await media.GetSnapshotUri({"ProfileToken": token})
             snapshot = await cam.get_snapshot(token)
-            return info, profiles, uris, snap_uri.Uri, snapshot
+            return info, wsdl, profiles, uris, snap_uri.Uri, snapshot
         finally:
             await cam.close()
 
-    info, profiles, uris, snap_uri, snapshot = asyncio.run(ask())
+    info, wsdl, profiles, uris, snap_uri, snapshot = asyncio.run(ask())
     assert info.Manufacturer == "camstream" and info.FirmwareVersion
+    assert wsdl.startswith("http://www.onvif.org/"), wsdl
     # The main stream and the detection sub-stream, both JPEG.
     sizes = [(p.token, p.VideoEncoderConfiguration.Encoding, p.VideoEncoderConfiguration.Resolution.Width,
               p.VideoEncoderConfiguration.Resolution.Height, p.VideoEncoderConfiguration.RateControl.FrameRateLimit)

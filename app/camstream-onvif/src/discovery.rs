@@ -362,7 +362,10 @@ mod tests {
         assert_eq!(scope_segment("a/b?c#é"), "a%2Fb%3Fc%23%C3%A9");
         let scope = format!("onvif://www.onvif.org/hardware/{}", scope_segment("Pi 4/B"));
         assert!(rfc3986_match(&scope, &scope));
-        assert!(!rfc3986_match("onvif://www.onvif.org/hardware/Pi 4", &scope));
+        assert!(!rfc3986_match(
+            "onvif://www.onvif.org/hardware/Pi 4",
+            &scope
+        ));
     }
 
     #[test]

@@ -195,6 +195,14 @@ pub fn hostname(name: &str, from_dhcp: bool) -> String {
     ))
 }
 
+/// GetWsdlUrl: camstream serves no WSDL of its own; the services are
+/// ONVIF's, whose WSDLs ONVIF publishes.
+pub fn wsdl_url() -> String {
+    envelope(
+        "<tds:GetWsdlUrlResponse><tds:WsdlUrl>http://www.onvif.org/ver10/device/wsdl/devicemgmt.wsdl</tds:WsdlUrl></tds:GetWsdlUrlResponse>",
+    )
+}
+
 #[derive(Debug, Clone)]
 pub struct Interface {
     pub name: String,
@@ -491,6 +499,7 @@ mod tests {
             media_uri(false, "rtsp://192.0.2.10/stream?a=1&b=2"),
             media_uri(true, "http://192.0.2.10/snapshot.jpg"),
             empty("trt", "SetVideoEncoderConfiguration"),
+            wsdl_url(),
         ];
         for xml in &all {
             let d = Doc::parse(xml.as_bytes(), &Limits::default())

@@ -141,14 +141,23 @@ impl Server {
         let http = [("protocol", "http")];
         let mode = self.camera.mode.as_str();
         let source = self.cfg.source.to_string();
+        // What the status page lists beside the main stream.
+        let sub_path = if self.sub.is_some() {
+            super::super::sub::PATH
+        } else {
+            ""
+        };
+        let onvif = if self.cfg.onvif { "true" } else { "false" };
         let mut families = vec![
             gauges(
                 "camstream_info",
-                "The daemon: its version, stream path, ports and stream size (value 1).",
+                "The daemon: its version, stream paths, ports, stream size and whether ONVIF is on (value 1).",
                 &[(
                     &[
                         ("version", env!("CARGO_PKG_VERSION")),
                         ("path", &self.cfg.path),
+                        ("sub_path", sub_path),
+                        ("onvif", onvif),
                         ("rtsp_port", &rtsp_port),
                         ("http_port", &http_port),
                         ("width", &width),

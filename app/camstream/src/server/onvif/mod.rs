@@ -61,7 +61,10 @@ fn scopes() -> Vec<String> {
     vec![
         "onvif://www.onvif.org/Profile/Streaming".into(),
         "onvif://www.onvif.org/type/video_encoder".into(),
-        format!("onvif://www.onvif.org/name/{}", scope_segment(&super::hostname())),
+        format!(
+            "onvif://www.onvif.org/name/{}",
+            scope_segment(&super::hostname())
+        ),
         format!("onvif://www.onvif.org/hardware/{}", scope_segment(&board())),
     ]
 }
@@ -75,7 +78,8 @@ fn board() -> String {
         .filter_map(|p| std::fs::read(p).ok())
         .map(|b| {
             let s = String::from_utf8_lossy(&b);
-            s.trim_matches(|c: char| c == '\0' || c.is_whitespace()).to_owned()
+            s.trim_matches(|c: char| c == '\0' || c.is_whitespace())
+                .to_owned()
         })
         .find(|s| !s.is_empty())
         .unwrap_or_else(|| std::env::consts::ARCH.into())
@@ -457,6 +461,7 @@ impl Server {
             (_, "GetServiceCapabilities") => resp::service_capabilities(media),
             (false, "GetScopes") => resp::scopes(&scopes()),
             (false, "GetHostname") => resp::hostname(&super::hostname(), true),
+            (false, "GetWsdlUrl") => resp::wsdl_url(),
             (false, "GetNetworkInterfaces") => resp::network_interfaces(&ifaces::described()),
             (true, "GetProfiles") => resp::profiles(&profiles, &src),
             (true, "GetProfile") => resp::profile_response(profile_arg()?, &src, profiles.len()),

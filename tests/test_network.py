@@ -22,6 +22,7 @@ import pytest
 import guest
 from conftest import figure
 from rtsp import Client
+from test_onvif import LISTENER, PROBE_CLIENT
 
 BOOT = "/boot/firmware"
 CONF = "/data/etc/network.conf"
@@ -98,40 +99,6 @@ def test_mdns_answers_to_the_name_and_lists_the_stream(fw):
     services = fw.sh("cat /run/mdns.d/http.service")
     assert services.split("\n")[:4] == [f"name {NAME}", "type _http._tcp", "port 80", "txt path=/"]
     assert f"+ {NAME}._http._tcp.local. (10.0.2.15)" in out, out
-
-
-# An NVR's search: python-wsdiscovery multicasts a Probe for
-# NetworkVideoTransmitter and prints what answered.
-PROBE_CLIENT = """
-from wsdiscovery.discovery import ThreadedWSDiscovery
-from wsdiscovery import QName
-w = ThreadedWSDiscovery()
-w.start()
-try:
-    for s in w.searchServices(types=[QName("http://www.onvif.org/ver10/network/wsdl", "NetworkVideoTransmitter")],
-                              timeout=3):
-        print("FOUND", s.getEPR(), " ".join(s.getXAddrs()), " ".join(str(x) for x in s.getScopes()))
-finally:
-    w.stop()
-"""
-
-# What comes to WS-Discovery's group on the NVR's side (Hello, Bye).
-LISTENER = """
-import socket, struct, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("", 3702))
-s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
-             struct.pack("4s4s", socket.inet_aton("239.255.255.250"), socket.inet_aton(sys.argv[1])))
-print("READY", flush=True)
-s.settimeout(float(sys.argv[2]))
-try:
-    while True:
-        d, a = s.recvfrom(65535)
-        print("GOT", a[0], d.decode(), flush=True)
-except socket.timeout:
-    pass
-"""
 
 
 def test_an_nvr_on_a_second_network_finds_the_camera(fw, tmp_path):

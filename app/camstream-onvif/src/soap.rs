@@ -305,10 +305,17 @@ mod tests {
         long.extend(std::iter::repeat_n(0xffu8, 5000));
         long.extend(b":x/>");
         let e = Request::parse(&long, &l).unwrap_err();
-        assert!(e.reason.starts_with("not well-formed XML: undeclared namespace prefix"));
+        assert!(
+            e.reason
+                .starts_with("not well-formed XML: undeclared namespace prefix")
+        );
         assert!(e.reason.len() <= REASON_MAX + 3, "{}", e.reason.len());
         assert!(Doc::parse(e.envelope().as_bytes(), &l).is_ok());
         let op = "\u{e9}".repeat(300);
-        assert!(Fault::action_not_supported(&op).reason.ends_with("\u{e9}..."));
+        assert!(
+            Fault::action_not_supported(&op)
+                .reason
+                .ends_with("\u{e9}...")
+        );
     }
 }

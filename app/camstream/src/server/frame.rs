@@ -3,9 +3,10 @@
 //! sent one contiguous byte range and a UDP client gets each packet as a
 //! slice of it; and the JPEG file HTTP clients get, rebuilt from the same
 //! tables and scan as an RTP/JPEG receiver rebuilds it. Frames are shared by
-//! reference count and their buffers go back to a pool when the last client
-//! is done, so memory depends on the queue depth, not on the number of
-//! clients.
+//! reference count and a pool keeps them: once the last client is done, the
+//! frame (its reference count and its buffers) carries a later one, so a
+//! frame costs no allocation and memory depends on the queue depth, not on
+//! the number of clients.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -26,16 +27,16 @@ struct Buffers {
     jpeg: Vec<u8>,
 }
 
-/// Buffers of frames no client holds any more, kept for the next frames.
+/// The frames of one stream: each is reused once only the pool holds it.
 pub struct Pool {
-    free: RefCell<Vec<Buffers>>,
+    frames: RefCell<Vec<Rc<Frame>>>,
     keep: usize,
 }
 
 impl Pool {
     pub fn new(keep: usize) -> Rc<Pool> {
         Rc::new(Pool {
-            free: RefCell::new(Vec::with_capacity(keep)),
+            frames: RefCell::new(Vec::with_capacity(keep)),
             keep,
         })
     }
@@ -43,7 +44,6 @@ impl Pool {
 
 pub struct Frame {
     bufs: Buffers,
-    pool: Rc<Pool>,
     pub timestamp: u32,
     pub first_sequence: u16,
     pub captured: Mono,
@@ -53,31 +53,36 @@ pub struct Frame {
     pub payload_octets: u32,
 }
 
-impl Drop for Frame {
-    fn drop(&mut self) {
-        let mut free = self.pool.free.borrow_mut();
-        if free.len() < self.pool.keep {
-            free.push(std::mem::take(&mut self.bufs));
-        }
-    }
-}
-
 impl Frame {
-    /// Packetizes `jpeg` and writes its file into pooled buffers.
+    /// Packetizes `jpeg` and writes its file into a pooled frame no client
+    /// holds any more, or a new one (kept if the pool has room).
     pub fn build(
-        pool: &Rc<Pool>,
+        pool: &Pool,
         packetizer: &mut Packetizer,
         jpeg: &Jpeg<'_>,
         timestamp: u32,
         captured: Mono,
         entered: Mono,
     ) -> Rc<Frame> {
-        let mut bufs = pool.free.borrow_mut().pop().unwrap_or_default();
+        let mut frames = pool.frames.borrow_mut();
+        let mut shared = match frames.iter_mut().position(|f| Rc::get_mut(f).is_some()) {
+            Some(i) => frames.swap_remove(i),
+            None => Rc::new(Frame {
+                bufs: Buffers::default(),
+                timestamp,
+                first_sequence: 0,
+                captured,
+                entered,
+                payload_octets: 0,
+            }),
+        };
+        let frame = Rc::get_mut(&mut shared).expect("no client holds it");
+        let bufs = &mut frame.bufs;
         bufs.wire.clear();
         bufs.records.clear();
         bufs.jpeg.clear();
         jfif::write_file(&mut bufs.jpeg, jpeg);
-        let first_sequence = packetizer.next_sequence();
+        frame.first_sequence = packetizer.next_sequence();
         let mut payload_octets = 0u32;
         for p in packetizer.packetize(jpeg, timestamp) {
             bufs.records.push(bufs.wire.len() as u32);
@@ -88,15 +93,15 @@ impl Frame {
             payload_octets = payload_octets.wrapping_add(p.payload_len() as u32);
         }
         bufs.records.push(bufs.wire.len() as u32);
-        Rc::new(Frame {
-            bufs,
-            pool: pool.clone(),
-            timestamp,
-            first_sequence,
-            captured,
-            entered,
-            payload_octets,
-        })
+        frame.timestamp = timestamp;
+        frame.captured = captured;
+        frame.entered = entered;
+        frame.payload_octets = payload_octets;
+        // Within the capacity reserved: no allocation.
+        if frames.len() < pool.keep {
+            frames.push(shared.clone());
+        }
+        shared
     }
 
     pub fn packets(&self) -> usize {
@@ -181,10 +186,21 @@ pub(crate) mod tests {
         assert_eq!(f.payload_octets as usize, 5000 + 4 * 8 + 4 + 128);
         let file = camstream_rtp::jpeg::parse(f.jpeg()).unwrap();
         assert_eq!((file.width, file.height, file.scan), (64, 64, &scan[..]));
-        drop(f);
-        assert_eq!(pool.free.borrow().len(), 1);
+        // A frame a client holds is not reused; one only the pool holds is,
+        // whole (the same allocation), with the new frame's contents.
+        let held = Rc::as_ptr(&f);
         let f2 = Frame::build(&pool, &mut p, &j, 43, Mono(0), Mono(0));
-        assert_eq!(pool.free.borrow().len(), 0);
-        assert_eq!(f2.first_sequence, 104);
+        assert_ne!(Rc::as_ptr(&f2), held);
+        assert_eq!(pool.frames.borrow().len(), 2);
+        drop(f);
+        let f3 = Frame::build(&pool, &mut p, &j, 44, Mono(7), Mono(8));
+        assert_eq!(Rc::as_ptr(&f3), held);
+        assert_eq!((f3.timestamp, f3.first_sequence), (44, 108));
+        assert_eq!((f3.captured, f3.entered), (Mono(7), Mono(8)));
+        assert_eq!(f3.packets(), 4);
+        // Past the pool's size, frames are made and freed as before.
+        let f4 = Frame::build(&pool, &mut p, &j, 45, Mono(0), Mono(0));
+        assert_eq!(pool.frames.borrow().len(), 2);
+        drop((f2, f3, f4));
     }
 }

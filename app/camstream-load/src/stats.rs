@@ -100,6 +100,8 @@ pub struct Report {
     /// Frames per second each playing client got, sorted.
     fps: Vec<f64>,
     nominal_fps: f64,
+    /// Whole frames received in the window, all clients.
+    frames: u64,
     bytes: u64,
     packets: u64,
     broken: u64,
@@ -153,6 +155,7 @@ impl Report {
             window_seconds: secs,
             fps,
             nominal_fps,
+            frames: sum(|c| c.window.frames),
             bytes: sum(|c| c.window.bytes),
             packets: sum(|c| c.window.packets),
             broken: sum(|c| c.window.broken),
@@ -207,7 +210,8 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "received {} packets or parts, {:.1} MB, {:.3} Gbit/s; frames broken {}, packets lost {}, not JPEG {}",
+            "received {} frames in {} packets or parts, {:.1} MB, {:.3} Gbit/s; frames broken {}, packets lost {}, not JPEG {}",
+            self.frames,
             self.packets,
             self.bytes as f64 / 1e6,
             self.gbit_s(),
@@ -249,7 +253,7 @@ impl Report {
             concat!(
                 "{{\"transport\":\"{}\",\"clients\":{},\"playing\":{},\"setup_s\":{},",
                 "\"window_s\":{},\"fps_min\":{},\"fps_median\":{},\"fps_max\":{},",
-                "\"packets\":{},\"bytes\":{},\"gbit_s\":{},\"broken\":{},\"lost\":{},",
+                "\"frames\":{},\"packets\":{},\"bytes\":{},\"gbit_s\":{},\"broken\":{},\"lost\":{},",
                 "\"not_jpeg\":{},\"interval_ms_p50\":{},\"interval_ms_p99\":{},",
                 "\"interval_ms_p999\":{},\"interval_ms_p9999\":{},\"interval_ms_max\":{},",
                 "\"every_frame\":{},\"first_error\":{},\"watched\":{{{}}}}}"
@@ -262,6 +266,7 @@ impl Report {
             q(0.0),
             q(0.5),
             q(1.0),
+            self.frames,
             self.packets,
             self.bytes,
             num(self.gbit_s()),

@@ -8,11 +8,14 @@
 //! frame of its 1080p clip) or else a 1920x1080 noise picture encoded here
 //! with libjpeg-turbo at quality 80 (standard Huffman tables).
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use camstream_rtp::{Packetizer, jpeg};
+use common::packetize_into;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 /// Counts allocations, so the bench can say how many a frame costs.
@@ -63,21 +66,6 @@ fn frame() -> Vec<u8> {
     comp.set_quality(80);
     comp.set_subsamp(turbojpeg::Subsamp::Sub2x2);
     comp.compress_to_vec(img).expect("libjpeg-turbo")
-}
-
-/// What the server does per frame: parse, packetize, lay the packets out.
-fn packetize_into(data: &[u8], p: &mut Packetizer, wire: &mut Vec<u8>, ts: u32) -> usize {
-    let j = jpeg::parse(data).expect("a baseline JPEG RFC 2435 can carry");
-    wire.clear();
-    let mut n = 0;
-    for packet in p.packetize(&j, ts) {
-        wire.extend_from_slice(&[b'$', 0]);
-        wire.extend_from_slice(&(packet.len() as u16).to_be_bytes());
-        wire.extend_from_slice(packet.header());
-        wire.extend_from_slice(packet.payload);
-        n += 1;
-    }
-    n
 }
 
 fn bench(c: &mut Criterion) {

@@ -23,8 +23,10 @@ chmod 0700 "$target/root"
 # Our S40network (ifplugd per interface, hotplug) replaces BusyBox's S41ifplugd.
 rm -f "$target/etc/init.d/S41ifplugd"
 
-# The root filesystem says which camstream it carries.
-version=$(git -C "$here" describe --always --dirty 2>/dev/null || echo unknown)
+# The root filesystem says which camstream it carries: a release's tag
+# without its "v" (0.1.0, as the crate says), else the commit.
+version=$(git -C "$here" describe --always --dirty --match 'v[0-9]*' 2>/dev/null) || version=unknown
+version=${version#v}
 cat >"$target/etc/os-release" <<OS
 NAME=camstream
 ID=camstream

@@ -88,7 +88,7 @@ pub enum Framed<'a> {
     Head(Head<'a>, usize),
     /// Nothing whole yet: read more.
     Incomplete,
-    Rejected(Fault),
+    Refused(Fault),
 }
 
 /// The request head at the start of `buf`.
@@ -103,19 +103,19 @@ pub fn next<'a>(buf: &'a [u8], limits: &Limits) -> Framed<'a> {
     let used = match req.parse(&buf[skip..]) {
         Ok(httparse::Status::Complete(n)) => skip + n,
         Ok(httparse::Status::Partial) if buf.len() >= limits.max_size => {
-            return Framed::Rejected(Fault::TooLarge);
+            return Framed::Refused(Fault::TooLarge);
         }
         Ok(httparse::Status::Partial) => return Framed::Incomplete,
-        Err(httparse::Error::TooManyHeaders) => return Framed::Rejected(Fault::TooManyHeaders),
-        Err(httparse::Error::Version) => return Framed::Rejected(Fault::Version),
-        Err(_) => return Framed::Rejected(Fault::Malformed),
+        Err(httparse::Error::TooManyHeaders) => return Framed::Refused(Fault::TooManyHeaders),
+        Err(httparse::Error::Version) => return Framed::Refused(Fault::Version),
+        Err(_) => return Framed::Refused(Fault::Malformed),
     };
     if used > limits.max_size {
-        return Framed::Rejected(Fault::TooLarge);
+        return Framed::Refused(Fault::TooLarge);
     }
     let (Some(method), Some(target), Some(minor_version)) = (req.method, req.path, req.version)
     else {
-        return Framed::Rejected(Fault::Malformed);
+        return Framed::Refused(Fault::Malformed);
     };
     // Origin form (/path?query), or absolute form (http://host/path?query).
     let origin = match target.find("://") {
@@ -125,7 +125,7 @@ pub fn next<'a>(buf: &'a [u8], limits: &Limits) -> Framed<'a> {
         None => target,
     };
     if !(origin.starts_with('/') || (method == "OPTIONS" && origin == "*")) {
-        return Framed::Rejected(Fault::Malformed);
+        return Framed::Refused(Fault::Malformed);
     }
     let (path, query) = match origin.split_once('?') {
         Some((p, q)) => (p, Some(q)),
@@ -162,7 +162,7 @@ pub fn next<'a>(buf: &'a [u8], limits: &Limits) -> Framed<'a> {
                 Ok(n) if head.content_length.is_none_or(|m| m == n) => {
                     head.content_length = Some(n);
                 }
-                _ => return Framed::Rejected(Fault::Malformed),
+                _ => return Framed::Refused(Fault::Malformed),
             }
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             head.chunked = true;
@@ -239,28 +239,28 @@ mod tests {
         assert_eq!(r(b"GET / HTTP/1.1\r\nHost: a"), Framed::Incomplete);
         assert_eq!(
             r(b"GET /\x01 HTTP/1.1\r\n\r\n"),
-            Framed::Rejected(Fault::Malformed)
+            Framed::Refused(Fault::Malformed)
         );
         assert_eq!(
             r(b"GET relative HTTP/1.1\r\n\r\n"),
-            Framed::Rejected(Fault::Malformed)
+            Framed::Refused(Fault::Malformed)
         );
         assert_eq!(
             r(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
-            Framed::Rejected(Fault::Version)
+            Framed::Refused(Fault::Version)
         );
         assert_eq!(
             r(b"POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n"),
-            Framed::Rejected(Fault::Malformed)
+            Framed::Refused(Fault::Malformed)
         );
         let mut many = b"GET / HTTP/1.1\r\n".to_vec();
         for i in 0..=MAX_HEADERS {
             many.extend_from_slice(format!("X-{i}: y\r\n").as_bytes());
         }
         many.extend_from_slice(b"\r\n");
-        assert_eq!(r(&many), Framed::Rejected(Fault::TooManyHeaders));
+        assert_eq!(r(&many), Framed::Refused(Fault::TooManyHeaders));
         let long = [b"GET / HTTP/1.1\r\nX: ".as_slice(), &[b'a'; 9000]].concat();
-        assert_eq!(r(&long), Framed::Rejected(Fault::TooLarge));
+        assert_eq!(r(&long), Framed::Refused(Fault::TooLarge));
         assert_eq!(r(&long[..8000]), Framed::Incomplete);
     }
 }

@@ -35,7 +35,7 @@ impl Fault {
 /// then skip `skip` bytes and go on, or, without `skip`, close (where the
 /// next message starts cannot be known).
 #[derive(Debug, PartialEq, Eq)]
-pub struct Rejected {
+pub struct Refused {
     pub fault: Fault,
     pub cseq: Option<String>,
     pub skip: Option<usize>,
@@ -47,7 +47,7 @@ pub enum Framed {
     Message(Message<Vec<u8>>, usize),
     /// Nothing whole yet: read more.
     Incomplete,
-    Rejected(Rejected),
+    Refused(Refused),
 }
 
 /// The first message in `buf`.
@@ -62,14 +62,14 @@ pub fn next(buf: &[u8], limits: &Limits) -> Framed {
         let ends = head.iter().filter(|&&b| b == b'\n').count();
         let headers = ends.saturating_sub(if end.is_some() { 2 } else { 1 });
         if headers > limits.max_headers {
-            return reject(head, Fault::TooManyHeaders, None);
+            return refuse(head, Fault::TooManyHeaders, None);
         }
         end
     };
     match Message::<Vec<u8>>::parse(buf) {
         Ok((msg, used)) => Framed::Message(msg, used),
         Err(ParseError::Incomplete(_)) if buf.len() >= limits.max_size => {
-            reject(&buf[..head_end.unwrap_or(buf.len())], Fault::TooLarge, None)
+            refuse(&buf[..head_end.unwrap_or(buf.len())], Fault::TooLarge, None)
         }
         Err(ParseError::Incomplete(_)) => Framed::Incomplete,
         Err(ParseError::Error) => {
@@ -77,16 +77,16 @@ pub fn next(buf: &[u8], limits: &Limits) -> Framed {
             // A complete head without a body can be skipped; with a body
             // (or no end) the rest of the stream cannot be trusted.
             let skip = head_end.filter(|_| header(head, "content-length").is_none());
-            reject(head, Fault::Malformed, skip)
+            refuse(head, Fault::Malformed, skip)
         }
     }
 }
 
-fn reject(head: &[u8], fault: Fault, skip: Option<usize>) -> Framed {
+fn refuse(head: &[u8], fault: Fault, skip: Option<usize>) -> Framed {
     // Echoed only if it is what a CSeq is (found by fuzzing: an empty one).
     let cseq = header(head, "cseq")
         .filter(|c| !c.is_empty() && c.len() <= 32 && c.bytes().all(|b| b.is_ascii_digit()));
-    Framed::Rejected(Rejected { fault, cseq, skip })
+    Framed::Refused(Refused { fault, cseq, skip })
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -119,9 +119,9 @@ mod tests {
         max_headers: 8,
     };
 
-    fn rejected(buf: &[u8]) -> Rejected {
+    fn refused(buf: &[u8]) -> Refused {
         match next(buf, &LIMITS) {
-            Framed::Rejected(r) => r,
+            Framed::Refused(r) => r,
             other => panic!("{other:?}"),
         }
     }
@@ -144,25 +144,25 @@ mod tests {
 
     #[test]
     fn garbage_with_an_end_is_skipped_with_its_cseq() {
-        let r = rejected(b"HELLO\r\nCSeq: 7\r\n\r\nOPTIONS * RTSP/1.0\r\n");
+        let r = refused(b"HELLO\r\nCSeq: 7\r\n\r\nOPTIONS * RTSP/1.0\r\n");
         assert_eq!(
             r,
-            Rejected {
+            Refused {
                 fault: Fault::Malformed,
                 cseq: Some("7".into()),
                 skip: Some(18)
             }
         );
         // A body of unknown meaning: where the next message starts is not known.
-        let r = rejected(b"HELLO\r\nContent-Length: 3\r\n\r\nabc");
+        let r = refused(b"HELLO\r\nContent-Length: 3\r\n\r\nabc");
         assert_eq!(r.skip, None);
         // A CSeq that is not a number is not echoed.
         assert_eq!(
-            rejected(b"HELLO\r\nCSeq: 1\r\nX\r\n\r\n").cseq,
+            refused(b"HELLO\r\nCSeq: 1\r\nX\r\n\r\n").cseq,
             Some("1".into())
         );
-        assert_eq!(rejected(b"HELLO\r\nCSeq: \x01\r\n\r\n").cseq, None);
-        assert_eq!(rejected(b"HELLO\r\nCSeq: \r\n\r\n").cseq, None);
+        assert_eq!(refused(b"HELLO\r\nCSeq: \x01\r\n\r\n").cseq, None);
+        assert_eq!(refused(b"HELLO\r\nCSeq: \r\n\r\n").cseq, None);
     }
 
     #[test]
@@ -172,7 +172,7 @@ mod tests {
             many.extend_from_slice(b"X: y\r\n");
         }
         // Nine header lines, not finished yet: refused already.
-        let r = rejected(&many);
+        let r = refused(&many);
         assert_eq!(
             (r.fault, r.cseq.as_deref(), r.skip),
             (Fault::TooManyHeaders, Some("3"), None)
@@ -185,7 +185,7 @@ mod tests {
         big.resize(LIMITS.max_size - 1, b'a');
         assert!(matches!(next(&big, &LIMITS), Framed::Incomplete));
         big.push(b'a');
-        let r = rejected(&big);
+        let r = refused(&big);
         assert_eq!(
             (r.fault, r.cseq.as_deref(), r.skip),
             (Fault::TooLarge, Some("4"), None)

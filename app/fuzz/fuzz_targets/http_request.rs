@@ -43,7 +43,7 @@ fuzz_target!(|data: &[u8]| {
                 }
                 rest = &rest[used..];
             }
-            Framed::Incomplete | Framed::Rejected(_) => break,
+            Framed::Incomplete | Framed::Refused(_) => break,
         }
     }
 });

@@ -48,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
                 assert!(!matches!(verdict, Verdict::User(_) | Verdict::Expired(_)));
             }
             Framed::Incomplete => break,
-            Framed::Rejected(r) => {
+            Framed::Refused(r) => {
                 if let Some(c) = &r.cseq {
                     assert!(!c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()));
                 }

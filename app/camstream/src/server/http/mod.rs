@@ -284,7 +284,7 @@ impl Server {
                     conn.request_started.get_or_insert(conn.last_input);
                     return;
                 }
-                Framed::Rejected(fault) => {
+                Framed::Refused(fault) => {
                     log::info!("{}: HTTP: {}; closing", conn.peer, fault.describe());
                     write_text(
                         &mut conn.ctrl,

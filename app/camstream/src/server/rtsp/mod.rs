@@ -17,7 +17,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use camstream_rtp::rtcp;
-use camstream_rtsp::framing::{self, Framed, Limits, Rejected};
+use camstream_rtsp::framing::{self, Framed, Limits, Refused};
 use rustix::net::SocketAddrAny;
 
 use super::conn::{CTRL_HIGH_WATER, Conn, Proto};
@@ -126,7 +126,7 @@ impl Server {
                     conn.request_started.get_or_insert(conn.last_input);
                     return;
                 }
-                Framed::Rejected(r) => self.refuse_input(ci, r),
+                Framed::Refused(r) => self.refuse_input(ci, r),
             }
         }
     }
@@ -188,7 +188,7 @@ impl Server {
 
     /// Input that is not a message: 400, then skip it and go on, or close
     /// once the answer is out.
-    fn refuse_input(&mut self, ci: usize, r: Rejected) {
+    fn refuse_input(&mut self, ci: usize, r: Refused) {
         let Some(conn) = self.conns.get_mut(ci) else {
             return;
         };

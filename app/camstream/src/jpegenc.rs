@@ -12,12 +12,15 @@ pub struct YuvEncoder {
     quality: i32,
 }
 
-// The handle is used by one thread at a time (the encoder moves into the
-// test pattern's thread).
+// SAFETY: a TurboJPEG handle holds no thread-local state and may move
+// between threads; owned by the encoder, it is used by one thread at a time
+// (the encoder moves into the test pattern's thread).
 unsafe impl Send for YuvEncoder {}
 
 impl Drop for YuvEncoder {
     fn drop(&mut self) {
+        // SAFETY: the handle came from tjInitCompress (never null here) and
+        // is freed once, here.
         unsafe { raw::tjDestroy(self.handle) };
     }
 }
@@ -38,6 +41,7 @@ pub fn i420_plane_sizes(width: usize, height: usize) -> [(usize, usize); 3] {
 
 impl YuvEncoder {
     pub fn new(quality: u8) -> Result<YuvEncoder> {
+        // SAFETY: no arguments; the handle is checked for null below.
         let handle = unsafe { raw::tjInitCompress() };
         if handle.is_null() {
             bail!("libjpeg-turbo: cannot create a compressor");
@@ -150,6 +154,7 @@ impl YuvEncoder {
         call: impl FnOnce(raw::tjhandle, *mut *mut u8, *mut libc::c_ulong, libc::c_int) -> libc::c_int,
     ) -> Result<()> {
         let (w, h) = (width as libc::c_int, height as libc::c_int);
+        // SAFETY: a pure function of its arguments.
         let bound = unsafe { raw::tjBufSize(w, h, raw::TJSAMP_TJSAMP_420 as libc::c_int) } as usize;
         out.clear();
         out.reserve(bound);

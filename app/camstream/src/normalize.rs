@@ -32,6 +32,8 @@ pub struct Normalizer {
 
 impl Drop for Normalizer {
     fn drop(&mut self) {
+        // SAFETY: the handle came from tjInitTransform (never null here)
+        // and is freed once, here.
         unsafe { raw::tjDestroy(self.handle) };
     }
 }
@@ -65,6 +67,7 @@ impl Normalizer {
     /// `max_pixels`: the most a frame may have (the stream's, with room).
     pub fn new(quality: u8, max_pixels: usize) -> Result<Normalizer> {
         // A transform handle decompresses and compresses too.
+        // SAFETY: no arguments; the handle is checked for null below.
         let handle = unsafe { raw::tjInitTransform() };
         if handle.is_null() {
             bail!("libjpeg-turbo: cannot create a transformer");
@@ -173,6 +176,7 @@ impl Normalizer {
         };
         // TurboJPEG checks against the bound for the frame's own sampling,
         // which 4:4:4's bound covers.
+        // SAFETY: a pure function of its arguments.
         let bound = unsafe {
             raw::tjBufSize(
                 w8 as libc::c_int,

@@ -50,6 +50,7 @@ pub fn account(name: &str, passwd: &str, group: &str) -> Result<Account> {
 
 /// Becomes `name` if running as root; otherwise there is nothing to give up.
 pub fn drop_to(name: &str) -> Result<()> {
+    // SAFETY: no arguments, no memory touched; it cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         log::debug!("user = {name:?}: not started as root, staying as started");
         return Ok(());
@@ -61,6 +62,8 @@ pub fn drop_to(name: &str) -> Result<()> {
     )?;
     // Groups first, then the group, then the user: each step needs root.
     // glibc's setgid/setuid apply to every thread of the process.
+    // SAFETY: setgroups reads `a.groups`, whose pointer and length come from
+    // one Vec; the other calls take integers only.
     unsafe {
         if libc::setgroups(a.groups.len(), a.groups.as_ptr()) != 0 {
             bail!("setgroups: {}", std::io::Error::last_os_error());

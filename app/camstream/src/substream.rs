@@ -20,8 +20,9 @@ pub struct SubEncoder {
     out: Vec<u8>,
 }
 
-// The handle is used by one thread at a time (the encoder lives on the
-// sub-stream's worker thread).
+// SAFETY: a TurboJPEG handle holds no thread-local state and may move
+// between threads; owned by the encoder, it is used by one thread at a time
+// (the encoder lives on the sub-stream's worker thread).
 unsafe impl Send for SubEncoder {}
 
 impl Drop for SubEncoder {

@@ -114,6 +114,8 @@ impl ErrBuf {
 }
 
 /// A started libcamera CameraManager (one per process at a time).
+// Never null, and started until drop: the "valid manager" of the SAFETY
+// comments below.
 pub struct Manager(*mut RawManager);
 
 // SAFETY: libcamera's CameraManager may be used from any thread; camstream
@@ -194,6 +196,8 @@ pub struct StreamFormat {
 /// An acquired camera; streaming once started. Closing (drop) stops it
 /// and releases it; it must be dropped before the manager it came from.
 pub struct Camera {
+    /// Never null, and open until drop: the "valid camera" of the SAFETY
+    /// comments below.
     raw: *mut RawCamera,
     lost: bool,
 }

@@ -17,10 +17,15 @@ use super::sys::*;
 use crate::clock::Mono;
 
 /// An ioctl whose argument the kernel reads and writes.
+///
+/// # Safety
+///
+/// `T` must be the argument type OPCODE was built for (sys.rs builds each
+/// opcode from its type's size), and any pointer in it valid for the call.
 unsafe fn update<const OPCODE: Opcode, T>(fd: BorrowedFd<'_>, arg: &mut T) -> io::Result<()> {
     loop {
-        // SAFETY: the caller pairs OPCODE with its argument type; the
-        // opcode encodes `size_of::<T>()`, so the kernel copies exactly T.
+        // SAFETY: the caller pairs OPCODE with its argument type (above);
+        // the opcode encodes `size_of::<T>()`, so the kernel copies exactly T.
         match unsafe { ioctl(fd, Updater::<OPCODE, T>::new(arg)) } {
             Err(rustix::io::Errno::INTR) => continue,
             r => return r.map_err(io::Error::from),
@@ -31,6 +36,8 @@ unsafe fn update<const OPCODE: Opcode, T>(fd: BorrowedFd<'_>, arg: &mut T) -> io
 /// STREAMON/STREAMOFF: an `int` buffer type passed by pointer.
 struct StreamSwitch<const OPCODE: Opcode>(u32);
 
+// SAFETY: STREAMON and STREAMOFF take a pointer to the 4-byte buffer type
+// `as_ptr` gives, which the kernel only reads; nothing comes back.
 unsafe impl<const OPCODE: Opcode> Ioctl for StreamSwitch<OPCODE> {
     type Output = ();
     const IS_MUTATING: bool = false;
@@ -141,6 +148,7 @@ impl Device {
             Mode::empty(),
         )?;
         let mut cap: v4l2_capability = zeroed();
+        // SAFETY: VIDIOC_QUERYCAP takes a v4l2_capability, as `update` asks.
         unsafe { update::<VIDIOC_QUERYCAP, _>(fd.as_fd(), &mut cap)? };
         let device_caps = if cap.capabilities & V4L2_CAP_DEVICE_CAPS != 0 {
             cap.device_caps
@@ -175,6 +183,7 @@ impl Device {
             let mut d: v4l2_fmtdesc = zeroed();
             d.index = index;
             d.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+            // SAFETY: VIDIOC_ENUM_FMT takes a v4l2_fmtdesc, as `update` asks.
             match unsafe { update::<VIDIOC_ENUM_FMT, _>(self.fd(), &mut d) } {
                 Ok(()) => {}
                 Err(e) if end_of_list(&e) => break,
@@ -202,6 +211,7 @@ impl Device {
             let mut s: v4l2_frmsizeenum = zeroed();
             s.index = index;
             s.pixel_format = fourcc;
+            // SAFETY: VIDIOC_ENUM_FRAMESIZES takes a v4l2_frmsizeenum, as `update` asks.
             match unsafe { update::<VIDIOC_ENUM_FRAMESIZES, _>(self.fd(), &mut s) } {
                 Ok(()) => {}
                 // Drivers that cannot enumerate sizes (loopback devices):
@@ -239,6 +249,7 @@ impl Device {
             i.pixel_format = fourcc;
             i.width = width;
             i.height = height;
+            // SAFETY: VIDIOC_ENUM_FRAMEINTERVALS takes a v4l2_frmivalenum, as `update` asks.
             match unsafe { update::<VIDIOC_ENUM_FRAMEINTERVALS, _>(self.fd(), &mut i) } {
                 Ok(()) => {}
                 Err(e) if end_of_list(&e) => break,
@@ -283,6 +294,7 @@ impl Device {
     pub fn format(&self) -> io::Result<PixFormat> {
         let mut f: v4l2_format = zeroed();
         f.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+        // SAFETY: VIDIOC_G_FMT takes a v4l2_format, as `update` asks.
         unsafe { update::<VIDIOC_G_FMT, _>(self.fd(), &mut f)? };
         Ok(pix(&f))
     }
@@ -290,7 +302,9 @@ impl Device {
     pub fn set_format(&self, fourcc: u32, width: u32, height: u32) -> io::Result<PixFormat> {
         let mut f: v4l2_format = zeroed();
         f.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
-        // SAFETY: writing the `pix` member of a zeroed union.
+        // SAFETY: writing the `pix` member of a zeroed union, the member
+        // capture formats use; VIDIOC_S_FMT takes a v4l2_format, as `update`
+        // asks.
         unsafe {
             f.fmt.pix.width = width;
             f.fmt.pix.height = height;
@@ -306,6 +320,7 @@ impl Device {
     pub fn set_fps(&self, fps: u32) -> io::Result<Option<f64>> {
         let mut p: v4l2_streamparm = zeroed();
         p.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+        // SAFETY: VIDIOC_G_PARM takes a v4l2_streamparm, as `update` asks.
         match unsafe { update::<VIDIOC_G_PARM, _>(self.fd(), &mut p) } {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(Errno::NOTTY.raw_os_error()) => return Ok(None),
@@ -321,6 +336,9 @@ impl Device {
         }
         let mut p: v4l2_streamparm = zeroed();
         p.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+        // SAFETY: `capture` is the member for capture buffer types (all
+        // zeroes is a valid one); VIDIOC_S_PARM takes a v4l2_streamparm, as
+        // `update` asks.
         unsafe {
             p.parm.capture.timeperframe = v4l2_fract {
                 numerator: 1,
@@ -339,6 +357,7 @@ impl Device {
         loop {
             let mut q: v4l2_queryctrl = zeroed();
             q.id = id;
+            // SAFETY: VIDIOC_QUERYCTRL takes a v4l2_queryctrl, as `update` asks.
             match unsafe { update::<VIDIOC_QUERYCTRL, _>(self.fd(), &mut q) } {
                 Ok(()) => {}
                 Err(e) if end_of_list(&e) => break,
@@ -355,6 +374,7 @@ impl Device {
                     m.id = q.id;
                     m.index = index;
                     // Drivers leave holes in menus (EINVAL for those).
+                    // SAFETY: VIDIOC_QUERYMENU takes a v4l2_querymenu, as `update` asks.
                     if unsafe { update::<VIDIOC_QUERYMENU, _>(self.fd(), &mut m) }.is_ok() {
                         let name = if q.type_ == V4L2_CTRL_TYPE_INTEGER_MENU {
                             let raw = m.name;
@@ -387,6 +407,7 @@ impl Device {
             return self.ext_control(c.id, None);
         }
         let mut v = v4l2_control { id: c.id, value: 0 };
+        // SAFETY: VIDIOC_G_CTRL takes a v4l2_control, as `update` asks.
         unsafe { update::<VIDIOC_G_CTRL, _>(self.fd(), &mut v)? };
         Ok(v.value.into())
     }
@@ -400,6 +421,7 @@ impl Device {
             id: c.id,
             value: value as i32,
         };
+        // SAFETY: VIDIOC_S_CTRL takes a v4l2_control, as `update` asks.
         unsafe { update::<VIDIOC_S_CTRL, _>(self.fd(), &mut v) }
     }
 
@@ -416,8 +438,11 @@ impl Device {
         ctrls.count = 1;
         ctrls.controls = &mut ctrl;
         if set.is_some() {
+            // SAFETY: VIDIOC_S_EXT_CTRLS takes a v4l2_ext_controls, as `update`
+            // asks; its `controls` points at the one `ctrl`, alive till the end.
             unsafe { update::<VIDIOC_S_EXT_CTRLS, _>(self.fd(), &mut ctrls)? };
         } else {
+            // SAFETY: as for VIDIOC_S_EXT_CTRLS.
             unsafe { update::<VIDIOC_G_EXT_CTRLS, _>(self.fd(), &mut ctrls)? };
         }
         Ok(ctrl.value64)
@@ -430,6 +455,7 @@ impl Device {
         req.count = count;
         req.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
         req.memory = V4L2_MEMORY_MMAP;
+        // SAFETY: VIDIOC_REQBUFS takes a v4l2_requestbuffers, as `update` asks.
         unsafe { update::<VIDIOC_REQBUFS, _>(self.fd(), &mut req)? };
         if req.count < 2 {
             return Err(io::Error::other(format!(
@@ -445,6 +471,7 @@ impl Device {
         };
         for index in 0..req.count {
             let mut b = buffer(index);
+            // SAFETY: VIDIOC_QUERYBUF takes a v4l2_buffer, as `update` asks.
             unsafe { update::<VIDIOC_QUERYBUF, _>(self.fd(), &mut b)? };
             let len = b.length as usize;
             // SAFETY: maps the buffer the driver just described; unmapped in
@@ -464,6 +491,7 @@ impl Device {
         for index in 0..req.count {
             stream.queue(self.fd(), index)?;
         }
+        // SAFETY: a StreamSwitch is STREAMON's argument (its impl above).
         unsafe {
             ioctl(
                 self.fd(),
@@ -528,12 +556,14 @@ pub struct Stream {
 impl Stream {
     pub fn queue(&mut self, fd: BorrowedFd<'_>, index: u32) -> io::Result<()> {
         let mut b = buffer(index);
+        // SAFETY: VIDIOC_QBUF takes a v4l2_buffer, as `update` asks.
         unsafe { update::<VIDIOC_QBUF, _>(fd, &mut b) }
     }
 
     /// The next filled buffer, or None when none is ready.
     pub fn dequeue(&mut self, fd: BorrowedFd<'_>) -> io::Result<Option<Dequeued>> {
         let mut b = buffer(0);
+        // SAFETY: VIDIOC_DQBUF takes a v4l2_buffer, as `update` asks.
         match unsafe { update::<VIDIOC_DQBUF, _>(fd, &mut b) } {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
@@ -575,6 +605,7 @@ impl Drop for Stream {
         // stream first); on an unplugged device these fail harmlessly.
         let fd = unsafe { BorrowedFd::borrow_raw(self.fd) };
         if self.streaming {
+            // SAFETY: a StreamSwitch is STREAMOFF's argument (its impl above).
             let _ = unsafe {
                 ioctl(
                     fd,
@@ -583,11 +614,15 @@ impl Drop for Stream {
             };
         }
         for &(ptr, len) in &self.maps {
+            // SAFETY: each mapping came from mmap in `start` with this length
+            // and is unmapped once; the slices `data` lends borrow `self`, so
+            // none outlives it.
             let _ = unsafe { munmap(ptr.as_ptr().cast(), len) };
         }
         let mut req: v4l2_requestbuffers = zeroed();
         req.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
         req.memory = V4L2_MEMORY_MMAP;
+        // SAFETY: VIDIOC_REQBUFS takes a v4l2_requestbuffers, as `update` asks.
         let _ = unsafe { update::<VIDIOC_REQBUFS, _>(fd, &mut req) };
     }
 }

@@ -72,7 +72,44 @@ fn base_url(uri: &Url, path: &str) -> String {
     u.to_string()
 }
 
-type Reply = (Response<Vec<u8>>, Option<usize>);
+/// What a request comes to: its response and, for PLAY, the session to
+/// start streaming once the response is queued.
+pub(super) struct Outcome {
+    pub response: Response<Vec<u8>>,
+    pub start: Option<usize>,
+}
+
+impl Outcome {
+    fn respond(response: Response<Vec<u8>>) -> Outcome {
+        Outcome {
+            response,
+            start: None,
+        }
+    }
+
+    /// A response with a status and nothing else.
+    fn status(status: StatusCode, cseq: &str) -> Outcome {
+        Outcome::respond(response(status, Some(cseq)).build(Vec::new()))
+    }
+}
+
+/// What any request must be before anything else: with a CSeq (returned),
+/// RTSP/1.0, requiring no extension; else the response that says which.
+fn check(req: &Request<Vec<u8>>) -> Result<String, Response<Vec<u8>>> {
+    let Some(cseq) = req.header(&headers::CSEQ).map(|v| v.as_str().to_owned()) else {
+        return Err(response(StatusCode::BadRequest, None).build(Vec::new()));
+    };
+    if req.version() != Version::V1_0 {
+        return Err(response(StatusCode::RTSPVersionNotSupported, Some(&cseq)).build(Vec::new()));
+    }
+    if let Some(required) = req.header(&headers::REQUIRE) {
+        // We implement no extension a client could require.
+        return Err(response(StatusCode::OptionNotSupported, Some(&cseq))
+            .header(headers::UNSUPPORTED, required.as_str())
+            .build(Vec::new()));
+    }
+    Ok(cseq)
+}
 
 /// `Session: ID;timeout=SECONDS` (RFC 2326 12.37).
 fn session_header(s: &Session, timeout: u32) -> String {
@@ -89,26 +126,13 @@ impl Server {
         auth.challenges(Mono::now().0 / 1_000_000_000, stale)
     }
 
-    /// Handles a request on connection `ci`; returns the response and, for
-    /// PLAY, the session to start streaming once the response is queued.
-    pub(super) fn handle_request(&mut self, ci: usize, req: &Request<Vec<u8>>) -> Reply {
-        let Some(cseq) = req.header(&headers::CSEQ).map(|v| v.as_str().to_owned()) else {
-            return (
-                response(StatusCode::BadRequest, None).build(Vec::new()),
-                None,
-            );
+    /// Handles a request on connection `ci`: checks it, lets it through the
+    /// auth gate or not, finds the session it names, answers its method.
+    pub(super) fn handle_request(&mut self, ci: usize, req: &Request<Vec<u8>>) -> Outcome {
+        let cseq = match check(req) {
+            Ok(cseq) => cseq,
+            Err(response) => return Outcome::respond(response),
         };
-        let reply = |status| (response(status, Some(&cseq)).build(Vec::new()), None);
-        if req.version() != Version::V1_0 {
-            return reply(StatusCode::RTSPVersionNotSupported);
-        }
-        if let Some(required) = req.header(&headers::REQUIRE) {
-            // We implement no extension a client could require.
-            let r = response(StatusCode::OptionNotSupported, Some(&cseq))
-                .header(headers::UNSUPPORTED, required.as_str())
-                .build(Vec::new());
-            return (r, None);
-        }
         let (target, stream) = target_stream(
             req.request_uri(),
             &self.cfg.path,
@@ -120,24 +144,51 @@ impl Server {
         let named_session = named.and_then(|id| self.session_ids.get(id).copied());
         let user = match self.authorize(ci, req, target, stream, named_session) {
             Ok(user) => user,
-            Err(status) => return reply(status),
+            Err(status) => return Outcome::status(status, &cseq),
         };
-        // Any request naming a session keeps it alive; only its owner may
-        // name it (another client is told it does not exist).
-        let session = match (named, named_session) {
-            (None, _) => None,
-            (Some(_), Some(si)) if self.owns(ci, user.as_deref(), si) => {
+        match self.session_for(ci, named, named_session, user.as_deref()) {
+            Ok(session) => self.answer(ci, req, &cseq, (target, stream), session, user),
+            Err(status) => Outcome::status(status, &cseq),
+        }
+    }
+
+    /// The session a request names (`named`, found as `named_session`), if
+    /// its sender may use it: only its owner may (another client is told it
+    /// does not exist). Naming a session keeps it alive.
+    fn session_for(
+        &mut self,
+        ci: usize,
+        named: Option<&str>,
+        named_session: Option<usize>,
+        user: Option<&str>,
+    ) -> Result<Option<usize>, StatusCode> {
+        match (named, named_session) {
+            (None, _) => Ok(None),
+            (Some(_), Some(si)) if self.owns(ci, user, si) => {
                 self.sessions[si].last_seen = Mono::now();
-                Some(si)
+                Ok(Some(si))
             }
             (Some(id), _) => {
                 log::debug!(
                     "{}: session {id:?} is not this connection's or user's",
                     self.conns[ci].peer
                 );
-                return reply(StatusCode::SessionNotFound);
+                Err(StatusCode::SessionNotFound)
             }
-        };
+        }
+    }
+
+    /// Answers a request that passed the checks, by its method.
+    fn answer(
+        &mut self,
+        ci: usize,
+        req: &Request<Vec<u8>>,
+        cseq: &str,
+        (target, stream): (Target, StreamId),
+        session: Option<usize>,
+        user: Option<String>,
+    ) -> Outcome {
+        let reply = |status| Outcome::status(status, cseq);
         let timeout = self.cfg.session_timeout;
         let with_session = |b: ResponseBuilder, s: &Session| {
             b.header(headers::SESSION, session_header(s, timeout))
@@ -148,11 +199,11 @@ impl Server {
                 if target == Target::Unknown {
                     return reply(StatusCode::NotFound);
                 }
-                let mut b = response(StatusCode::Ok, Some(&cseq)).header(headers::PUBLIC, PUBLIC);
+                let mut b = response(StatusCode::Ok, Some(cseq)).header(headers::PUBLIC, PUBLIC);
                 if let Some(si) = session {
                     b = with_session(b, &self.sessions[si]);
                 }
-                (b.build(Vec::new()), None)
+                Outcome::respond(b.build(Vec::new()))
             }
             Method::Describe => {
                 if !matches!(target, Target::Aggregate | Target::Track) {
@@ -162,16 +213,16 @@ impl Server {
                 let conn = &self.conns[ci];
                 let s = self.stream_of(stream);
                 let body = sdp::describe(&s.info, conn.local.ip(), s.sdp_session_id);
-                let r = response(StatusCode::Ok, Some(&cseq))
+                let r = response(StatusCode::Ok, Some(cseq))
                     .header(headers::CONTENT_TYPE, "application/sdp")
                     .header(
                         headers::CONTENT_BASE,
                         base_url(uri, self.stream_path(stream)),
                     )
                     .build(body);
-                (r, None)
+                Outcome::respond(r)
             }
-            Method::Setup => self.setup(ci, req, &cseq, (target, stream), session, user),
+            Method::Setup => self.setup(ci, req, cseq, (target, stream), session, user),
             Method::Play | Method::Pause | Method::Teardown => {
                 if !matches!(target, Target::Aggregate | Target::Track) {
                     return reply(StatusCode::NotFound);
@@ -180,16 +231,14 @@ impl Server {
                     return reply(StatusCode::SessionNotFound);
                 };
                 match req.method() {
-                    Method::Play => self.play(req, &cseq, si),
+                    Method::Play => self.play(req, cseq, si),
                     Method::Pause => {
                         let s = &mut self.sessions[si];
                         s.playing = false;
                         // Keep a partly sent UDP frame; drop the rest.
                         s.queue.truncate(usize::from(s.udp_sent > 0));
-                        (
-                            with_session(response(StatusCode::Ok, Some(&cseq)), s)
-                                .build(Vec::new()),
-                            None,
+                        Outcome::respond(
+                            with_session(response(StatusCode::Ok, Some(cseq)), s).build(Vec::new()),
                         )
                     }
                     _ => {
@@ -208,17 +257,17 @@ impl Server {
                 } else {
                     StatusCode::ParameterNotUnderstood
                 };
-                let mut b = response(status, Some(&cseq));
+                let mut b = response(status, Some(cseq));
                 if let Some(si) = session {
                     b = with_session(b, &self.sessions[si]);
                 }
-                (b.build(Vec::new()), None)
+                Outcome::respond(b.build(Vec::new()))
             }
             Method::Announce | Method::Record | Method::Redirect => {
-                let r = response(StatusCode::MethodNotAllowed, Some(&cseq))
+                let r = response(StatusCode::MethodNotAllowed, Some(cseq))
                     .header(headers::ALLOW, PUBLIC)
                     .build(Vec::new());
-                (r, None)
+                Outcome::respond(r)
             }
             _ => reply(StatusCode::NotImplemented),
         }
@@ -295,8 +344,8 @@ impl Server {
         (target, stream): (Target, StreamId),
         session: Option<usize>,
         user: Option<String>,
-    ) -> Reply {
-        let reply = |status| (response(status, Some(cseq)).build(Vec::new()), None);
+    ) -> Outcome {
+        let reply = |status| Outcome::status(status, cseq);
         match target {
             Target::Track => {}
             // One stream only: SETUP names it, not the presentation.
@@ -381,7 +430,7 @@ impl Server {
                 session_header(s, self.cfg.session_timeout),
             )
             .build(Vec::new());
-        (r, None)
+        Outcome::respond(r)
     }
 
     /// The first transport offered that we support, and its Transport
@@ -421,7 +470,7 @@ impl Server {
         Some((t, spec))
     }
 
-    fn play(&mut self, req: &Request<Vec<u8>>, cseq: &str, si: usize) -> Reply {
+    fn play(&mut self, req: &Request<Vec<u8>>, cseq: &str, si: usize) -> Outcome {
         let uri = req.request_uri().expect("checked by the caller");
         let now = Mono::now();
         // The client gets the newest frame at once if it is fresh (see
@@ -451,8 +500,10 @@ impl Server {
                 ),
             )
             .build(Vec::new());
-        let start = (!s.playing).then_some(si);
-        (r, start)
+        Outcome {
+            response: r,
+            start: (!s.playing).then_some(si),
+        }
     }
 }
 

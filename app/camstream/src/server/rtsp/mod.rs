@@ -134,7 +134,7 @@ impl Server {
     fn handle_message(&mut self, ci: usize, msg: rtsp_types::Message<Vec<u8>>) {
         match msg {
             rtsp_types::Message::Request(req) => {
-                let (response, start) = self.handle_request(ci, &req);
+                let methods::Outcome { response, start } = self.handle_request(ci, &req);
                 let challenges = if response.status() == rtsp_types::StatusCode::Unauthorized {
                     self.challenges(ci)
                 } else {

@@ -399,7 +399,7 @@ impl Client {
 /// by one; also returns how many were skipped before this packet (whole
 /// frames a server dropped show only there).
 fn check_packet(state: &mut FrameCheck, packet: &[u8]) -> (Verdict, u16) {
-    let Ok(p) = rtp::Packet::parse(packet) else {
+    let Ok(p) = rtp::IncomingPacket::parse(packet) else {
         return (Verdict::NotJpeg, 0);
     };
     if p.header.payload_type != RTP_JPEG || p.payload.len() < 8 {

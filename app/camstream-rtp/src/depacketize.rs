@@ -53,7 +53,7 @@ impl core::error::Error for DepacketizeError {}
 
 /// A complete frame, valid until the next call to [`Depacketizer::push`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Frame<'a> {
+pub struct DepacketizedFrame<'a> {
     pub timestamp: u32,
     pub width: u16,
     pub height: u16,
@@ -120,9 +120,12 @@ impl Depacketizer {
     }
 
     /// Feeds one RTP packet; returns a frame when its last packet arrives.
-    pub fn push(&mut self, packet: &[u8]) -> Result<Option<Frame<'_>>, DepacketizeError> {
+    pub fn push(
+        &mut self,
+        packet: &[u8],
+    ) -> Result<Option<DepacketizedFrame<'_>>, DepacketizeError> {
         match self.push_packet(packet) {
-            Ok(Some(a)) => Ok(Some(Frame {
+            Ok(Some(a)) => Ok(Some(DepacketizedFrame {
                 timestamp: a.timestamp,
                 width: a.width,
                 height: a.height,
@@ -138,7 +141,7 @@ impl Depacketizer {
 
     /// Returns the finished frame's state when `packet` completes it.
     fn push_packet(&mut self, packet: &[u8]) -> Result<Option<Assembling>, DepacketizeError> {
-        let packet = rtp::Packet::parse(packet).map_err(DepacketizeError::Rtp)?;
+        let packet = rtp::IncomingPacket::parse(packet).map_err(DepacketizeError::Rtp)?;
         let p = packet.payload;
         if p.len() < JPEG_HEADER_LEN {
             return Err(DepacketizeError::Header);

@@ -83,8 +83,6 @@ pub enum Remedy {
     Transcode,
     /// Decode and encode again as 4:2:0 (one generation of loss).
     Reencode,
-    /// Nothing: the frame is broken or cannot be decoded here.
-    None,
 }
 
 /// The size a frame's SOF header declares (any SOF type), without checking
@@ -191,20 +189,21 @@ impl JpegError {
         self as usize
     }
 
-    /// What can make such a frame sendable, keeping the picture.
-    pub fn remedy(self) -> Remedy {
+    /// What can make such a frame sendable, keeping the picture; None when
+    /// nothing can (the frame is broken or cannot be decoded here).
+    pub fn remedy(self) -> Option<Remedy> {
         match self {
             // The coefficients are fine; only their coding is not.
             JpegError::NonStandardHuffman
             | JpegError::Progressive
             | JpegError::MultipleScans
-            | JpegError::Arithmetic => Remedy::Transcode,
+            | JpegError::Arithmetic => Some(Remedy::Transcode),
             // The picture is fine; its colour layout is not.
             JpegError::Grayscale
             | JpegError::Subsampling444
             | JpegError::UnsupportedSampling
             | JpegError::ChromaQuantTables
-            | JpegError::Rgb => Remedy::Reencode,
+            | JpegError::Rgb => Some(Remedy::Reencode),
             // Broken, or beyond what an 8-bit decoder reads: never sent.
             JpegError::NotJpeg
             | JpegError::Truncated
@@ -215,7 +214,7 @@ impl JpegError {
             | JpegError::ComponentCount
             | JpegError::MissingQuantTable
             | JpegError::ZeroSize
-            | JpegError::TooLarge => Remedy::None,
+            | JpegError::TooLarge => None,
         }
     }
 

@@ -19,4 +19,5 @@ pub mod tables;
 
 pub use depacketize::{DepacketizeError, Depacketizer};
 pub use jpeg::{Jpeg, JpegError, Subsampling};
-pub use packetize::{Packet, Packetizer};
+pub use packetize::{OutgoingPacket, Packetizer};
+pub use rtp::IncomingPacket;

@@ -114,23 +114,23 @@ pub struct Packets<'p, 'j> {
 
 /// One RTP packet: header bytes held inline, payload borrowed from the frame.
 #[derive(Clone)]
-pub struct Packet<'a> {
+pub struct OutgoingPacket<'a> {
     header: [u8; MAX_HEADER_LEN],
     header_len: usize,
     /// Scan data this packet carries.
     pub payload: &'a [u8],
 }
 
-impl core::fmt::Debug for Packet<'_> {
+impl core::fmt::Debug for OutgoingPacket<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Packet")
+        f.debug_struct("OutgoingPacket")
             .field("header", &self.header())
             .field("payload_len", &self.payload.len())
             .finish()
     }
 }
 
-impl Packet<'_> {
+impl OutgoingPacket<'_> {
     /// RTP header and RTP/JPEG headers.
     pub fn header(&self) -> &[u8] {
         &self.header[..self.header_len]
@@ -158,7 +158,7 @@ impl Packet<'_> {
         u16::from_be_bytes([self.header[2], self.header[3]])
     }
 
-    /// Copies the whole packet into `out`, which must hold [`Packet::len`] bytes.
+    /// Copies the whole packet into `out`, which must hold [`OutgoingPacket::len`] bytes.
     pub fn write_to(&self, out: &mut [u8]) {
         out[..self.header_len].copy_from_slice(self.header());
         out[self.header_len..self.len()].copy_from_slice(self.payload);
@@ -166,9 +166,9 @@ impl Packet<'_> {
 }
 
 impl<'j> Iterator for Packets<'_, 'j> {
-    type Item = Packet<'j>;
+    type Item = OutgoingPacket<'j>;
 
-    fn next(&mut self) -> Option<Packet<'j>> {
+    fn next(&mut self) -> Option<OutgoingPacket<'j>> {
         if self.done {
             return None;
         }
@@ -226,7 +226,7 @@ impl<'j> Iterator for Packets<'_, 'j> {
         .write((&mut header[..rtp::HEADER_LEN]).try_into().unwrap());
         p.sequence = p.sequence.wrapping_add(1);
 
-        Some(Packet {
+        Some(OutgoingPacket {
             header,
             header_len: h,
             payload,

@@ -32,7 +32,7 @@ impl Header {
 
 /// A received RTP packet, borrowing its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<'a> {
+pub struct IncomingPacket<'a> {
     pub header: Header,
     pub payload: &'a [u8],
 }
@@ -58,7 +58,7 @@ impl core::fmt::Display for PacketError {
 
 impl core::error::Error for PacketError {}
 
-impl<'a> Packet<'a> {
+impl<'a> IncomingPacket<'a> {
     /// Parses a packet, skipping CSRCs and header extension, removing padding.
     pub fn parse(data: &'a [u8]) -> Result<Self, PacketError> {
         if data.len() < HEADER_LEN {
@@ -89,7 +89,7 @@ impl<'a> Packet<'a> {
         if start > end {
             return Err(PacketError::Length);
         }
-        Ok(Packet {
+        Ok(IncomingPacket {
             header: Header {
                 marker: data[1] & 0x80 != 0,
                 payload_type: data[1] & 0x7f,
@@ -118,7 +118,7 @@ mod tests {
         let mut buf = [0u8; 16];
         h.write((&mut buf[..12]).try_into().unwrap());
         buf[12..].copy_from_slice(b"data");
-        let p = Packet::parse(&buf).unwrap();
+        let p = IncomingPacket::parse(&buf).unwrap();
         assert_eq!(p.header, h);
         assert_eq!(p.payload, b"data");
     }
@@ -131,9 +131,12 @@ mod tests {
         buf[16 + 3] = 1;
         buf[24..27].copy_from_slice(b"abc");
         buf[28] = 2;
-        let p = Packet::parse(&buf).unwrap();
+        let p = IncomingPacket::parse(&buf).unwrap();
         assert_eq!(p.payload, b"abc");
-        assert_eq!(Packet::parse(&buf[..20]), Err(PacketError::Length));
-        assert_eq!(Packet::parse(&[0x40; 12]), Err(PacketError::Version));
+        assert_eq!(IncomingPacket::parse(&buf[..20]), Err(PacketError::Length));
+        assert_eq!(
+            IncomingPacket::parse(&[0x40; 12]),
+            Err(PacketError::Version)
+        );
     }
 }

@@ -195,7 +195,7 @@ fn check(c: &Case) {
     for p in packetizer.packetize(&j, 0x1234_5678) {
         assert!(p.len() <= c.mtu);
         p.write_to(&mut wire);
-        let parsed = rtp::Packet::parse(&wire[..p.len()]).unwrap();
+        let parsed = rtp::IncomingPacket::parse(&wire[..p.len()]).unwrap();
         assert_eq!(parsed.header.sequence, expected_seq);
         assert_eq!(parsed.header.ssrc, c.ssrc);
         assert_eq!(parsed.header.payload_type, 26);

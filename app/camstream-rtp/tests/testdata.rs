@@ -4,7 +4,6 @@
 
 use std::path::Path;
 
-use camstream_rtp::jpeg::Remedy;
 use camstream_rtp::packetize::{self, Packetizer};
 use camstream_rtp::{Depacketizer, JpegError, jpeg};
 
@@ -110,7 +109,7 @@ fn frames_camstream_must_repair() {
     ] {
         let data = read(name);
         assert_eq!(jpeg::parse(&data), Err(reason), "{name}");
-        assert_ne!(reason.remedy(), Remedy::None, "{name}");
+        assert!(reason.remedy().is_some(), "{name}");
         assert_eq!(jpeg::dimensions(&data), Some((160, 120)), "{name}");
         // Still a well-formed frame: a stream splitter finds its end.
         assert_eq!(jpeg::frame_len(&data), Ok(data.len()), "{name}");

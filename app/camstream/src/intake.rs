@@ -4,7 +4,7 @@
 //! refused; the counts are what the log and /metrics report.
 
 use anyhow::Result;
-use camstream_rtp::jpeg::{self, Jpeg, JpegError, Remedy};
+use camstream_rtp::jpeg::{self, Jpeg, JpegError};
 
 use crate::clock::Mono;
 use crate::normalize::Normalizer;
@@ -60,14 +60,14 @@ impl Intake {
                 return Some(j);
             }
             Ok(_) => None,
-            Err(e) if e.remedy() == Remedy::None => {
+            Err(e) if e.remedy().is_none() => {
                 refuse(&mut self.counts, &mut self.refused_logged_at, e, None);
                 return None;
             }
             Err(e) => Some(e),
         };
         match self.normalizer.normalize(frame, fault) {
-            Ok((j, fix)) => {
+            Ok((j, repair)) => {
                 let i = fault.map_or(JpegError::ALL.len(), JpegError::index);
                 self.counts.repaired[i] += 1;
                 self.counts.frames_taken += 1;
@@ -78,7 +78,7 @@ impl Intake {
                     );
                     log::info!(
                         "frames with {what}: {} ({} so far)",
-                        fix.describe(),
+                        repair.describe(),
                         self.counts.repaired[i]
                     );
                 }

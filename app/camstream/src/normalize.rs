@@ -12,7 +12,7 @@
 //! is the I/O side. Buffers are kept between frames, so a camera whose every
 //! frame needs the same fix does not allocate per frame.
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use camstream_rtp::jpeg::{self, Jpeg, JpegError, Remedy};
 use turbojpeg::{libc, raw};
 
@@ -38,20 +38,23 @@ impl Drop for Normalizer {
     }
 }
 
-/// What was done to a frame.
+/// What was done to a frame (what the log and /metrics count as repaired);
+/// the parser's [`Remedy`] says what could be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fix {
+pub enum Repair {
     Transcoded,
     Cropped,
     Reencoded,
 }
 
-impl Fix {
+impl Repair {
     pub fn describe(self) -> &'static str {
         match self {
-            Fix::Transcoded => "transcoded losslessly to baseline with the standard Huffman tables",
-            Fix::Cropped => "cropped losslessly to a multiple of 8 pixels",
-            Fix::Reencoded => "re-encoded as 4:2:0",
+            Repair::Transcoded => {
+                "transcoded losslessly to baseline with the standard Huffman tables"
+            }
+            Repair::Cropped => "cropped losslessly to a multiple of 8 pixels",
+            Repair::Reencoded => "re-encoded as 4:2:0",
         }
     }
 }
@@ -117,34 +120,40 @@ impl Normalizer {
     /// A frame RTP/JPEG can carry made from `src`, which failed to parse
     /// with `fault` (None: it parsed, but its size is not a multiple of 8),
     /// parsed and ready to packetize. Errors mean the frame cannot be sent.
-    pub fn normalize(&mut self, src: &[u8], fault: Option<JpegError>) -> Result<(Jpeg<'_>, Fix)> {
-        let remedy = fault.map_or(Remedy::Transcode, JpegError::remedy);
-        let fix = match remedy {
-            Remedy::None => bail!("cannot be repaired"),
+    pub fn normalize(
+        &mut self,
+        src: &[u8],
+        fault: Option<JpegError>,
+    ) -> Result<(Jpeg<'_>, Repair)> {
+        let remedy = match fault {
+            None => Remedy::Transcode,
+            Some(e) => e.remedy().context("cannot be repaired")?,
+        };
+        let repair = match remedy {
             Remedy::Transcode => match self.transcode(src) {
                 Ok(()) => match jpeg::parse(&self.out).err() {
-                    None if fault.is_none() => Fix::Cropped,
-                    None => Fix::Transcoded,
+                    None if fault.is_none() => Repair::Cropped,
+                    None => Repair::Transcoded,
                     // E.g. progressive 4:4:4: now baseline, still 4:4:4.
-                    Some(e) if e.remedy() == Remedy::Reencode => {
+                    Some(e) if e.remedy() == Some(Remedy::Reencode) => {
                         self.reencode(src)?;
-                        Fix::Reencoded
+                        Repair::Reencoded
                     }
                     Some(e) => bail!("transcoded frame still unsendable: {e}"),
                 },
                 // TurboJPEG could not classify the sampling: decode it.
                 Err(_) => {
                     self.reencode(src)?;
-                    Fix::Reencoded
+                    Repair::Reencoded
                 }
             },
             Remedy::Reencode => {
                 self.reencode(src)?;
-                Fix::Reencoded
+                Repair::Reencoded
             }
         };
         match jpeg::parse(&self.out) {
-            Ok(j) => Ok((j, fix)),
+            Ok(j) => Ok((j, repair)),
             Err(e) => bail!("repaired frame still unsendable: {e}"),
         }
     }
@@ -350,33 +359,33 @@ mod tests {
         for (file, want) in [
             (
                 "ffmpeg-5.1-mjpeg-yuvj420p-huffman-optimal-160x120.jpg",
-                Fix::Transcoded,
+                Repair::Transcoded,
             ),
             (
                 "libjpeg-turbo-2.1-cjpeg-optimize-160x120.jpg",
-                Fix::Transcoded,
+                Repair::Transcoded,
             ),
             (
                 "libjpeg-turbo-2.1-cjpeg-progressive-160x120.jpg",
-                Fix::Transcoded,
+                Repair::Transcoded,
             ),
             (
                 "libjpeg-turbo-2.1-cjpeg-arithmetic-160x120.jpg",
-                Fix::Transcoded,
+                Repair::Transcoded,
             ),
             (
                 "ffmpeg-5.1-mjpeg-yuvj422p-huffman-default-160x120.jpg",
-                Fix::Reencoded,
+                Repair::Reencoded,
             ),
             (
                 "libjpeg-turbo-2.1-cjpeg-grayscale-160x120.jpg",
-                Fix::Reencoded,
+                Repair::Reencoded,
             ),
             (
                 "libjpeg-turbo-2.1-cjpeg-sample-1x1-160x120.jpg",
-                Fix::Reencoded,
+                Repair::Reencoded,
             ),
-            ("libjpeg-turbo-2.1-cjpeg-rgb-160x120.jpg", Fix::Reencoded),
+            ("libjpeg-turbo-2.1-cjpeg-rgb-160x120.jpg", Repair::Reencoded),
         ] {
             let src = testdata(file);
             let fault = jpeg::parse(&src).unwrap_err();
@@ -384,7 +393,7 @@ mod tests {
             assert_eq!((j.width, j.height, fix), (160, 120, want), "{file}");
             let out = &n.out.clone();
             let (a, b) = (rgb(&src), rgb(out));
-            if want == Fix::Transcoded {
+            if want == Repair::Transcoded {
                 assert!(a.pixels == b.pixels, "{file}: transcoding changed pixels");
             } else {
                 // One generation at quality 90: luma nearly the same; colour
@@ -419,7 +428,7 @@ mod tests {
         .unwrap();
         assert!(jpeg::parse(&src).is_ok());
         let (j, fix) = n.normalize(&src, None).unwrap();
-        assert_eq!((j.width, j.height, fix), (96, 56, Fix::Cropped));
+        assert_eq!((j.width, j.height, fix), (96, 56, Repair::Cropped));
         let out = &n.out.clone();
         let (a, b) = (luma(&src), luma(out));
         for y in 0..56 {
@@ -432,7 +441,7 @@ mod tests {
         let baseline = testdata("ffmpeg-5.1-mjpeg-yuvj420p-huffman-default-160x120.jpg");
         let fault = jpeg::parse(&baseline[..baseline.len() / 2]).unwrap_err();
         assert_eq!(fault, JpegError::Truncated);
-        assert_eq!(fault.remedy(), Remedy::None);
+        assert_eq!(fault.remedy(), None);
         assert!(
             n.normalize(&baseline[..baseline.len() / 2], Some(fault))
                 .is_err()

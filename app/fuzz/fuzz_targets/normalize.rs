@@ -17,7 +17,7 @@ mod normalize;
 
 use std::cell::RefCell;
 
-use camstream_rtp::jpeg::{self, Remedy};
+use camstream_rtp::jpeg;
 use libfuzzer_sys::fuzz_target;
 
 const MAX_PIXELS: usize = 4 * 320 * 240;
@@ -32,7 +32,7 @@ fuzz_target!(|data: &[u8]| {
     let fault = match jpeg::parse(data) {
         Ok(j) if j.width % 8 == 0 && j.height % 8 == 0 => return,
         Ok(_) => None,
-        Err(e) if e.remedy() == Remedy::None => return,
+        Err(e) if e.remedy().is_none() => return,
         Err(e) => Some(e),
     };
     NORMALIZER.with(|n| {

@@ -1,5 +1,5 @@
 //! Frames and their fan-out. Each frame the intake took is built once
-//! ([`Frame`]: RTP packets for RTSP, the JPEG file for HTTP) and its
+//! ([`SharedFrame`]: RTP packets for RTSP, the JPEG file for HTTP) and its
 //! reference queued to every client that wants it: RTSP sessions that are
 //! playing, MJPEG streams, snapshots waiting for a frame. A client's queue is
 //! bounded: one that cannot keep up loses whole frames, never part of one,
@@ -11,7 +11,7 @@ use std::rc::Rc;
 use camstream_rtp::Packetizer;
 
 use super::Server;
-use super::frame::{Frame, Pool};
+use super::frame::{Pool, SharedFrame};
 use crate::clock::{Mono, RtpClock};
 use crate::source::{CapturedFrame, StreamInfo};
 
@@ -29,7 +29,7 @@ pub struct Stream {
     pub packetizer: Packetizer,
     pub clock: RtpClock,
     pub pool: Rc<Pool>,
-    pub last: Option<Rc<Frame>>,
+    pub last: Option<Rc<SharedFrame>>,
     pub sdp_session_id: u64,
     pub warned_size_change: bool,
 }
@@ -55,8 +55,8 @@ pub struct Delivery {
 /// `limit`; `keep_front` keeps the front one (partly sent). Returns whether
 /// a frame was dropped.
 pub fn enqueue(
-    queue: &mut VecDeque<Rc<Frame>>,
-    frame: &Rc<Frame>,
+    queue: &mut VecDeque<Rc<SharedFrame>>,
+    frame: &Rc<SharedFrame>,
     limit: usize,
     keep_front: bool,
 ) -> bool {
@@ -86,7 +86,7 @@ impl Server {
             s.warned_size_change = true;
         }
         let ts = s.clock.timestamp(f.captured);
-        let frame = Frame::build(&s.pool, &mut s.packetizer, &jpeg, ts, f.captured, entered);
+        let frame = SharedFrame::build(&s.pool, &mut s.packetizer, &jpeg, ts, f.captured, entered);
         s.last = Some(frame.clone());
         self.rtsp_offer(&frame, StreamId::Main);
         self.http_offer(&frame);

@@ -29,7 +29,7 @@ struct Buffers {
 
 /// The frames of one stream: each is reused once only the pool holds it.
 pub struct Pool {
-    frames: RefCell<Vec<Rc<Frame>>>,
+    frames: RefCell<Vec<Rc<SharedFrame>>>,
     keep: usize,
 }
 
@@ -42,7 +42,7 @@ impl Pool {
     }
 }
 
-pub struct Frame {
+pub struct SharedFrame {
     bufs: Buffers,
     pub timestamp: u32,
     pub first_sequence: u16,
@@ -53,7 +53,7 @@ pub struct Frame {
     pub payload_octets: u32,
 }
 
-impl Frame {
+impl SharedFrame {
     /// Packetizes `jpeg` and writes its file into a pooled frame no client
     /// holds any more, or a new one (kept if the pool has room).
     pub fn build(
@@ -63,11 +63,11 @@ impl Frame {
         timestamp: u32,
         captured: Mono,
         entered: Mono,
-    ) -> Rc<Frame> {
+    ) -> Rc<SharedFrame> {
         let mut frames = pool.frames.borrow_mut();
         let mut shared = match frames.iter_mut().position(|f| Rc::get_mut(f).is_some()) {
             Some(i) => frames.swap_remove(i),
-            None => Rc::new(Frame {
+            None => Rc::new(SharedFrame {
                 bufs: Buffers::default(),
                 timestamp,
                 first_sequence: 0,
@@ -129,7 +129,7 @@ impl Frame {
         &self.record(i)[RECORD_PREFIX..]
     }
 
-    /// The record holding byte `pos` of [`Frame::wire`], and where it starts.
+    /// The record holding byte `pos` of [`SharedFrame::wire`], and where it starts.
     pub fn record_at(&self, pos: usize) -> (usize, usize) {
         let r = &self.bufs.records;
         let i = r.partition_point(|&start| start as usize <= pos) - 1;
@@ -166,7 +166,7 @@ pub(crate) mod tests {
         let j = jpeg(64, 64, &scan, &[1; 64]);
         let pool = Pool::new(2);
         let mut p = Packetizer::new(5, 100, 1400).unwrap();
-        let f = Frame::build(&pool, &mut p, &j, 42, Mono(0), Mono(0));
+        let f = SharedFrame::build(&pool, &mut p, &j, 42, Mono(0), Mono(0));
         assert_eq!(f.first_sequence, 100);
         assert_eq!(f.packets(), 4);
         let mut total = 0;
@@ -189,17 +189,17 @@ pub(crate) mod tests {
         // A frame a client holds is not reused; one only the pool holds is,
         // whole (the same allocation), with the new frame's contents.
         let held = Rc::as_ptr(&f);
-        let f2 = Frame::build(&pool, &mut p, &j, 43, Mono(0), Mono(0));
+        let f2 = SharedFrame::build(&pool, &mut p, &j, 43, Mono(0), Mono(0));
         assert_ne!(Rc::as_ptr(&f2), held);
         assert_eq!(pool.frames.borrow().len(), 2);
         drop(f);
-        let f3 = Frame::build(&pool, &mut p, &j, 44, Mono(7), Mono(8));
+        let f3 = SharedFrame::build(&pool, &mut p, &j, 44, Mono(7), Mono(8));
         assert_eq!(Rc::as_ptr(&f3), held);
         assert_eq!((f3.timestamp, f3.first_sequence), (44, 108));
         assert_eq!((f3.captured, f3.entered), (Mono(7), Mono(8)));
         assert_eq!(f3.packets(), 4);
         // Past the pool's size, frames are made and freed as before.
-        let f4 = Frame::build(&pool, &mut p, &j, 45, Mono(0), Mono(0));
+        let f4 = SharedFrame::build(&pool, &mut p, &j, 45, Mono(0), Mono(0));
         assert_eq!(pool.frames.borrow().len(), 2);
         drop((f2, f3, f4));
     }

@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use rustix::io::Errno;
 use rustix::net::{MMsgHdr, SendAncillaryBuffer, SendFlags, SocketAddrAny, sendmmsg};
 
-use super::frame::{Frame, RECORD_PREFIX};
+use super::frame::{RECORD_PREFIX, SharedFrame};
 
 /// Datagrams (or GSO batches) per sendmmsg call.
 const BATCH: usize = 32;
@@ -61,7 +61,7 @@ pub fn gso_refused(e: &io::Error) -> bool {
 pub fn send_udp(
     socket: impl AsFd,
     addr: &SocketAddrAny,
-    frame: &Frame,
+    frame: &SharedFrame,
     mut from: usize,
     gso: Option<usize>,
 ) -> io::Result<usize> {
@@ -117,7 +117,7 @@ pub fn send_udp(
 /// `channel`. Returns the new position: `frame.wire().len()` when done.
 pub fn write_interleaved(
     stream: &mut impl Write,
-    frame: &Frame,
+    frame: &SharedFrame,
     channel: u8,
     mut pos: usize,
 ) -> io::Result<usize> {
@@ -142,7 +142,7 @@ pub fn write_interleaved(
 /// One writev of records with their channel byte replaced.
 fn write_records(
     stream: &mut impl Write,
-    frame: &Frame,
+    frame: &SharedFrame,
     channel: u8,
     pos: usize,
 ) -> io::Result<usize> {
@@ -216,7 +216,7 @@ mod tests {
         let scan: Vec<u8> = (0..40_000u32).map(|i| (i % 200) as u8).collect();
         let j = crate::server::frame::tests::jpeg(640, 480, &scan, &[3; 64]);
         let mtu = 400;
-        let f = Frame::build(
+        let f = SharedFrame::build(
             &Pool::new(1),
             &mut Packetizer::new(1, 1, mtu).unwrap(),
             &j,
@@ -251,7 +251,7 @@ mod tests {
     fn interleaved_on_other_channels_survives_partial_writes() {
         let scan: Vec<u8> = (0..20_000u32).map(|i| (i % 200) as u8).collect();
         let j = crate::server::frame::tests::jpeg(640, 480, &scan, &[3; 64]);
-        let f = Frame::build(
+        let f = SharedFrame::build(
             &Pool::new(1),
             &mut Packetizer::new(1, 1, 1000).unwrap(),
             &j,

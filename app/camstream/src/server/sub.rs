@@ -12,7 +12,7 @@ use camstream_rtp::Packetizer;
 use mio::{Registry, Token, Waker};
 
 use super::fanout::{Stream, StreamId};
-use super::frame::{Frame, Pool};
+use super::frame::{Pool, SharedFrame};
 use super::{Server, random_u64};
 use crate::clock::{Mono, RtpClock};
 use crate::config::SubStream;
@@ -124,7 +124,7 @@ impl Server {
     }
 
     /// A main-stream frame: the worker's, when one is due and it is free.
-    pub(super) fn sub_offer(&mut self, frame: &Rc<Frame>) {
+    pub(super) fn sub_offer(&mut self, frame: &Rc<SharedFrame>) {
         let Some(sub) = &mut self.sub else {
             return;
         };
@@ -180,7 +180,7 @@ impl Server {
         sub.frames += 1;
         let s = &mut sub.stream;
         let ts = s.clock.timestamp(done.captured);
-        let frame = Frame::build(
+        let frame = SharedFrame::build(
             &s.pool,
             &mut s.packetizer,
             &parsed,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use camstream_rtp::jpeg::{self, JpegError, Remedy};
+use camstream_rtp::jpeg::{self, JpegError};
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 use rustix::time::{
@@ -126,7 +126,7 @@ impl FileSource {
         let frame = &s.buf[a..b];
         let size = match jpeg::parse(frame) {
             Ok(j) => Some((j.width, j.height)),
-            Err(e) if e.remedy() != Remedy::None => jpeg::dimensions(frame),
+            Err(e) if e.remedy().is_some() => jpeg::dimensions(frame),
             Err(e) => {
                 return Err(e).with_context(|| {
                     format!(

@@ -20,7 +20,7 @@ use camstream_rtsp::auth::Verdict;
 
 use super::conn::{CTRL_HIGH_WATER, Conn, Proto};
 use super::fanout::enqueue;
-use super::frame::Frame;
+use super::frame::SharedFrame;
 use super::{Refusal, Server};
 use crate::clock::Mono;
 
@@ -49,7 +49,7 @@ pub enum State {
 }
 
 pub struct Mjpeg {
-    queue: VecDeque<Rc<Frame>>,
+    queue: VecDeque<Rc<SharedFrame>>,
     /// `?fps=N`: at least this long between frames sent.
     every: Option<Duration>,
     next_due: Mono,
@@ -60,7 +60,7 @@ pub struct Mjpeg {
 /// A JPEG being written: an MJPEG part (its header, the file, CRLF) or a
 /// snapshot's body (the file alone).
 struct Body {
-    frame: Rc<Frame>,
+    frame: Rc<SharedFrame>,
     part_header: [u8; MAX_PART_HEADER],
     part_header_len: usize,
     trailer: &'static [u8],
@@ -503,7 +503,7 @@ impl Server {
         }
     }
 
-    fn send_snapshot(&mut self, ci: usize, frame: Rc<Frame>, head_only: bool) {
+    fn send_snapshot(&mut self, ci: usize, frame: Rc<SharedFrame>, head_only: bool) {
         let conn = &mut self.conns[ci];
         let Proto::Http(h) = &mut conn.proto else {
             return;
@@ -653,7 +653,7 @@ impl Server {
 
     /// Queues a new frame to every MJPEG stream and answers waiting
     /// snapshots.
-    pub(super) fn http_offer(&mut self, frame: &Rc<Frame>) {
+    pub(super) fn http_offer(&mut self, frame: &Rc<SharedFrame>) {
         let limit = self.cfg.client_queue;
         let mut snapshots = Vec::new();
         for (ci, conn) in self.conns.iter_mut() {

@@ -22,7 +22,7 @@ use rustix::net::SocketAddrAny;
 
 use super::conn::{CTRL_HIGH_WATER, Conn, Proto};
 use super::fanout::{StreamId, enqueue};
-use super::frame::Frame;
+use super::frame::SharedFrame;
 use super::{Server, net};
 use crate::clock::{Mono, ntp_now, wall_now};
 
@@ -53,7 +53,7 @@ pub struct Session {
     pub transport: Transport,
     pub playing: bool,
     /// Frames not started yet (UDP: the front one may be partly sent).
-    pub queue: VecDeque<Rc<Frame>>,
+    pub queue: VecDeque<Rc<SharedFrame>>,
     /// UDP: packets of the front frame already sent.
     pub udp_sent: usize,
     pub in_udp_backlog: bool,
@@ -73,7 +73,7 @@ pub struct RtspConn {
     pub sessions: Vec<usize>,
     round_robin: usize,
     /// The interleaved frame being written: frame, RTP channel, bytes done.
-    current: Option<(Rc<Frame>, u8, usize)>,
+    current: Option<(Rc<SharedFrame>, u8, usize)>,
     /// RTSP over HTTP: this is a tunnel's GET side, under this cookie;
     /// requests arrive through the POST side's connection.
     pub tunnel: Option<String>,
@@ -248,7 +248,7 @@ impl Server {
     // ---- frames -------------------------------------------------------
 
     /// Queues a new frame to every playing session.
-    pub(super) fn rtsp_offer(&mut self, frame: &Rc<Frame>, stream: StreamId) {
+    pub(super) fn rtsp_offer(&mut self, frame: &Rc<SharedFrame>, stream: StreamId) {
         let limit = self.cfg.client_queue;
         for (_, s) in self
             .sessions

@@ -207,13 +207,13 @@ pub struct Camera {
 unsafe impl Send for Camera {}
 
 pub enum Wait<'a> {
-    Frame(Frame<'a>),
+    Frame(CompletedRequest<'a>),
     Nothing,
     Gone,
 }
 
 /// A completed request: its planes, valid until requeued.
-pub struct Frame<'a> {
+pub struct CompletedRequest<'a> {
     pub index: u32,
     pub sequence: u32,
     pub timestamp_ns: u64,
@@ -285,7 +285,7 @@ impl Camera {
                     // write into it while the slice lives.
                     *p = unsafe { std::slice::from_raw_parts(f.data[i], f.length[i]) };
                 }
-                Wait::Frame(Frame {
+                Wait::Frame(CompletedRequest {
                     index: f.index,
                     sequence: f.sequence,
                     timestamp_ns: f.timestamp_ns,

@@ -17,7 +17,7 @@ use rustix::event::{EventfdFlags, eventfd};
 use super::CameraSpec;
 use super::controls::{self, Resolved};
 use super::describe::{self, CameraDesc};
-use super::ffi::{self, Camera, Frame, Manager, StreamFormat, Wait};
+use super::ffi::{self, Camera, CompletedRequest, Manager, StreamFormat, Wait};
 use crate::clock::Mono;
 use crate::convert::split_uv;
 use crate::jpegenc::{YuvEncoder, i420_plane_sizes};
@@ -473,7 +473,7 @@ fn encode(
     work: &mut Work,
     f: &StreamFormat,
     (w, h): (usize, usize),
-    frame: &Frame<'_>,
+    frame: &CompletedRequest<'_>,
 ) -> Result<()> {
     let stride = f.stride;
     let rows = f.height;
@@ -536,8 +536,8 @@ fn encode(
 mod tests {
     use super::*;
 
-    fn frame<'a>(planes: [&'a [u8]; 3], n: usize) -> Frame<'a> {
-        Frame {
+    fn frame<'a>(planes: [&'a [u8]; 3], n: usize) -> CompletedRequest<'a> {
+        CompletedRequest {
             index: 0,
             sequence: 0,
             timestamp_ns: 0,

@@ -69,7 +69,7 @@ pub fn enqueue(
 }
 
 impl Server {
-    pub(super) fn on_frame(&mut self, f: CapturedFrame<'_>) {
+    pub(super) fn frame_captured(&mut self, f: CapturedFrame<'_>) {
         let entered = Mono::now();
         let Some(jpeg) = self.intake.take(f.jpeg) else {
             return;

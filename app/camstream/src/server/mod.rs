@@ -415,31 +415,34 @@ impl Server {
                 }
                 return Err(e.into());
             }
+            // Handlers are named for their event: `<source>_readable` or
+            // `_writable` for readiness, `<item>_<what happened>` for one
+            // item (frame_captured, rtcp_received).
             for ev in events.iter() {
                 match ev.token() {
                     LISTENER => self.accept(false),
                     HTTP_LISTENER => self.accept(true),
                     RTP => {
                         if ev.is_readable() {
-                            self.drain_rtp_socket();
+                            self.rtp_readable();
                         }
                         if ev.is_writable() {
-                            self.udp_writable();
+                            self.rtp_writable();
                         }
                     }
-                    RTCP => self.read_rtcp_socket(),
+                    RTCP => self.rtcp_readable(),
                     DISCOVERY => {
                         if let Some(d) = &mut self.discovery {
-                            d.on_datagrams();
+                            d.udp_readable();
                         }
                     }
-                    SUB_READY => self.sub_ready(),
+                    SUB_READY => self.sub_readable(),
                     ADDRESS_CHANGES => {
                         if let Some(d) = &mut self.discovery {
-                            d.on_netlink();
+                            d.netlink_readable();
                         }
                     }
-                    SOURCE => self.source_ready()?,
+                    SOURCE => self.source_readable()?,
                     SIGNAL => {
                         log::info!("stopping");
                         if let Some(d) = &mut self.discovery {
@@ -476,9 +479,9 @@ impl Server {
     }
 
     /// The source has frames (or news of the camera).
-    fn source_ready(&mut self) -> Result<()> {
+    fn source_readable(&mut self) -> Result<()> {
         let mut source = self.source.take().expect("set in run");
-        let r = source.ready(&mut |f| self.on_frame(f));
+        let r = source.ready(&mut |f| self.frame_captured(f));
         self.note_camera(&*source);
         self.source = Some(source);
         r

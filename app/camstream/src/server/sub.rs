@@ -153,7 +153,7 @@ impl Server {
     }
 
     /// The worker finished a frame: to the sub-stream's clients.
-    pub(super) fn sub_ready(&mut self) {
+    pub(super) fn sub_readable(&mut self) {
         let Some(sub) = &mut self.sub else {
             return;
         };

@@ -177,7 +177,7 @@ impl Discovery {
 
     /// Address changes: what they are does not matter, getifaddrs says
     /// what is there now.
-    pub fn on_netlink(&mut self) {
+    pub fn netlink_readable(&mut self) {
         let mut buf = [0u8; 4096];
         loop {
             // SAFETY: recv(2) into a buffer of the length given.
@@ -196,7 +196,7 @@ impl Discovery {
         self.refresh();
     }
 
-    pub fn on_datagrams(&mut self) {
+    pub fn udp_readable(&mut self) {
         let mut buf = [0u8; 8192];
         loop {
             let (n, from) = match self.socket.recv_from(&mut buf) {

@@ -179,7 +179,7 @@ impl Server {
                         Some(Transport::Interleaved { rtcp, .. }) if *rtcp == channel)
                 });
                 if let Some(si) = si {
-                    self.on_rtcp(si, data.as_slice());
+                    self.rtcp_received(si, data.as_slice());
                 }
             }
             rtsp_types::Message::Response(_) => {} // we send no requests
@@ -341,7 +341,7 @@ impl Server {
         true
     }
 
-    pub(super) fn udp_writable(&mut self) {
+    pub(super) fn rtp_writable(&mut self) {
         self.udp_blocked = false;
         while let Some(si) = self.udp_backlog.pop_front() {
             if let Some(s) = self.sessions.get_mut(si) {
@@ -427,13 +427,13 @@ impl Server {
 
     // ---- RTCP ---------------------------------------------------------
 
-    pub(super) fn drain_rtp_socket(&mut self) {
+    pub(super) fn rtp_readable(&mut self) {
         // Clients may send NAT-opening packets to the RTP port; nothing to do.
         let mut buf = [0u8; 2048];
         while self.rtp_socket.recv_from(&mut buf).is_ok() {}
     }
 
-    pub(super) fn read_rtcp_socket(&mut self) {
+    pub(super) fn rtcp_readable(&mut self) {
         let mut buf = [0u8; 2048];
         loop {
             let (n, from) = match self.rtcp_socket.recv_from(&mut buf) {
@@ -442,13 +442,13 @@ impl Server {
                 Err(_) => return,
             };
             if let Some(&si) = self.session_by_rtcp.get(&from) {
-                self.on_rtcp(si, &buf[..n]);
+                self.rtcp_received(si, &buf[..n]);
             }
         }
     }
 
     /// RTCP from a client: proof of life; BYE stops the stream to it.
-    fn on_rtcp(&mut self, si: usize, data: &[u8]) {
+    fn rtcp_received(&mut self, si: usize, data: &[u8]) {
         let Some(s) = self.sessions.get_mut(si) else {
             return;
         };

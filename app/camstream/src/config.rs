@@ -17,6 +17,38 @@ use camstream_rtsp::auth::User;
 /// Where the daemon looks for its settings when `--config` is not given.
 pub const DEFAULT_CONFIG: &str = "/etc/camstream.toml";
 
+/// The built-in defaults, each written once: `Config::from_options` falls
+/// back to them and `--help` shows them (a macro, so that `concat!` can put
+/// them into the help text).
+#[rustfmt::skip]
+macro_rules! default {
+    (width) => { 1280 };
+    (height) => { 720 };
+    (rtp_port) => { 0 };
+    (fps) => { 30 };
+    (quality) => { 80 };
+    (buffers) => { 4 };
+    (rtsp_port) => { 8554 };
+    (http_port) => { 8080 };
+    (mtu) => { 1400 };
+    (max_clients) => { 32 };
+    (client_queue) => { 3 };
+    (session_timeout) => { 60 };
+    (rtcp_interval) => { 5 };
+    (max_request_size) => { 8192 };
+    (max_connections_per_ip) => { 16 };
+    (request_timeout) => { 10 };
+    (idle_timeout) => { 60 };
+    (basic_auth) => { false };
+    (nonce_lifetime) => { 600 };
+    (anonymous) => { false };
+    (onvif) => { true };
+    (path) => { "stream" };
+    (log_level) => { "info" };
+    (source) => { "testpattern" };
+    (listen) => { "0.0.0.0" };
+}
+
 /// Every setting. In the file, keys are the flag names with `_` for `-`.
 #[derive(Parser, Deserialize, Debug, Default, Clone)]
 #[command(
@@ -37,32 +69,26 @@ pub struct Options {
     #[serde(skip)]
     pub config: Option<PathBuf>,
 
-    /// Frame source: auto (a libcamera camera, else the first V4L2 one), libcamera:auto, libcamera:ID, v4l2:/dev/videoN, v4l2:auto, testpattern, or file:PATH (a concatenated MJPEG stream, looped) [default: testpattern]
-    #[arg(long, value_name = "SOURCE")]
+    #[arg(long, value_name = "SOURCE", help = concat!("Frame source: auto (a libcamera camera, else the first V4L2 one), libcamera:auto, libcamera:ID, v4l2:/dev/videoN, v4l2:auto, testpattern, or file:PATH (a concatenated MJPEG stream, looped) [default: ", default!(source), "]"))]
     pub source: Option<String>,
 
-    /// Width in pixels, even (a camera gives the nearest size it has; frames are cropped to a multiple of 8) [default: 1280]
-    #[arg(long)]
+    #[arg(long, help = concat!("Width in pixels, even (a camera gives the nearest size it has; frames are cropped to a multiple of 8) [default: ", default!(width), "]"))]
     pub width: Option<u32>,
 
-    /// Height in pixels, even (a camera gives the nearest size it has; frames are cropped to a multiple of 8) [default: 720]
-    #[arg(long)]
+    #[arg(long, help = concat!("Height in pixels, even (a camera gives the nearest size it has; frames are cropped to a multiple of 8) [default: ", default!(height), "]"))]
     pub height: Option<u32>,
 
-    /// Frames per second, 1-120 (a camera gives the nearest rate it has) [default: 30]
-    #[arg(long)]
+    #[arg(long, help = concat!("Frames per second, 1-120 (a camera gives the nearest rate it has) [default: ", default!(fps), "]"))]
     pub fps: Option<u32>,
 
-    /// Quality of the JPEG camstream encodes (test pattern, raw camera formats, frames it must re-encode), 1-100 [default: 80]
-    #[arg(long)]
+    #[arg(long, help = concat!("Quality of the JPEG camstream encodes (test pattern, raw camera formats, frames it must re-encode), 1-100 [default: ", default!(quality), "]"))]
     pub quality: Option<u32>,
 
     /// Camera pixel format, as `camstream probe` lists it: MJPG, JPEG, YU12, NV12, YUYV, UYVY, RGB3 or BGR3 [default: MJPEG if the camera has it at the size and rate, else the cheapest raw one]
     #[arg(long, value_name = "FOURCC")]
     pub format: Option<String>,
 
-    /// Camera buffers the driver fills while frames are sent, 2-32 [default: 4]
-    #[arg(long, value_name = "COUNT")]
+    #[arg(long, value_name = "COUNT", help = concat!("Camera buffers the driver fills while frames are sent, 2-32 [default: ", default!(buffers), "]"))]
     pub buffers: Option<u32>,
 
     /// Camera control, as `camstream probe` lists them, e.g. --control brightness=128 (repeatable; in the file: a [controls] table)
@@ -70,68 +96,53 @@ pub struct Options {
     #[serde(default, deserialize_with = "controls_table")]
     pub controls: Option<Vec<Setting>>,
 
-    /// Address to listen on [default: 0.0.0.0]
-    #[arg(long, value_name = "ADDRESS")]
+    #[arg(long, value_name = "ADDRESS", help = concat!("Address to listen on [default: ", default!(listen), "]"))]
     pub listen: Option<IpAddr>,
 
-    /// RTSP port [default: 8554]
-    #[arg(long, value_name = "PORT")]
+    #[arg(long, value_name = "PORT", help = concat!("RTSP port [default: ", default!(rtsp_port), "]"))]
     pub rtsp_port: Option<u16>,
 
-    /// HTTP port: snapshot, MJPEG stream, RTSP over HTTP, metrics and the status page; 0 turns HTTP off [default: 8080]
-    #[arg(long, value_name = "PORT")]
+    #[arg(long, value_name = "PORT", help = concat!("HTTP port: snapshot, MJPEG stream, RTSP over HTTP, metrics and the status page; 0 turns HTTP off [default: ", default!(http_port), "]"))]
     pub http_port: Option<u16>,
 
-    /// UDP port for RTP (even; RTCP uses the next one); 0 picks a free pair [default: 0]
-    #[arg(long, value_name = "PORT")]
+    #[arg(long, value_name = "PORT", help = concat!("UDP port for RTP (even; RTCP uses the next one); 0 picks a free pair [default: ", default!(rtp_port), "]"))]
     pub rtp_port: Option<u16>,
 
-    /// Stream path: rtsp://HOST:PORT/PATH [default: stream]
-    #[arg(long)]
+    #[arg(long, help = concat!("Stream path: rtsp://HOST:PORT/PATH [default: ", default!(path), "]"))]
     pub path: Option<String>,
 
-    /// Largest RTP packet (header and payload) in bytes [default: 1400]
-    #[arg(long)]
+    #[arg(long, help = concat!("Largest RTP packet (header and payload) in bytes [default: ", default!(mtu), "]"))]
     pub mtu: Option<u32>,
 
-    /// Most RTSP sessions at once; more are refused with 453 [default: 32]
-    #[arg(long)]
+    #[arg(long, help = concat!("Most RTSP sessions at once; more are refused with 453 [default: ", default!(max_clients), "]"))]
     pub max_clients: Option<u32>,
 
-    /// Frames queued per client; a slower client loses whole frames [default: 3]
-    #[arg(long, value_name = "FRAMES")]
+    #[arg(long, value_name = "FRAMES", help = concat!("Frames queued per client; a slower client loses whole frames [default: ", default!(client_queue), "]"))]
     pub client_queue: Option<u32>,
 
-    /// Seconds without a request or RTCP before a session expires [default: 60]
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", help = concat!("Seconds without a request or RTCP before a session expires [default: ", default!(session_timeout), "]"))]
     pub session_timeout: Option<u32>,
 
-    /// Seconds between RTCP sender reports [default: 5]
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", help = concat!("Seconds between RTCP sender reports [default: ", default!(rtcp_interval), "]"))]
     pub rtcp_interval: Option<u32>,
 
-    /// Largest RTSP request in bytes; larger ones get 400 [default: 8192]
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", help = concat!("Largest RTSP request in bytes; larger ones get 400 [default: ", default!(max_request_size), "]"))]
     pub max_request_size: Option<u32>,
 
-    /// Connections at once from one address; more are answered 503 and closed [default: 16]
-    #[arg(long, value_name = "COUNT")]
+    #[arg(long, value_name = "COUNT", help = concat!("Connections at once from one address; more are answered 503 and closed [default: ", default!(max_connections_per_ip), "]"))]
     pub max_connections_per_ip: Option<u32>,
 
-    /// Seconds a request may take to arrive once it has begun; slower ones get 408 and the connection closes [default: 10]
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", help = concat!("Seconds a request may take to arrive once it has begun; slower ones get 408 and the connection closes [default: ", default!(request_timeout), "]"))]
     pub request_timeout: Option<u32>,
 
-    /// Seconds a connection without a session may stay silent before it is closed [default: 60]
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", help = concat!("Seconds a connection without a session may stay silent before it is closed [default: ", default!(idle_timeout), "]"))]
     pub idle_timeout: Option<u32>,
 
     /// Started as root: become this user once the ports are bound and the camera is open (its groups, e.g. video, give access to the camera) [default: none: stay as started]
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
 
-    /// Log level: error, warn, info, debug or trace [default: info]
-    #[arg(long, value_name = "LEVEL")]
+    #[arg(long, value_name = "LEVEL", help = concat!("Log level: error, warn, info, debug or trace [default: ", default!(log_level), "]"))]
     pub log_level: Option<String>,
 
     /// Users allowed to stream, in the file only: `[users.NAME]` tables with
@@ -140,20 +151,16 @@ pub struct Options {
     #[arg(skip)]
     pub users: Option<std::collections::BTreeMap<String, UserHashes>>,
 
-    /// Also take Basic authentication (the password crosses the network in the clear; for clients without Digest) [default: false]
-    #[arg(long, value_name = "BOOL")]
+    #[arg(long, value_name = "BOOL", help = concat!("Also take Basic authentication (the password crosses the network in the clear; for clients without Digest) [default: ", default!(basic_auth), "]"))]
     pub basic_auth: Option<bool>,
 
-    /// Seconds a Digest nonce stays valid; after that clients are asked to retry with a new one (stale=true) [default: 600]
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", help = concat!("Seconds a Digest nonce stays valid; after that clients are asked to retry with a new one (stale=true) [default: ", default!(nonce_lifetime), "]"))]
     pub nonce_lifetime: Option<u32>,
 
-    /// Without users, let clients on other machines stream without a password too (a network you trust) [default: false: without users, only this machine's clients (127.0.0.1, ::1)]
-    #[arg(long, value_name = "BOOL")]
+    #[arg(long, value_name = "BOOL", help = concat!("Without users, let clients on other machines stream without a password too (a network you trust) [default: ", default!(anonymous), ": without users, only this machine's clients (127.0.0.1, ::1)]"))]
     pub anonymous: Option<bool>,
 
-    /// ONVIF: device and media services on the HTTP port and WS-Discovery on UDP 3702, for NVRs to find and add the camera [default: true]
-    #[arg(long, value_name = "BOOL")]
+    #[arg(long, value_name = "BOOL", help = concat!("ONVIF: device and media services on the HTTP port and WS-Discovery on UDP 3702, for NVRs to find and add the camera [default: ", default!(onvif), "]"))]
     pub onvif: Option<bool>,
 
     /// Streams besides the main one, in the file only: `[streams.sub]`, the
@@ -413,12 +420,12 @@ impl Config {
     }
 
     pub fn from_options(o: Options) -> Result<Config> {
-        let width = in_range("width", o.width.unwrap_or(1280), 16, 8192)?;
-        let height = in_range("height", o.height.unwrap_or(720), 16, 8192)?;
+        let width = in_range("width", o.width.unwrap_or(default!(width)), 16, 8192)?;
+        let height = in_range("height", o.height.unwrap_or(default!(height)), 16, 8192)?;
         if width % 2 != 0 || height % 2 != 0 {
             bail!("width and height must be even (got {width}x{height})");
         }
-        let path = o.path.unwrap_or_else(|| "stream".into());
+        let path = o.path.unwrap_or_else(|| default!(path).into());
         let path = path.trim_matches('/').to_string();
         if path.is_empty()
             || !path
@@ -430,11 +437,11 @@ impl Config {
         {
             bail!("path = {path:?}: use letters, digits, '-', '_', '.' and '/' between names");
         }
-        let rtp_port = o.rtp_port.unwrap_or(0);
+        let rtp_port = o.rtp_port.unwrap_or(default!(rtp_port));
         if rtp_port % 2 != 0 || rtp_port == u16::MAX - 1 {
             bail!("rtp_port = {rtp_port}: must be even (RTCP uses the next port), or 0");
         }
-        let level = o.log_level.unwrap_or_else(|| "info".into());
+        let level = o.log_level.unwrap_or_else(|| default!(log_level).into());
         let log_level = level
             .parse()
             .ok()
@@ -442,40 +449,78 @@ impl Config {
             .with_context(|| {
                 format!("log_level = {level:?}: use error, warn, info, debug or trace")
             })?;
-        let fps = in_range("fps", o.fps.unwrap_or(30), 1, 120)?;
+        let fps = in_range("fps", o.fps.unwrap_or(default!(fps)), 1, 120)?;
         Ok(Config {
-            source: SourceSpec::parse(o.source.as_deref().unwrap_or("testpattern"))?,
+            source: SourceSpec::parse(o.source.as_deref().unwrap_or(default!(source)))?,
             width: width as u16,
             height: height as u16,
             fps,
-            quality: in_range("quality", o.quality.unwrap_or(80), 1, 100)? as u8,
-            buffers: in_range("buffers", o.buffers.unwrap_or(4), 2, 32)?,
+            quality: in_range("quality", o.quality.unwrap_or(default!(quality)), 1, 100)? as u8,
+            buffers: in_range("buffers", o.buffers.unwrap_or(default!(buffers)), 2, 32)?,
             format: o.format.as_deref().map(parse_format).transpose()?,
             controls: o.controls.unwrap_or_default(),
-            listen: o.listen.unwrap_or(IpAddr::from([0, 0, 0, 0])),
-            rtsp_port: o.rtsp_port.unwrap_or(8554),
-            http_port: o.http_port.unwrap_or(8080),
+            listen: o
+                .listen
+                .unwrap_or(default!(listen).parse().expect("an address")),
+            rtsp_port: o.rtsp_port.unwrap_or(default!(rtsp_port)),
+            http_port: o.http_port.unwrap_or(default!(http_port)),
             rtp_port,
             path,
-            mtu: in_range("mtu", o.mtu.unwrap_or(1400), MIN_MTU as u32, MAX_MTU as u32)? as usize,
-            max_clients: in_range("max_clients", o.max_clients.unwrap_or(32), 1, 100_000)? as usize,
-            client_queue: in_range("client_queue", o.client_queue.unwrap_or(3), 1, 64)? as usize,
-            session_timeout: in_range("session_timeout", o.session_timeout.unwrap_or(60), 5, 3600)?,
-            rtcp_interval: in_range("rtcp_interval", o.rtcp_interval.unwrap_or(5), 1, 60)?,
+            mtu: in_range(
+                "mtu",
+                o.mtu.unwrap_or(default!(mtu)),
+                MIN_MTU as u32,
+                MAX_MTU as u32,
+            )? as usize,
+            max_clients: in_range(
+                "max_clients",
+                o.max_clients.unwrap_or(default!(max_clients)),
+                1,
+                100_000,
+            )? as usize,
+            client_queue: in_range(
+                "client_queue",
+                o.client_queue.unwrap_or(default!(client_queue)),
+                1,
+                64,
+            )? as usize,
+            session_timeout: in_range(
+                "session_timeout",
+                o.session_timeout.unwrap_or(default!(session_timeout)),
+                5,
+                3600,
+            )?,
+            rtcp_interval: in_range(
+                "rtcp_interval",
+                o.rtcp_interval.unwrap_or(default!(rtcp_interval)),
+                1,
+                60,
+            )?,
             max_request_size: in_range(
                 "max_request_size",
-                o.max_request_size.unwrap_or(8192),
+                o.max_request_size.unwrap_or(default!(max_request_size)),
                 1024,
                 1 << 20,
             )? as usize,
             max_connections_per_ip: in_range(
                 "max_connections_per_ip",
-                o.max_connections_per_ip.unwrap_or(16),
+                o.max_connections_per_ip
+                    .unwrap_or(default!(max_connections_per_ip)),
                 1,
                 100_000,
             )? as usize,
-            request_timeout: in_range("request_timeout", o.request_timeout.unwrap_or(10), 1, 600)?,
-            idle_timeout: in_range("idle_timeout", o.idle_timeout.unwrap_or(60), 5, 3600)?,
+            request_timeout: in_range(
+                "request_timeout",
+                o.request_timeout.unwrap_or(default!(request_timeout)),
+                1,
+                600,
+            )?,
+            idle_timeout: in_range(
+                "idle_timeout",
+                o.idle_timeout.unwrap_or(default!(idle_timeout)),
+                5,
+                3600,
+            )?,
             user: o.user.filter(|u| !u.is_empty()),
             log_level,
             onvif_passwords: o
@@ -491,15 +536,15 @@ impl Config {
                 }
                 u
             },
-            basic_auth: o.basic_auth.unwrap_or(false),
+            basic_auth: o.basic_auth.unwrap_or(default!(basic_auth)),
             nonce_lifetime: in_range(
                 "nonce_lifetime",
-                o.nonce_lifetime.unwrap_or(600),
+                o.nonce_lifetime.unwrap_or(default!(nonce_lifetime)),
                 30,
                 86_400,
             )?,
-            anonymous: o.anonymous.unwrap_or(false),
-            onvif: o.onvif.unwrap_or(true),
+            anonymous: o.anonymous.unwrap_or(default!(anonymous)),
+            onvif: o.onvif.unwrap_or(default!(onvif)),
             sub: sub_stream(
                 o.streams.clone().and_then(|s| s.sub).unwrap_or_default(),
                 fps,

@@ -1,91 +1,17 @@
-"""Fixtures: the camstream binary started on free ports, test media made by
-real encoders (FFmpeg, libjpeg-turbo's cjpeg), and reference decodes of
-that media by the same decoders the clients use."""
+"""Fixtures: the camstream binary started on free ports, live555's
+openRTSP, and test media made by real encoders (helpers.py has what they
+are built on)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import shutil
-import signal
-import socket
 import subprocess
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(os.environ.get("CAMSTREAM_BIN", ROOT / "app/target/release/camstream"))
-
-
-def free_port(kind=socket.SOCK_STREAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Camstream:
-    """A camstream process; stderr is collected for assertions."""
-
-    def __init__(self, args: list[str], wait: bool = True):
-        self.port = free_port()
-        self.http_port = free_port()
-        self.args = [str(BIN), "--listen", "127.0.0.1", "--rtsp-port", str(self.port),
-                     "--http-port", str(self.http_port), *args]
-        self.proc = subprocess.Popen(self.args, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        if wait:
-            self.wait_for("streaming ")
-
-    @property
-    def url(self) -> str:
-        return f"rtsp://127.0.0.1:{self.port}/stream"
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
-
-    def _read(self) -> None:
-        for line in self.proc.stderr:
-            self.lines.append(line.rstrip("\n"))
-
-    def log(self) -> str:
-        return "\n".join(self.lines)
-
-    def wait_for(self, text: str, timeout: float = 20) -> str:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            for line in self.lines:
-                if text in line:
-                    return line
-            if self.proc.poll() is not None:
-                self._reader.join(2)
-                raise AssertionError(f"camstream exited ({self.proc.returncode}):\n{self.log()}")
-            time.sleep(0.05)
-        raise AssertionError(f"no {text!r} in camstream's log:\n{self.log()}")
-
-    def rss_kb(self) -> int:
-        status = Path(f"/proc/{self.proc.pid}/status").read_text()
-        return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._reader.join(2)
-        return self.proc.returncode
+from helpers import FIGURES, Camstream, Media
 
 
 @pytest.fixture
@@ -111,47 +37,6 @@ def camstream(request):
             assert code == 0, f"camstream exited with {code} on SIGTERM:\n{c.log()}"
 
 
-def run(cmd: list[str], timeout: float = 120, **kw) -> subprocess.CompletedProcess:
-    p = subprocess.run(cmd, timeout=timeout, capture_output=True, **kw)
-    if p.returncode != 0:
-        # What the program said, not only that it failed.
-        err = p.stderr if isinstance(p.stderr, str) else p.stderr.decode(errors="replace")
-        raise AssertionError(f"{' '.join(map(str, cmd))}\nexited {p.returncode}:\n{err[-4000:]}")
-    return p
-
-
-# GStreamer 1.22's RTSP connection reports any blocking write that fails
-# before a byte is out as end-of-file (writev_bytes in gstrtspconnection.c),
-# a write its own flush cancelled included. When the pipeline stops, rtspsrc
-# queues PAUSE and at once CLOSE, which flushes the connection: if that lands
-# while PAUSE is being written, rtspsrc posts "Could not send message.
-# (Received end-of-file)" from gst_rtspsrc_pause although the server never saw
-# the PAUSE, and then sends TEARDOWN on the same connection and gets its 200.
-# A server that really closed the connection fails differently: "Could not
-# receive message", or an error from gst_rtspsrc_close (its TEARDOWN).
-GST_ERROR = re.compile(r"^ERROR: from element .*\nAdditional debug info:\n.*: (\w+) \(\): .*\n(.*)$", re.M)
-
-
-def gst_stopped_cleanly(returncode: int, output: str) -> bool:
-    """True if gst-launch succeeded, or failed only by rtspsrc's PAUSE race."""
-    if returncode == 0:
-        return True
-    errors = GST_ERROR.findall(output)
-    return (returncode == 1 and output.count("ERROR:") == len(errors)
-            and ("gst_rtspsrc_pause", "Could not send message. (Received end-of-file)") in errors
-            and all(fn in ("gst_rtspsrc_try_send", "gst_rtspsrc_pause")
-                    and msg == "Could not send message. (Received end-of-file)" for fn, msg in errors))
-
-
-def gst_launch(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-    """gst-launch-1.0 -q ARGS, failing on any error but rtspsrc's PAUSE race."""
-    cmd = ["gst-launch-1.0", "-q", *args]
-    p = subprocess.run(cmd, timeout=timeout, capture_output=True, text=True)
-    assert gst_stopped_cleanly(p.returncode, p.stdout + p.stderr), \
-        f"{' '.join(cmd)}\nexited {p.returncode}:\n{(p.stdout + p.stderr)[-4000:]}"
-    return p
-
-
 @pytest.fixture
 def openrtsp(tmp_path):
     """live555's openRTSP (`$CAMSTREAM_OPENRTSP`): VLC's RTSP client and RFC
@@ -173,130 +58,11 @@ def openrtsp(tmp_path):
     return start
 
 
-def live555_frames(folder: Path) -> list[bytes]:
-    """The JPEG files openRTSP -F PREFIX wrote in `folder`, in order (named
-    PREFIXvideo-JPEG-1-SECONDS by their presentation time)."""
-    return [f.read_bytes() for f in sorted(folder.glob("*video-JPEG-*"),
-                                           key=lambda f: float(f.name.rsplit("-", 1)[1]))]
-
-
-class Media:
-    """MJPEG streams made by real encoders, and how they decode."""
-
-    def __init__(self, root: Path):
-        self.root = root
-
-    def path(self, name: str) -> Path:
-        return self.root / name
-
-    def ffmpeg(self, name: str, size: str, frames: int, pix_fmt: str = "yuvj420p",
-               huffman: str = "default", quality: int = 4, src: str = "testsrc2") -> Path:
-        """`ffmpeg -f mjpeg` output: a concatenated MJPEG stream."""
-        out = self.path(name)
-        if not out.exists():
-            run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", f"{src}=size={size}:rate=30",
-                 "-frames:v", str(frames), "-c:v", "mjpeg", "-pix_fmt", pix_fmt, "-huffman", huffman,
-                 "-q:v", str(quality), "-f", "mjpeg", str(out)])
-        return out
-
-    def cjpeg(self, name: str, size: str, frames: int, args: list[str]) -> Path:
-        """Frames encoded one by one with libjpeg-turbo's cjpeg, concatenated."""
-        out = self.path(name)
-        if not out.exists():
-            ppm = self.path(name + ".ppm.d")
-            ppm.mkdir(exist_ok=True)
-            run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", f"testsrc2=size={size}:rate=30",
-                 "-frames:v", str(frames), str(ppm / "%04d.ppm")])
-            with open(out, "wb") as f:
-                for p in sorted(ppm.glob("*.ppm")):
-                    f.write(run(["cjpeg", *args, str(p)]).stdout)
-        return out
-
-    def jpegtran(self, name: str, src: Path, args: list[str]) -> Path:
-        """Each frame of `src` through libjpeg-turbo's jpegtran (lossless)."""
-        out = self.path(name)
-        if not out.exists():
-            with open(out, "wb") as f:
-                for frame in frames_of(src.read_bytes()):
-                    f.write(run(["jpegtran", *args], input=frame).stdout)
-        return out
-
-    @staticmethod
-    def frame_size(w: int, h: int, pix_fmt: str) -> int:
-        return {"yuvj420p": w * h * 3 // 2, "yuvj422p": w * h * 2, "I420": w * h * 3 // 2, "rgb24": w * h * 3,
-                "gray": w * h,
-                "Y42B": w * h * 2}[pix_fmt]
-
-    def ffmpeg_reference(self, path: Path, w: int, h: int, pix_fmt: str) -> list[bytes]:
-        """Frames as FFmpeg's decoder outputs them."""
-        raw = run(["ffmpeg", "-v", "error", "-f", "mjpeg", "-i", str(path), "-f", "rawvideo",
-                   "-pix_fmt", pix_fmt, "-"]).stdout
-        return split(raw, self.frame_size(w, h, pix_fmt))
-
-    def gst_reference(self, path: Path, w: int, h: int, fmt: str) -> list[bytes]:
-        """Frames as GStreamer's jpegdec (libjpeg-turbo) outputs them."""
-        out = path.with_suffix(".gst.raw")
-        run(["gst-launch-1.0", "-q", "filesrc", f"location={path}", "!", "jpegdec",
-             "!", "videoconvert", "!", f"video/x-raw,format={fmt}", "!", "filesink", f"location={out}"])
-        return split(out.read_bytes(), self.frame_size(w, h, fmt))
-
-
-def frames_of(data: bytes) -> list[bytes]:
-    """The frames of a concatenated MJPEG stream made by FFmpeg or cjpeg (no
-    embedded thumbnails, so each EOI ends a frame; 0xFFD9 cannot occur in
-    entropy-coded data)."""
-    out, pos = [], 0
-    while (start := data.find(b"\xff\xd8", pos)) >= 0:
-        end = data.find(b"\xff\xd9", start) + 2
-        out.append(data[start:end])
-        pos = end
-    return out
-
-
-def split(raw: bytes, size: int) -> list[bytes]:
-    assert size and len(raw) % size == 0, (len(raw), size)
-    return [raw[i:i + size] for i in range(0, len(raw), size)]
-
-
-def digest(b: bytes) -> str:
-    return hashlib.sha256(b).hexdigest()
-
-
-def assert_frames_match(received: list[bytes], reference: list[bytes], min_frames: int,
-                        consecutive: bool = True) -> None:
-    """Every received frame is pixel-identical to a source frame, in source
-    order (the file source loops); with `consecutive`, none is missing."""
-    index = {digest(f): i for i, f in enumerate(reference)}
-    assert len(index) == len(reference), "reference frames must differ from each other"
-    positions = []
-    for n, f in enumerate(received):
-        d = digest(f)
-        assert d in index, f"frame {n} of {len(received)} matches no source frame (corrupt or re-encoded)"
-        positions.append(index[d])
-    assert len(received) >= min_frames, f"only {len(received)} frames received, wanted {min_frames}"
-    for a, b in zip(positions, positions[1:]):
-        step = (b - a) % len(reference)
-        if consecutive:
-            assert step == 1, f"frames out of order or lost: {positions}"
-        else:
-            assert step >= 1, f"frames out of order or repeated: {positions}"
-
-
 @pytest.fixture(scope="session")
 def media(tmp_path_factory) -> Media:
     for tool in ("ffmpeg", "gst-launch-1.0", "cjpeg"):
         assert shutil.which(tool), f"{tool} is missing: run ci/test, which installs it"
     return Media(tmp_path_factory.mktemp("media"))
-
-
-FIGURES: list[str] = []
-
-
-def figure(line: str) -> None:
-    """A measured figure: printed with the test's output and again in the
-    run's summary, so that CI logs show it."""
-    print(line)
-    FIGURES.append(line)
 
 
 def pytest_configure(config):

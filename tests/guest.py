@@ -18,7 +18,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from conftest import ROOT, free_port
+from helpers import ROOT, free_port, run, split
 from rtsp import Client
 
 # CAMSTREAM_FIRMWARE: a Buildroot build's images directory (for instance
@@ -266,7 +266,6 @@ class Guest:
     def frames(self, kind: str) -> list[bytes]:
         """The feeder's frames of `kind` as FFmpeg decodes them (the files
         on the extra drive, also kept on the host)."""
-        from conftest import run, split
         clip = b"".join(p.read_bytes() for p in sorted((TESTDRIVE / "work/drive/frames").glob(f"{kind}-*.jpg")))
         raw = run(["ffmpeg", "-v", "error", "-f", "mjpeg", "-i", "-", "-f", "rawvideo", "-pix_fmt", "yuvj420p",
                    "-"], input=clip).stdout

@@ -14,7 +14,7 @@ import pytest
 import requests
 
 import guest
-from conftest import run
+from helpers import run
 from rtsp import Client
 
 CONFIG = "/data/etc/camstream.toml"

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import BIN, gst_launch, gst_stopped_cleanly, live555_frames, run
+from helpers import BIN, gst_launch, gst_stopped_cleanly, live555_frames, run
 from rtsp import Client, auth_params, digest_response
 
 USER, PASSWORD = "viewer", "correct horse battery"

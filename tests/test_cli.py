@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, ROOT, Camstream, assert_frames_match, frames_of, free_port
+from helpers import BIN, ROOT, Camstream, assert_frames_match, frames_of, free_port
 from rtsp import Client
 from test_interop import H, W, ffmpeg_client
 

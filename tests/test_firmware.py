@@ -12,7 +12,7 @@ import time
 import pytest
 
 import guest
-from conftest import figure, run
+from helpers import figure, run
 from rtsp import Client, complete_frames
 from test_interop import gst_client
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import guest
-from conftest import figure
+from helpers import figure
 
 GIB = 1 << 30
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import BIN, Media, assert_frames_match, free_port, gst_launch, live555_frames, run, split
+from helpers import BIN, Media, assert_frames_match, free_port, gst_launch, live555_frames, run, split
 from rtsp import Client, auth_params, digest_response
 from test_interop import W, H
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Media, assert_frames_match, gst_launch, gst_stopped_cleanly, live555_frames, run, split
+from helpers import Media, assert_frames_match, gst_launch, gst_stopped_cleanly, live555_frames, run, split
 
 W, H = 640, 360
 

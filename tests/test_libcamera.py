@@ -15,7 +15,7 @@ import time
 import pytest
 
 import guest
-from conftest import figure
+from helpers import figure
 from rtsp import Client
 from test_interop import ffmpeg_client, gst_client
 from test_v4l2 import frames_counted, start, stop, whole_frames

@@ -20,7 +20,7 @@ import urllib.parse
 import pytest
 
 import guest
-from conftest import figure
+from helpers import figure
 from rtsp import Client
 from test_onvif import LISTENER, PROBE_CLIENT
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Media, assert_frames_match
+from helpers import Media, assert_frames_match
 from test_interop import ffmpeg_client, gst_client
 
 W, H = 320, 240

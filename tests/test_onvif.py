@@ -22,7 +22,7 @@ import time
 import pytest
 import requests
 
-from conftest import BIN, run
+from helpers import BIN, run
 from test_http import jpeg_size
 
 USER, PASSWORD = "admin", "onvif-secret"

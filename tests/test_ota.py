@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import guest
-from conftest import ROOT, figure
+from helpers import ROOT, figure
 
 
 PI = "rpi3_64"

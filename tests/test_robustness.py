@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import assert_frames_match
+from helpers import assert_frames_match
 from rtsp import Client, complete_frames
 from test_interop import H, W, ffmpeg_client
 

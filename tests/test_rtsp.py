@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import BIN, free_port, run
+from helpers import BIN, free_port, run
 from rtsp import Client, Rtp, auth_params, complete_frames, digest_response
 
 

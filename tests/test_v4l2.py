@@ -15,7 +15,7 @@ import time
 import pytest
 
 import guest
-from conftest import assert_frames_match
+from helpers import assert_frames_match
 from rtsp import Client, complete_frames
 from test_interop import ffmpeg_client
 

@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from conftest import assert_frames_match, run, split
+from helpers import assert_frames_match, run, split
 from test_interop import H, W
 
 

@@ -20,7 +20,7 @@ SERVICE = "/etc/init.d/S50camstream"
 
 
 @pytest.fixture(scope="module")
-def fw():
+def firmware():
     guest.build()
     g = guest.Guest(testdrive=False, wait=False)
     # The console must be read while the host waits for the first frame.
@@ -50,82 +50,82 @@ def streams(g: guest.Guest, seconds: float = 5, path: str = "stream") -> int:
         return 0
 
 
-def on_console(fw: guest.Guest, pattern: str, timeout: float = 30) -> bool:
+def on_console(firmware: guest.Guest, pattern: str, timeout: float = 30) -> bool:
     """Whether the console shows `pattern` within `timeout` (lines written
     once the network has an address come while the shell is in use)."""
     deadline = time.monotonic() + timeout
-    while not re.search(pattern, fw.console_text):
+    while not re.search(pattern, firmware.console_text):
         if time.monotonic() > deadline:
-            print(fw.console_text[-3000:])
+            print(firmware.console_text[-3000:])
             return False
-        fw.sh("sleep 1")
+        firmware.sh("sleep 1")
     return True
 
 
-def test_boots_to_streaming(fw):
-    assert fw.boot_to_frame is not None, "no frame reached the host"
-    print(f"\nQEMU start to first RTP frame at the host: {fw.boot_to_frame:.1f} s")
-    console = fw.console_text
+def test_boots_to_streaming(firmware):
+    assert firmware.boot_to_frame is not None, "no frame reached the host"
+    print(f"\nQEMU start to first RTP frame at the host: {firmware.boot_to_frame:.1f} s")
+    console = firmware.console_text
     assert "Starting camstream: OK" in console, console
-    assert f"camstream: under QEMU, open {fw.url} on the host" in console, console
-    assert on_console(fw, r"camstream: rtsp://camstream-3456\.local/stream \(rtsp://10\.0\.2\.15/stream\)")
-    assert "camstream is running" in fw.sh(f"{SERVICE} status")
-    log = fw.sh("logread | grep ' camstream: '")
+    assert f"camstream: under QEMU, open {firmware.url} on the host" in console, console
+    assert on_console(firmware, r"camstream: rtsp://camstream-3456\.local/stream \(rtsp://10\.0\.2\.15/stream\)")
+    assert "camstream is running" in firmware.sh(f"{SERVICE} status")
+    log = firmware.sh("logread | grep ' camstream: '")
     # vivid's default rate differs between kernels (12.5 fps in 6.1, 30 in 6.12).
     assert re.search(r"/dev/video0 \(vivid, vivid\): capturing YU12 1280x720 at [0-9.]+ fps", log), log
 
 
-def test_read_only_root_and_data_partition(fw):
-    mounts = fw.sh("cat /proc/mounts")
+def test_read_only_root_and_data_partition(firmware):
+    mounts = firmware.sh("cat /proc/mounts")
     # Slot A: /dev/vda2, or /dev/root when the kernel mounted it itself (no
     # initramfs, as Buildroot's images boot).
     assert re.search(r"^/dev/(vda2|root) / ext4 ro[ ,]", mounts, re.M), mounts
-    assert fw.sh("mountpoint -d /") == fw.sh("cat /sys/class/block/vda2/dev")
+    assert firmware.sh("mountpoint -d /") == firmware.sh("cat /sys/class/block/vda2/dev")
     assert re.search(r"^/dev/vda4 /data ext4 rw[ ,]", mounts, re.M), mounts
-    assert "Read-only file system" in fw.sh("touch /usr/x 2>&1", check=False)
+    assert "Read-only file system" in firmware.sh("touch /usr/x 2>&1", check=False)
     # Settings are seeded onto the data partition on first boot.
-    fw.sh("cmp /etc/camstream.toml /data/etc/camstream.toml")
+    firmware.sh("cmp /etc/camstream.toml /data/etc/camstream.toml")
     # Every BusyBox applet is installed (the links are made at build time).
-    assert fw.sh("for a in $(busybox --list-full | grep /); do [ -e /$a ] || echo missing /$a; done") == ""
+    assert firmware.sh("for a in $(busybox --list-full | grep /); do [ -e /$a ] || echo missing /$a; done") == ""
     # Only the modules the image needs, with a modules.dep for them.
-    mods = fw.sh("find /lib/modules -name '*.ko' | wc -l")
+    mods = firmware.sh("find /lib/modules -name '*.ko' | wc -l")
     assert 10 < int(mods) < 100, mods
-    assert fw.sh("basename $(readlink /sys/class/net/eth0/device/driver)").strip() == "virtio_net"
+    assert firmware.sh("basename $(readlink /sys/class/net/eth0/device/driver)").strip() == "virtio_net"
 
 
-def test_update_machinery_is_in_place(fw):
+def test_update_machinery_is_in_place(firmware):
     """What updates rely on (tests/test_ota.py does the updates): the boot
     partition with U-Boot's A/B state, RAUC seeing the slots, the watchdog
     fed once the slot was marked good."""
-    mounts = fw.sh("cat /proc/mounts")
+    mounts = firmware.sh("cat /proc/mounts")
     assert re.search(r"^/dev/vda1 /boot/firmware vfat rw[ ,]", mounts, re.M), mounts
-    assert "rauc.slot=A" in fw.sh("cat /proc/cmdline")
-    state = fw.sh("fw_printenv")
+    assert "rauc.slot=A" in firmware.sh("cat /proc/cmdline")
+    state = firmware.sh("fw_printenv")
     assert "BOOT_ORDER=A B" in state and "BOOT_A_LEFT=3" in state, state
-    status = fw.sh("rauc status --output-format=shell 2>/dev/null")
+    status = firmware.sh("rauc status --output-format=shell 2>/dev/null")
     assert "RAUC_SYSTEM_BOOTED_BOOTNAME='A'" in status, status
     assert "RAUC_SYSTEM_COMPATIBLE='camstream-qemu_aarch64'" in status, status
-    assert fw.sh("ls '/sys/bus/pci/drivers/i6300ESB timer' | grep -c :").strip() == "1", "no watchdog driver"
-    assert "watchdog -F -T 30 -t 5 /dev/watchdog" in fw.sh("ps")
+    assert firmware.sh("ls '/sys/bus/pci/drivers/i6300ESB timer' | grep -c :").strip() == "1", "no watchdog driver"
+    assert "watchdog -F -T 30 -t 5 /dev/watchdog" in firmware.sh("ps")
 
 
-def test_ffprobe_and_gstreamer_decode_over_tcp(fw, tmp_path):
+def test_ffprobe_and_gstreamer_decode_over_tcp(firmware, tmp_path):
     out = run(["ffprobe", "-v", "error", "-rtsp_transport", "tcp", "-select_streams", "v:0", "-count_frames",
                "-read_intervals", "%+4", "-show_entries", "stream=codec_name,width,height,nb_read_frames",
-               "-of", "csv=p=0", fw.url], timeout=60).stdout.decode()
+               "-of", "csv=p=0", firmware.url], timeout=60).stdout.decode()
     codec, w, h, n = out.strip().split(",")
     assert (codec, w, h) == ("mjpeg", "1280", "720"), out
     assert int(n) >= 25, out
-    frames = gst_client(fw.url, "tcp", 10, "I420", 1280, 720, tmp=tmp_path)
+    frames = gst_client(firmware.url, "tcp", 10, "I420", 1280, 720, tmp=tmp_path)
     assert len(frames) == 10
     # vivid's test pattern, not a flat picture.
     assert len(set(frames[-1][: 1280 * 720])) > 16
 
 
-def test_snapshot_and_mjpeg_over_http_from_the_host(fw, tmp_path):
+def test_snapshot_and_mjpeg_over_http_from_the_host(firmware, tmp_path):
     """Port 80 of the image, forwarded by scripts/qemu: a snapshot curl
     saves decodes at the stream's size, and FFmpeg reads the MJPEG stream."""
-    http = f"http://127.0.0.1:{fw.http_port}"
+    http = f"http://127.0.0.1:{firmware.http_port}"
     snap = tmp_path / "snapshot.jpg"
     out = run(["curl", "-sS", "--fail", "-o", str(snap), "-w", "%{content_type}", f"{http}/snapshot.jpg"],
               timeout=60).stdout.decode()
@@ -140,32 +140,32 @@ def test_snapshot_and_mjpeg_over_http_from_the_host(fw, tmp_path):
     assert (w, h) == ("1280", "720") and int(n) >= 10, out
 
 
-def test_init_script_stops_and_starts(fw):
-    fw.sh(f"{SERVICE} stop")
-    assert fw.sh("pidof camstream", check=False).strip() == ""
-    assert "camstream is stopped" in fw.sh(f"{SERVICE} status", check=False)
-    assert streams(fw, 2) == 0
-    since = fw.log_since_mark()
-    fw.sh(f"{SERVICE} start")
-    fw.wait_for(f"{since} | grep camstream", "streaming ")
-    assert streams(fw) >= 25
+def test_init_script_stops_and_starts(firmware):
+    firmware.sh(f"{SERVICE} stop")
+    assert firmware.sh("pidof camstream", check=False).strip() == ""
+    assert "camstream is stopped" in firmware.sh(f"{SERVICE} status", check=False)
+    assert streams(firmware, 2) == 0
+    since = firmware.log_since_mark()
+    firmware.sh(f"{SERVICE} start")
+    firmware.wait_for(f"{since} | grep camstream", "streaming ")
+    assert streams(firmware) >= 25
 
 
-def test_killed_daemon_is_back_within_seconds(fw):
-    assert streams(fw, 2) > 0
-    pid = fw.sh("pidof camstream").strip()
+def test_killed_daemon_is_back_within_seconds(firmware):
+    assert streams(firmware, 2) > 0
+    pid = firmware.sh("pidof camstream").strip()
     t0 = time.monotonic()
-    fw.sh("kill -9 $(pidof camstream)")
-    fw.first_frame(timeout=30)
+    firmware.sh("kill -9 $(pidof camstream)")
+    firmware.first_frame(timeout=30)
     back = time.monotonic() - t0
     print(f"\nkill -9 camstream to frames again at the host: {back:.1f} s")
-    assert fw.sh("pidof camstream").strip() not in ("", pid)
-    assert "camstream killed by signal 9; restarting in 1 s" in fw.sh("logread | grep camstream")
+    assert firmware.sh("pidof camstream").strip() not in ("", pid)
+    assert "camstream killed by signal 9; restarting in 1 s" in firmware.sh("logread | grep camstream")
     assert back < 10
 
 
-def test_memory_streaming_to_two_clients(fw):
-    clients = [Client(fw.rtsp_port, timeout=10) for _ in range(2)]
+def test_memory_streaming_to_two_clients(firmware):
+    clients = [Client(firmware.rtsp_port, timeout=10) for _ in range(2)]
     for c in clients:
         assert c.setup_tcp().status == 200 and c.play().status == 200
     got = [0, 0]
@@ -177,8 +177,8 @@ def test_memory_streaming_to_two_clients(fw):
     for r in readers:
         r.start()
     time.sleep(4)
-    free = fw.sh("free -k")
-    status = fw.sh("cat /proc/$(pidof camstream)/status")
+    free = firmware.sh("free -k")
+    status = firmware.sh("cat /proc/$(pidof camstream)/status")
     for r in readers:
         r.join(30)
     for c in clients:
@@ -190,7 +190,7 @@ def test_memory_streaming_to_two_clients(fw):
     size = (guest.IMAGE / "sdcard.img").stat().st_size
     slot = (guest.IMAGE / "rootfs.ext4").stat().st_size
     files = int(run(["du", "-s", "--apparent-size", "-k", str(guest.ROOTFS)]).stdout.split()[0])
-    df = fw.sh("df -k / | tail -n 1").split()
+    df = firmware.sh("df -k / | tail -n 1").split()
     print(f"\nguest memory used (free) streaming 720p to 2 clients: {used / 1024:.1f} MiB of 256 MiB\n"
           f"camstream in the guest: VmRSS {rss} kB, VmHWM {hwm} kB\n"
           f"disk image {size >> 20} MiB; root slot {slot >> 20} MiB holding {files / 1024:.1f} MiB of files "
@@ -199,51 +199,51 @@ def test_memory_streaming_to_two_clients(fw):
     assert rss < 32 * 1024, status
 
 
-def test_serves_while_the_cpu_cannot_keep_up_with_the_camera(fw):
+def test_serves_while_the_cpu_cannot_keep_up_with_the_camera(firmware):
     """Busy loops leave camstream too little CPU to encode every frame vivid
     gives: it must encode fewer frames, not stop answering (encoding buffer
     after buffer while the driver kept filling them once left the event
     loop for good, and the health check of an update on a busy board timed
     out)."""
     # The loops end by themselves (the console answers slowly meanwhile).
-    loops = fw.sh("for i in 1 2 3 4 5 6; do timeout 180 sh -c 'while :; do :; done' & echo $!; done").split()
+    loops = firmware.sh("for i in 1 2 3 4 5 6; do timeout 180 sh -c 'while :; do :; done' & echo $!; done").split()
     assert len(loops) == 6 and all(p.isdigit() for p in loops), loops
     try:
         time.sleep(10)
         started = time.monotonic()
         try:
-            fw.first_frame(timeout=60)
+            firmware.first_frame(timeout=60)
         except TimeoutError:
-            raise AssertionError(fw.diagnose())
+            raise AssertionError(firmware.diagnose())
         figure(f"first frame with the guest's CPUs saturated: {time.monotonic() - started:.1f} s")
-        assert streams(fw, 5) > 0
-        fw.wait_for("logread | grep 'not encoded' | tail -n 2", r"camera: .* [1-9][0-9]* not encoded", timeout=70)
+        assert streams(firmware, 5) > 0
+        firmware.wait_for("logread | grep 'not encoded' | tail -n 2", r"camera: .* [1-9][0-9]* not encoded", timeout=70)
     finally:
-        fw.sh(f"kill {' '.join(loops)} 2>/dev/null", timeout=240, check=False)
+        firmware.sh(f"kill {' '.join(loops)} 2>/dev/null", timeout=240, check=False)
 
 
-def test_hotplugged_device_gets_its_driver(fw):
+def test_hotplugged_device_gets_its_driver(firmware):
     """mdev loads the driver of a device that appears after boot, from its
     modalias (a USB webcam and uvcvideo work the same way); a kernel with
     the driver built in binds it by itself."""
     available = "(cat /sys/class/misc/hw_random/rng_available 2>/dev/null || true)"
-    assert "virtio_rng" not in fw.sh(available)
-    module = fw.sh("find /lib/modules -name 'virtio[-_]rng.ko*'") != ""
-    fw.qmp("device_add", driver="virtio-rng-pci", bus="hp0", id="rng")
-    fw.wait_for(available, "virtio_rng", timeout=30)
+    assert "virtio_rng" not in firmware.sh(available)
+    module = firmware.sh("find /lib/modules -name 'virtio[-_]rng.ko*'") != ""
+    firmware.qmp("device_add", driver="virtio-rng-pci", bus="hp0", id="rng")
+    firmware.wait_for(available, "virtio_rng", timeout=30)
     if module:
-        assert "virtio_rng" in fw.sh("lsmod")
+        assert "virtio_rng" in firmware.sh("lsmod")
 
 
-def test_settings_on_data_partition_survive_reboot(fw):
-    fw.sh("sed -i 's|^#path = \"stream\"|path = \"cam\"|' /data/etc/camstream.toml")
-    fw.sh("grep -x 'path = \"cam\"' /data/etc/camstream.toml")
-    fw.p.sendline("reboot")
-    fw.wait_booted()
-    assert on_console(fw, r"camstream: rtsp://camstream-3456\.local/cam \(rtsp://10\.0\.2\.15/cam\)")
+def test_settings_on_data_partition_survive_reboot(firmware):
+    firmware.sh("sed -i 's|^#path = \"stream\"|path = \"cam\"|' /data/etc/camstream.toml")
+    firmware.sh("grep -x 'path = \"cam\"' /data/etc/camstream.toml")
+    firmware.p.sendline("reboot")
+    firmware.wait_booted()
+    assert on_console(firmware, r"camstream: rtsp://camstream-3456\.local/cam \(rtsp://10\.0\.2\.15/cam\)")
     try:
-        fw.first_frame(timeout=90, path="cam")
+        firmware.first_frame(timeout=90, path="cam")
     except TimeoutError:
-        raise AssertionError(fw.diagnose())
-    assert streams(fw, path="cam") >= 25
-    assert streams(fw, 2) == 0
+        raise AssertionError(firmware.diagnose())
+    assert streams(firmware, path="cam") >= 25
+    assert streams(firmware, 2) == 0

@@ -29,7 +29,7 @@ BIND = "echo vimc.0 > /sys/bus/platform/drivers/vimc/bind"
 
 
 @pytest.fixture(scope="module")
-def vm():
+def firmware():
     guest.build()
     if guest.FIRMWARE:
         # A Buildroot image: vimc is one of its kernel's modules, libcamera
@@ -57,45 +57,45 @@ def mean(b: bytes) -> float:
     return sum(b) / len(b)
 
 
-def test_probe_and_auto_detection(vm, tmp_path):
-    probe = vm.sh("camstream probe 2>/dev/null")
-    assert f"libcamera:{CAMERA} (Sensor B), libcamera v{vm.libcamera}" in probe, probe
+def test_probe_and_auto_detection(firmware, tmp_path):
+    probe = firmware.sh("camstream probe 2>/dev/null")
+    assert f"libcamera:{CAMERA} (Sensor B), libcamera v{firmware.libcamera}" in probe, probe
     assert re.search(r"    Brightness \(float\): -1\.0+ to 1\.0+, default 0\.0+", probe), probe
     assert re.search(r"    BGR888 \d+x\d+ to \d+x\d+", probe), probe
     # The vivid camera is there too: "auto" prefers libcamera's.
     assert "/dev/video0: vivid" in probe
-    log = start(vm, f"--source auto --width {W} --height {H} --fps 30")
-    assert f"libcamera:{CAMERA} (Sensor B, libcamera v{vm.libcamera}): capturing BGR888 {W}x{H} at up to 30 fps, " \
+    log = start(firmware, f"--source auto --width {W} --height {H} --fps 30")
+    assert f"libcamera:{CAMERA} (Sensor B, libcamera v{firmware.libcamera}): capturing BGR888 {W}x{H} at up to 30 fps, " \
            "encoding JPEG 4:2:0 at quality 80" in log, log
     assert f"streaming {W}x{H} at 30 fps from the first camera" in log, log
-    frames = ffmpeg_client(vm.url, "tcp", 8, "yuvj420p", W, H)
+    frames = ffmpeg_client(firmware.url, "tcp", 8, "yuvj420p", W, H)
     assert len(frames) == 8
     # vimc's colour bars, not a flat picture.
     assert len(set(frames[-1][:W])) > 4
-    gst = gst_client(vm.url, "tcp", 5, "I420", W, H, tmp=tmp_path)
+    gst = gst_client(firmware.url, "tcp", 5, "I420", W, H, tmp=tmp_path)
     assert len(gst) == 5
-    stop(vm)
+    stop(firmware)
 
 
-def test_same_picture_as_libcamera_cam(vm):
+def test_same_picture_as_libcamera_cam(firmware):
     """camstream's stream, decoded, against the frame libcamera's `cam`
     saves of the same camera in the same format and size."""
     if guest.FIRMWARE:
         pytest.skip("`cam` comes on the test drive, built for Debian's libcamera; a Buildroot image has neither")
-    log = start(vm, f"--source libcamera:'{CAMERA}' --width {W} --height {H} --quality 95")
+    log = start(firmware, f"--source libcamera:'{CAMERA}' --width {W} --height {H} --quality 95")
     assert "capturing BGR888" in log, log
-    ours = ffmpeg_client(vm.url, "tcp", 4, "rgb24", W, H)[-1]
-    stop(vm)
+    ours = ffmpeg_client(firmware.url, "tcp", 4, "rgb24", W, H)[-1]
+    stop(firmware)
     cam = "LD_LIBRARY_PATH=/dev/shm/c/cam/lib /dev/shm/c/cam/cam"
-    vm.sh("mkdir -p /dev/shm/c && cd /dev/shm/c && tar -xf /dev/vdb ./cam && rm -f frame-*.bin")
-    vm.sh(f"cd /dev/shm/c && {cam} -c 1 --capture=4 -s role=video,width={W},height={H},pixelformat=BGR888 --file=frame-#.bin 2>&1")
-    name = vm.sh("ls /dev/shm/c/frame-*.bin | tail -n 1").strip()
-    assert int(vm.sh(f"wc -c < {name}")) == W * H * 3
+    firmware.sh("mkdir -p /dev/shm/c && cd /dev/shm/c && tar -xf /dev/vdb ./cam && rm -f frame-*.bin")
+    firmware.sh(f"cd /dev/shm/c && {cam} -c 1 --capture=4 -s role=video,width={W},height={H},pixelformat=BGR888 --file=frame-#.bin 2>&1")
+    name = firmware.sh("ls /dev/shm/c/frame-*.bin | tail -n 1").strip()
+    assert int(firmware.sh(f"wc -c < {name}")) == W * H * 3
     # Every 16th row (the serial console carries it): 30 rows of 648 pixels.
     rows = range(0, H, 16)
-    theirs = base64.b64decode(vm.sh(
+    theirs = base64.b64decode(firmware.sh(
         f"for r in {' '.join(map(str, rows))}; do dd if={name} bs={W * 3} skip=$r count=1 2>/dev/null; done | base64"))
-    vm.sh("rm -rf /dev/shm/c")
+    firmware.sh("rm -rf /dev/shm/c")
     ours = b"".join(ours[r * W * 3:(r + 1) * W * 3] for r in rows)
     assert len(theirs) == len(ours), len(theirs)
     # libcamera's BGR888 is R, G, B in memory: FFmpeg's rgb24.
@@ -110,49 +110,49 @@ def test_same_picture_as_libcamera_cam(vm):
     assert psnr(ours, swapped) < p - 10
 
 
-def test_controls_change_the_picture_or_are_refused(vm):
-    start(vm, f"--source libcamera:auto --width {W} --height {H}")
-    plain = ffmpeg_client(vm.url, "tcp", 3, "gray", W, H)[-1]
-    stop(vm)
-    start(vm, f"--source libcamera:auto --width {W} --height {H} --control Brightness=0.5")
-    bright = ffmpeg_client(vm.url, "tcp", 3, "gray", W, H)[-1]
-    stop(vm)
+def test_controls_change_the_picture_or_are_refused(firmware):
+    start(firmware, f"--source libcamera:auto --width {W} --height {H}")
+    plain = ffmpeg_client(firmware.url, "tcp", 3, "gray", W, H)[-1]
+    stop(firmware)
+    start(firmware, f"--source libcamera:auto --width {W} --height {H} --control Brightness=0.5")
+    bright = ffmpeg_client(firmware.url, "tcp", 3, "gray", W, H)[-1]
+    stop(firmware)
     print(f"mean luma {mean(plain):.1f} -> {mean(bright):.1f} with Brightness=0.5")
     assert mean(bright) > mean(plain) + 10, (mean(plain), mean(bright))
-    out = vm.sh("camstream --source libcamera:auto --control ExposureTime=10000 2>&1", check=False)
+    out = firmware.sh("camstream --source libcamera:auto --control ExposureTime=10000 2>&1", check=False)
     assert re.search(r"error: .*\[controls\] ExposureTime: this camera has no such control; it has .*Brightness",
                      out), out
-    out = vm.sh("camstream --source libcamera:auto --control Brightness=3 2>&1", check=False)
+    out = firmware.sh("camstream --source libcamera:auto --control Brightness=3 2>&1", check=False)
     assert "[controls] Brightness = 3: out of range (-1.000000 to 1.000000)" in out, out
-    out = vm.sh("camstream --source libcamera:nosuch 2>&1 & sleep 6; kill $!", check=False)
+    out = firmware.sh("camstream --source libcamera:nosuch 2>&1 & sleep 6; kill $!", check=False)
     assert "no libcamera camera nosuch; waiting for libcamera camera nosuch" in out, out
 
 
-def test_unbind_keeps_the_session_and_bind_resumes_it(vm):
-    start(vm, f"--source libcamera:auto --width {W} --height {H} --session-timeout 600")
-    c = Client(vm.rtsp_port, timeout=30)
+def test_unbind_keeps_the_session_and_bind_resumes_it(firmware):
+    start(firmware, f"--source libcamera:auto --width {W} --height {H} --session-timeout 600")
+    c = Client(firmware.rtsp_port, timeout=30)
     assert c.setup_tcp().status == 200
     assert c.play().status == 200
     assert len(whole_frames(c.packets(3))) >= 5
     with frames_counted(c) as counts:
         for n in (1, 2):
-            vm.sh(UNBIND)
-            vm.wait_for("cat /tmp/camstream.log", "camera lost", timeout=30)
+            firmware.sh(UNBIND)
+            firmware.wait_for("cat /tmp/camstream.log", "camera lost", timeout=30)
             time.sleep(2)
             quiet = sum(counts[-3:])
             assert quiet == 0, "no frames while the camera is away"
-            vm.sh(BIND)
-            vm.wait_for("grep -c 'camera back after' /tmp/camstream.log", f"^{n}$", timeout=30)
+            firmware.sh(BIND)
+            firmware.wait_for("grep -c 'camera back after' /tmp/camstream.log", f"^{n}$", timeout=30)
             time.sleep(3)
             assert sum(counts[-4:]) >= 4, "frames resumed on the same session"
-    log = vm.sh("cat /tmp/camstream.log")
+    log = firmware.sh("cat /tmp/camstream.log")
     assert "ended" not in log, log
     assert re.search(r"camera lost \(no frame for 3 s\); sessions stay open", log), log
     c.close()
-    stop(vm)
+    stop(firmware)
 
 
-def test_memory_beside_the_v4l2_path(vm):
+def test_memory_beside_the_v4l2_path(firmware):
     """RSS while streaming 720p to one client: libcamera (vimc, RGB) against
     camstream's own V4L2 capture of vivid in the same format and size (goal:
     at most twice)."""
@@ -160,16 +160,16 @@ def test_memory_beside_the_v4l2_path(vm):
     # vivid gives 1280x720; vimc 1278x720, sent as 1272x720.
     for name, source, w in [("V4L2 (vivid RGB3)", "v4l2:/dev/video0 --format RGB3", 1280),
                             ("libcamera (vimc BGR888)", "libcamera:auto", 1272)]:
-        start(vm, f"--source {source} --width {w} --height 720")
-        frames = ffmpeg_client(vm.url, "tcp", 10, "gray", w, 720)
+        start(firmware, f"--source {source} --width {w} --height 720")
+        frames = ffmpeg_client(firmware.url, "tcp", 10, "gray", w, 720)
         assert len(frames) == 10
-        c = Client(vm.rtsp_port, timeout=30)
+        c = Client(firmware.rtsp_port, timeout=30)
         assert c.setup_tcp().status == 200 and c.play().status == 200
         c.packets(3)
-        rss[name] = int(vm.sh("grep VmRSS /proc/$(cat /tmp/camstream.pid)/status").split()[1])
+        rss[name] = int(firmware.sh("grep VmRSS /proc/$(cat /tmp/camstream.pid)/status").split()[1])
         c.close()
-        stop(vm)
+        stop(firmware)
     v4l2, lc = rss.values()
     figure(f"guest RSS streaming 720p to one client: {v4l2} kB through V4L2 (vivid RGB3 1280x720), "
-           f"{lc} kB through libcamera {vm.libcamera} (vimc BGR888 1278x720): {lc / v4l2:.2f}x")
+           f"{lc} kB through libcamera {firmware.libcamera} (vimc BGR888 1278x720): {lc / v4l2:.2f}x")
     assert lc <= 2 * v4l2, rss

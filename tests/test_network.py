@@ -31,77 +31,77 @@ NAME = "camstream-3456"
 
 
 @pytest.fixture(scope="module")
-def fw():
+def firmware():
     with guest.streaming(testdrive=False, ssh=True) as g:
         yield g
 
 
-def streams(fw: guest.Guest, timeout: float = 60) -> None:
+def streams(firmware: guest.Guest, timeout: float = 60) -> None:
     try:
-        fw.first_frame(timeout=timeout)
+        firmware.first_frame(timeout=timeout)
     except TimeoutError:
-        raise AssertionError(fw.diagnose())
+        raise AssertionError(firmware.diagnose())
 
 
-def test_dhcp_gives_the_address_and_the_name(fw):
-    assert fw.sh("hostname").strip() == NAME
+def test_dhcp_gives_the_address_and_the_name(firmware):
+    assert firmware.sh("hostname").strip() == NAME
     # Chosen at the first boot and kept: interfaces come up in no fixed order.
-    assert fw.sh("cat /data/etc/hostname.default").strip() == NAME
-    assert "inet 10.0.2.15/24" in fw.sh("ip -4 addr show dev eth0")
-    log = fw.sh("logread | grep -E 'network|udhcpc'")
+    assert firmware.sh("cat /data/etc/hostname.default").strip() == NAME
+    assert "inet 10.0.2.15/24" in firmware.sh("ip -4 addr show dev eth0")
+    log = firmware.sh("logread | grep -E 'network|udhcpc'")
     assert "eth0: link up, asking for an address (DHCP)" in log, log
     assert "lease of 10.0.2.15 obtained" in log, log
     # udhcpc tells the DHCP server the name, and asks for time servers.
-    assert re.search(rf"udhcpc .*-x hostname:{NAME} -O ntpsrv", fw.sh("ps")), fw.sh("ps")
+    assert re.search(rf"udhcpc .*-x hostname:{NAME} -O ntpsrv", firmware.sh("ps")), firmware.sh("ps")
     assert re.search(rf"camstream: rtsp://{NAME}\.local/stream \(rtsp://10\.0\.2\.15/stream\)",
-                     fw.console_text), fw.console_text
+                     firmware.console_text), firmware.console_text
     # RTSP on its own port, 554, reached through QEMU's forwarded port.
-    assert ":554 " in fw.sh("netstat -ltn")
-    streams(fw)
+    assert ":554 " in firmware.sh("netstat -ltn")
+    streams(firmware)
 
 
-def test_the_link_going_down_and_up(fw):
-    since = fw.log_since_mark()
-    fw.qmp("set_link", name="net", up=False)
-    fw.wait_for(f"{since} | grep network", "eth0: link down", timeout=30)
-    assert "inet " not in fw.sh("ip -4 addr show dev eth0")
-    assert not fw.sh("pidof udhcpc", check=False).strip(), "no DHCP client while the link is down"
-    fw.qmp("set_link", name="net", up=True)
-    fw.wait_for(f"{since} | grep udhcpc", "lease of 10.0.2.15 obtained", timeout=60)
-    streams(fw)
+def test_the_link_going_down_and_up(firmware):
+    since = firmware.log_since_mark()
+    firmware.qmp("set_link", name="net", up=False)
+    firmware.wait_for(f"{since} | grep network", "eth0: link down", timeout=30)
+    assert "inet " not in firmware.sh("ip -4 addr show dev eth0")
+    assert not firmware.sh("pidof udhcpc", check=False).strip(), "no DHCP client while the link is down"
+    firmware.qmp("set_link", name="net", up=True)
+    firmware.wait_for(f"{since} | grep udhcpc", "lease of 10.0.2.15 obtained", timeout=60)
+    streams(firmware)
 
 
-def test_an_interface_plugged_in_later(fw):
+def test_an_interface_plugged_in_later(firmware):
     """A second network card hot-plugged (as a USB Ethernet adapter would
     be), on a network of its own: mdev reports it, it gets ifplugd and a
     DHCP lease; unplugged, its daemons go."""
-    fw.qmp("netdev_add", type="user", id="net2", net="10.0.3.0/24", restrict=True)
-    since = fw.log_since_mark()
-    fw.qmp("device_add", driver="virtio-net-pci", netdev="net2", bus="hp0", id="nic2", mac="52:54:00:12:34:57")
-    fw.wait_for(f"{since} | grep udhcpc", r"eth1: 10\.0\.3\.15/24", timeout=60)
-    assert "ifplugd -i eth1" in fw.sh("ps")
-    fw.qmp("device_del", id="nic2")
-    fw.wait_for("ps | grep -c '[i]fplugd -i eth1'", "^0", timeout=60)
-    assert not fw.sh("ls /sys/class/net/eth1 2>/dev/null", check=False).strip()
-    streams(fw)
+    firmware.qmp("netdev_add", type="user", id="net2", net="10.0.3.0/24", restrict=True)
+    since = firmware.log_since_mark()
+    firmware.qmp("device_add", driver="virtio-net-pci", netdev="net2", bus="hp0", id="nic2", mac="52:54:00:12:34:57")
+    firmware.wait_for(f"{since} | grep udhcpc", r"eth1: 10\.0\.3\.15/24", timeout=60)
+    assert "ifplugd -i eth1" in firmware.sh("ps")
+    firmware.qmp("device_del", id="nic2")
+    firmware.wait_for("ps | grep -c '[i]fplugd -i eth1'", "^0", timeout=60)
+    assert not firmware.sh("ls /sys/class/net/eth1 2>/dev/null", check=False).strip()
+    streams(firmware)
 
 
-def test_mdns_answers_to_the_name_and_lists_the_stream(fw):
-    services = fw.sh("cat /run/mdns.d/rtsp.service")
+def test_mdns_answers_to_the_name_and_lists_the_stream(firmware):
+    services = firmware.sh("cat /run/mdns.d/rtsp.service")
     assert services.split("\n")[:4] == [f"name {NAME}", "type _rtsp._tcp", "port 554", "txt path=/stream"]
     # A query on the camera's own network (QEMU's user network carries no
     # multicast to the host): the name's address record, then a browse.
-    out = fw.sh(f"mquery -i eth0 -l debug -w 3 -t 1 {NAME}.local 2>&1")
+    out = firmware.sh(f"mquery -i eth0 -l debug -w 3 -t 1 {NAME}.local 2>&1")
     assert f"Got Answer: Name: {NAME}.local., Type: 1" in out, out
-    out = fw.sh("mquery -i eth0 -w 4 2>&1")
+    out = firmware.sh("mquery -i eth0 -w 4 2>&1")
     assert f"+ {NAME}._rtsp._tcp.local. (10.0.2.15)" in out, out
     # The web page, on HTTP's own port, at its root.
-    services = fw.sh("cat /run/mdns.d/http.service")
+    services = firmware.sh("cat /run/mdns.d/http.service")
     assert services.split("\n")[:4] == [f"name {NAME}", "type _http._tcp", "port 80", "txt path=/"]
     assert f"+ {NAME}._http._tcp.local. (10.0.2.15)" in out, out
 
 
-def test_an_nvr_on_a_second_network_finds_the_camera(fw, tmp_path):
+def test_an_nvr_on_a_second_network_finds_the_camera(firmware, tmp_path):
     """The image on a network with multicast (QEMU's user network has none):
     a second card hot-plugged onto a tap device that sits in a network
     namespace of its own, with a DHCP server and an NVR there. The camera
@@ -114,7 +114,7 @@ def test_an_nvr_on_a_second_network_finds_the_camera(fw, tmp_path):
     subprocess.run(["ip", "tuntap", "add", "dev", tap, "mode", "tap"], check=True, timeout=10)
     listener = udhcpd = None
     try:
-        fw.qmp("netdev_add", type="tap", id="net3", ifname=tap, script="no", downscript="no")
+        firmware.qmp("netdev_add", type="tap", id="net3", ifname=tap, script="no", downscript="no")
         # Into the NVR's namespace once QEMU holds it: QEMU opens it by name.
         for c in (["ip", "netns", "add", ns], ["ip", "link", "set", tap, "netns", ns],
                   ["ip", "-n", ns, "addr", "add", "198.51.100.1/24", "dev", tap],
@@ -129,9 +129,9 @@ def test_an_nvr_on_a_second_network_finds_the_camera(fw, tmp_path):
         listener = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", LISTENER, "198.51.100.1", "20"],
                                     stdout=subprocess.PIPE, text=True)
         assert listener.stdout.readline().strip() == "READY"
-        since = fw.log_since_mark()
-        fw.qmp("device_add", driver="virtio-net-pci", netdev="net3", bus="hp0", id="nic3", mac="52:54:00:12:34:58")
-        address = fw.wait_for(f"{since} | grep udhcpc", r"eth1: (198\.51\.100\.\d+)/24", timeout=60).group(1)
+        since = firmware.log_since_mark()
+        firmware.qmp("device_add", driver="virtio-net-pci", netdev="net3", bus="hp0", id="nic3", mac="52:54:00:12:34:58")
+        address = firmware.wait_for(f"{since} | grep udhcpc", r"eth1: (198\.51\.100\.\d+)/24", timeout=60).group(1)
         xaddr = f"http://{address}/onvif/device_service"
         found = ""
         deadline = time.monotonic() + 30
@@ -139,13 +139,13 @@ def test_an_nvr_on_a_second_network_finds_the_camera(fw, tmp_path):
             found = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", PROBE_CLIENT],
                                    capture_output=True, text=True, timeout=60).stdout
         line = next((x for x in found.splitlines() if x.startswith("FOUND")), None)
-        assert line, "no ProbeMatches:\n" + fw.sh("logread | grep camstream | tail -20")
+        assert line, "no ProbeMatches:\n" + firmware.sh("logread | grep camstream | tail -20")
         _, epr, xaddrs, *scopes = line.split()
         assert epr.startswith("urn:uuid:") and xaddrs == xaddr, line
         assert {"onvif://www.onvif.org/Profile/Streaming", f"onvif://www.onvif.org/name/{NAME}"} <= set(scopes), line
         # The board as its device tree names it (QEMU's virt board:
         # "linux,dummy-virt"), one percent-encoded path segment.
-        model = fw.sh("tr -d '\\000' </proc/device-tree/model").strip()
+        model = firmware.sh("tr -d '\\000' </proc/device-tree/model").strip()
         assert f"onvif://www.onvif.org/hardware/{urllib.parse.quote(model, safe='-._~')}" in scopes, (line, model)
         # The device service at that address, from the NVR (QEMU's image is
         # anonymous: no password).
@@ -164,64 +164,64 @@ def test_an_nvr_on_a_second_network_finds_the_camera(fw, tmp_path):
             if p and p.poll() is None:
                 p.kill()
                 p.wait()
-        fw.qmp("device_del", id="nic3")
-        fw.wait_for("ls /sys/class/net | grep -c eth1", "^0", timeout=60)
-        fw.qmp("netdev_del", id="net3")
+        firmware.qmp("device_del", id="nic3")
+        firmware.wait_for("ls /sys/class/net | grep -c eth1", "^0", timeout=60)
+        firmware.qmp("netdev_del", id="net3")
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         subprocess.run(["ip", "link", "del", tap], capture_output=True)
-    streams(fw)
+    streams(firmware)
 
 
-def test_a_static_address_then_a_wrong_one(fw):
-    fw.sh(f"cp {CONF} /tmp/network.conf.saved")
+def test_a_static_address_then_a_wrong_one(firmware):
+    firmware.sh(f"cp {CONF} /tmp/network.conf.saved")
     try:
         # The address QEMU's forwarded port leads to, set by hand.
-        fw.sh(f"sed -i 's|^address =.*|address = 10.0.2.15/24|; s|^gateway =.*|gateway = 10.0.2.2|;"
+        firmware.sh(f"sed -i 's|^address =.*|address = 10.0.2.15/24|; s|^gateway =.*|gateway = 10.0.2.2|;"
               f" s|^dns =.*|dns = 10.0.2.3 192.0.2.53|' {CONF}")
-        since = fw.log_since_mark()
-        fw.sh("/etc/init.d/S40network restart")
-        fw.wait_for(f"{since} | grep network", r"eth0: link up, 10\.0\.2\.15/24 via 10\.0\.2\.2 \(static")
-        assert not fw.sh("pidof udhcpc", check=False).strip()
-        assert "default via 10.0.2.2 dev eth0" in fw.sh("ip route")
-        assert fw.sh("cat /etc/resolv.conf").split() == ["nameserver", "10.0.2.3", "nameserver", "192.0.2.53"]
-        streams(fw)
+        since = firmware.log_since_mark()
+        firmware.sh("/etc/init.d/S40network restart")
+        firmware.wait_for(f"{since} | grep network", r"eth0: link up, 10\.0\.2\.15/24 via 10\.0\.2\.2 \(static")
+        assert not firmware.sh("pidof udhcpc", check=False).strip()
+        assert "default via 10.0.2.2 dev eth0" in firmware.sh("ip route")
+        assert firmware.sh("cat /etc/resolv.conf").split() == ["nameserver", "10.0.2.3", "nameserver", "192.0.2.53"]
+        streams(firmware)
         # A mistake is said on the console and DHCP takes over: still reachable.
-        fw.sh(f"sed -i 's|^address =.*|address = 10.0.2.15|' {CONF}")
-        since = fw.log_since_mark()
-        fw.sh("/etc/init.d/S40network restart")
-        fw.wait_for(f"{since} | grep udhcpc", "lease of 10.0.2.15 obtained")
-        assert "address 10.0.2.15 in /data/etc/network.conf is not ADDRESS/PREFIX: using DHCP" in fw.console_text
-        streams(fw)
+        firmware.sh(f"sed -i 's|^address =.*|address = 10.0.2.15|' {CONF}")
+        since = firmware.log_since_mark()
+        firmware.sh("/etc/init.d/S40network restart")
+        firmware.wait_for(f"{since} | grep udhcpc", "lease of 10.0.2.15 obtained")
+        assert "address 10.0.2.15 in /data/etc/network.conf is not ADDRESS/PREFIX: using DHCP" in firmware.console_text
+        streams(firmware)
     finally:
-        fw.sh(f"cp /tmp/network.conf.saved {CONF}; /etc/init.d/S40network restart")
+        firmware.sh(f"cp /tmp/network.conf.saved {CONF}; /etc/init.d/S40network restart")
 
 
-def test_a_hostname_from_the_settings(fw):
-    fw.sh(f"cp {CONF} /tmp/network.conf.saved")
+def test_a_hostname_from_the_settings(firmware):
+    firmware.sh(f"cp {CONF} /tmp/network.conf.saved")
     try:
-        fw.sh(f"sed -i 's|^hostname =.*|hostname = porch-cam|' {CONF}")
-        fw.sh("/etc/init.d/S40network restart && /etc/init.d/S50mdnsd restart")
-        assert fw.sh("hostname").strip() == "porch-cam"
-        fw.wait_for("mquery -i eth0 -l debug -w 3 -t 1 porch-cam.local 2>&1",
+        firmware.sh(f"sed -i 's|^hostname =.*|hostname = porch-cam|' {CONF}")
+        firmware.sh("/etc/init.d/S40network restart && /etc/init.d/S50mdnsd restart")
+        assert firmware.sh("hostname").strip() == "porch-cam"
+        firmware.wait_for("mquery -i eth0 -l debug -w 3 -t 1 porch-cam.local 2>&1",
                     r"Got Answer: Name: porch-cam\.local\., Type: 1", timeout=30)
         # Not a host name: said, and the default used.
-        fw.sh(f"sed -i 's|^hostname =.*|hostname = porch_cam!|' {CONF}")
-        fw.sh("/etc/init.d/S40network restart")
-        assert fw.sh("hostname").strip() == NAME
-        assert 'hostname "porch_cam!" in /data/etc/network.conf is not a host name' in fw.console_text
+        firmware.sh(f"sed -i 's|^hostname =.*|hostname = porch_cam!|' {CONF}")
+        firmware.sh("/etc/init.d/S40network restart")
+        assert firmware.sh("hostname").strip() == NAME
+        assert 'hostname "porch_cam!" in /data/etc/network.conf is not a host name' in firmware.console_text
     finally:
-        fw.sh(f"cp /tmp/network.conf.saved {CONF}; /etc/init.d/S40network restart; /etc/init.d/S50mdnsd restart")
-    assert fw.sh("hostname").strip() == NAME
+        firmware.sh(f"cp /tmp/network.conf.saved {CONF}; /etc/init.d/S40network restart; /etc/init.d/S50mdnsd restart")
+    assert firmware.sh("hostname").strip() == NAME
 
 
-def test_ntpd_runs_and_fails_quietly(fw):
+def test_ntpd_runs_and_fails_quietly(firmware):
     # scripts/qemu points it at the guest itself, where no server answers.
-    assert re.search(r"ntpd -S /usr/lib/camstream/ntp-event -p 127\.0\.0\.1", fw.sh("ps"))
-    log = fw.sh("logread | grep ntpd")
+    assert re.search(r"ntpd -S /usr/lib/camstream/ntp-event -p 127\.0\.0\.1", firmware.sh("ps"))
+    log = firmware.sh("logread | grep ntpd")
     assert "ntpd: asking 127.0.0.1" in log, log
-    boot = fw.console_text.split("Please press Enter to activate this console.")[0]
+    boot = firmware.console_text.split("Please press Enter to activate this console.")[0]
     assert "daemon.err" not in log and "ntpd" not in boot, log
-    streams(fw)
+    streams(firmware)
 
 
 def sender_reports_and_frames(c: Client, seconds: float):
@@ -245,21 +245,21 @@ def sender_reports_and_frames(c: Client, seconds: float):
     return frames, reports
 
 
-def test_the_clock_set_by_hand_keeps_the_rtp_timeline(fw):
+def test_the_clock_set_by_hand_keeps_the_rtp_timeline(firmware):
     """As when ntpd's first answer steps the clock at boot: RTP time goes on
     without a jump, the next sender report follows the new wall clock and
     comes at once, not rtcp_interval later."""
-    c = Client(fw.rtsp_port, timeout=20)
+    c = Client(firmware.rtsp_port, timeout=20)
     try:
         assert c.setup_tcp().status == 200 and c.play().status == 200
         before, reports_before = sender_reports_and_frames(c, 3)
-        since = fw.log_since_mark()
-        fw.sh('date -s "@$(( $(date +%s) + 3600 ))" >/dev/null')
+        since = firmware.log_since_mark()
+        firmware.sh('date -s "@$(( $(date +%s) + 3600 ))" >/dev/null')
         stepped = time.monotonic()
         after, reports_after = sender_reports_and_frames(c, 4)
     finally:
         c.close()
-    assert re.search(r"wall clock stepped by \+3[56]\d\d\.\d{3} s", fw.sh(f"{since} | grep camstream"))
+    assert re.search(r"wall clock stepped by \+3[56]\d\d\.\d{3} s", firmware.sh(f"{since} | grep camstream"))
     timeline = before + after
     steps = [(b - a) % 2**32 for a, b in zip(timeline, timeline[1:])]
     # 12.5 fps is 7200 ticks a frame; a lost frame or two, but no jump.
@@ -270,25 +270,25 @@ def test_the_clock_set_by_hand_keeps_the_rtp_timeline(fw):
     moved = (ntp1 - ntp0) - ((rtp1 - rtp0) % 2**32) / 90000
     assert 3590 < moved < 3610, moved
     assert at - stepped < 3, "a sender report right after the step"
-    fw.sh('date -s "@$(( $(date +%s) - 3600 ))" >/dev/null')
+    firmware.sh('date -s "@$(( $(date +%s) - 3600 ))" >/dev/null')
 
 
-def test_ssh_with_a_key_from_the_boot_partition_and_never_a_password(fw, tmp_path):
+def test_ssh_with_a_key_from_the_boot_partition_and_never_a_password(firmware, tmp_path):
     key = tmp_path / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "test", "-f", str(key)], check=True)
-    ssh = ["ssh", "-p", str(fw.ssh_port), "-o", "StrictHostKeyChecking=no",
+    ssh = ["ssh", "-p", str(firmware.ssh_port), "-o", "StrictHostKeyChecking=no",
            "-o", f"UserKnownHostsFile={tmp_path / 'known_hosts'}", "-o", "BatchMode=yes",
            "-o", "ConnectTimeout=20"]
     # Before a key: no SSH at all.
-    assert "no SSH key (authorized_keys on the boot partition, README): SSH stays off" in fw.sh("logread")
-    assert ":22 " not in fw.sh("netstat -ltn")
+    assert "no SSH key (authorized_keys on the boot partition, README): SSH stays off" in firmware.sh("logread")
+    assert ":22 " not in firmware.sh("netstat -ltn")
     # As written on a PC: CRLF line ends.
     public = key.with_suffix(".pub").read_text().strip()
-    fw.sh(f"printf '%s\\r\\n' '{public}' > {BOOT}/authorized_keys")
-    fw.sh("/etc/init.d/S50dropbear start && /etc/init.d/S50mdnsd restart")
-    assert fw.sh(f"ls {BOOT}/authorized_keys 2>&1", check=False).strip().endswith("No such file or directory")
-    assert fw.sh("cat /data/etc/ssh/authorized_keys").strip() == public
-    assert fw.sh("ls -ln /data/etc/ssh/authorized_keys").split()[0] == "-rw-------"
+    firmware.sh(f"printf '%s\\r\\n' '{public}' > {BOOT}/authorized_keys")
+    firmware.sh("/etc/init.d/S50dropbear start && /etc/init.d/S50mdnsd restart")
+    assert firmware.sh(f"ls {BOOT}/authorized_keys 2>&1", check=False).strip().endswith("No such file or directory")
+    assert firmware.sh("cat /data/etc/ssh/authorized_keys").strip() == public
+    assert firmware.sh("ls -ln /data/etc/ssh/authorized_keys").split()[0] == "-rw-------"
     out = subprocess.run([*ssh, "-i", str(key), "root@127.0.0.1", "id -u; hostname"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.split() == ["0", NAME], out
@@ -298,41 +298,41 @@ def test_ssh_with_a_key_from_the_boot_partition_and_never_a_password(fw, tmp_pat
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "Permission denied (publickey)" in out.stderr, out
     # A second key is added to the first; the host key stays what it was.
-    fingerprint = fw.sh("dropbearkey -y -f /data/etc/dropbear/dropbear_ed25519_host_key | grep Fingerprint")
-    fw.sh(f"printf 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIO4VY6rzWeSPVjiZaK3vTXK2mSdeUqIdGZH6JMKbyxfR second\\n'"
+    fingerprint = firmware.sh("dropbearkey -y -f /data/etc/dropbear/dropbear_ed25519_host_key | grep Fingerprint")
+    firmware.sh(f"printf 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIO4VY6rzWeSPVjiZaK3vTXK2mSdeUqIdGZH6JMKbyxfR second\\n'"
           f" > {BOOT}/authorized_keys")
-    fw.sh("/etc/init.d/S50dropbear restart")
-    assert fw.sh("grep -c ssh-ed25519 /data/etc/ssh/authorized_keys").strip() == "2"
-    assert fw.sh("dropbearkey -y -f /data/etc/dropbear/dropbear_ed25519_host_key | grep Fingerprint") == fingerprint
-    assert "_ssh._tcp" in fw.sh("cat /run/mdns.d/ssh.service")
+    firmware.sh("/etc/init.d/S50dropbear restart")
+    assert firmware.sh("grep -c ssh-ed25519 /data/etc/ssh/authorized_keys").strip() == "2"
+    assert firmware.sh("dropbearkey -y -f /data/etc/dropbear/dropbear_ed25519_host_key | grep Fingerprint") == fingerprint
+    assert "_ssh._tcp" in firmware.sh("cat /run/mdns.d/ssh.service")
 
 
-def test_wifi_settings_from_the_boot_partition(fw):
+def test_wifi_settings_from_the_boot_partition(firmware):
     """No radio under QEMU: what happens to the file is what is checked."""
-    fw.sh(f"printf 'ctrl_interface=/run/wpa_supplicant\\r\\ncountry=GB\\r\\nnetwork={{\\r\\n"
+    firmware.sh(f"printf 'ctrl_interface=/run/wpa_supplicant\\r\\ncountry=GB\\r\\nnetwork={{\\r\\n"
           f"  ssid=\"home\"\\r\\n  psk=\"a long passphrase\"\\r\\n}}\\r\\n' > {BOOT}/wpa_supplicant.conf")
-    since = fw.log_since_mark()
-    fw.sh("/etc/init.d/S40network restart")
-    assert fw.sh(f"ls {BOOT}/wpa_supplicant.conf 2>&1", check=False).strip().endswith("No such file or directory")
-    conf = fw.sh("cat /data/etc/wpa_supplicant.conf")
+    since = firmware.log_since_mark()
+    firmware.sh("/etc/init.d/S40network restart")
+    assert firmware.sh(f"ls {BOOT}/wpa_supplicant.conf 2>&1", check=False).strip().endswith("No such file or directory")
+    conf = firmware.sh("cat /data/etc/wpa_supplicant.conf")
     assert "\r" not in conf and "country=GB" in conf and 'psk="a long passphrase"' in conf, conf
-    assert fw.sh("ls -ln /data/etc/wpa_supplicant.conf").split()[0] == "-rw-------"
-    log = fw.sh(f"{since} | grep -E 'setup|network'")
+    assert firmware.sh("ls -ln /data/etc/wpa_supplicant.conf").split()[0] == "-rw-------"
+    log = firmware.sh(f"{since} | grep -E 'setup|network'")
     assert "wpa_supplicant.conf from the boot partition is now /data/etc/wpa_supplicant.conf" in log, log
     assert "country" not in log, log
     # Without a country or a network: kept, and said on the console.
-    fw.sh(f"printf 'network={{\\n  ssid=\"home\"\\n}}\\n' > {BOOT}/wpa_supplicant.conf")
-    fw.sh("/etc/init.d/S40network restart")
-    assert "sets no country=XX: the radio keeps to the channels allowed everywhere" in fw.console_text
-    fw.sh(f"printf 'country=GB\\n' > {BOOT}/wpa_supplicant.conf")
-    fw.sh("/etc/init.d/S40network restart")
-    assert "has no network={...} block: Wi-Fi has nothing to join" in fw.console_text
-    streams(fw)
+    firmware.sh(f"printf 'network={{\\n  ssid=\"home\"\\n}}\\n' > {BOOT}/wpa_supplicant.conf")
+    firmware.sh("/etc/init.d/S40network restart")
+    assert "sets no country=XX: the radio keeps to the channels allowed everywhere" in firmware.console_text
+    firmware.sh(f"printf 'country=GB\\n' > {BOOT}/wpa_supplicant.conf")
+    firmware.sh("/etc/init.d/S40network restart")
+    assert "has no network={...} block: Wi-Fi has nothing to join" in firmware.console_text
+    streams(firmware)
 
 
-def test_what_the_network_services_cost(fw):
+def test_what_the_network_services_cost(firmware):
     """Memory of the network's daemons, as the guest sees it."""
-    out = fw.sh("for d in ifplugd udhcpc ntpd mdnsd dropbear; do for p in $(pidof $d); do "
+    out = firmware.sh("for d in ifplugd udhcpc ntpd mdnsd dropbear; do for p in $(pidof $d); do "
                 "echo $d $(grep -E 'VmRSS|RssAnon' /proc/$p/status | tr -s ' \\t' ' '); done; done")
     daemons = {"ifplugd", "udhcpc", "ntpd", "mdnsd", "dropbear"}
     rows = [r for r in (line.split() for line in out.split("\n")) if r and r[0] in daemons and len(r) == 7]

@@ -220,12 +220,12 @@ class Board:
 
 
 @pytest.fixture
-def board(ota, request):
+def firmware(ota, request):
     yield from a_board(ota, request)
 
 
 @pytest.fixture(params=["qemu_aarch64", pytest.param(PI, marks=pytest.mark.slow)])
-def any_board(request):
+def firmware_on_each_board(request):
     """The virt board, and the emulated Pi's layout (slow: the Pi's own A/B
     state is proven in CI by test_pi and README's steps on the Pi)."""
     yield from a_board(request.getfixturevalue("ota" if request.param == "qemu_aarch64" else "pi_ota"), request)
@@ -242,8 +242,8 @@ def a_board(ota, request):
     b.disk.unlink(missing_ok=True)
 
 
-def test_update_over_the_network_and_keep(board):
-    b = board
+def test_update_over_the_network_and_keep(firmware):
+    b = firmware
     assert b.slot() == "A" and b.version() == b.ota.v1
     # A setting the user changed, on the data partition.
     b.sh("sed -i 's/^#* *fps *=.*/fps = 25/' /data/etc/camstream.toml; grep -q '^fps = 25' /data/etc/camstream.toml "
@@ -277,8 +277,8 @@ def test_update_over_the_network_and_keep(board):
     assert "download.raucb" not in b.sh("ls /data/ota")
 
 
-def test_refused_bundles_change_nothing(board):
-    b = board
+def test_refused_bundles_change_nothing(firmware):
+    b = firmware
     before_state = b.boot_state()
     running = b.sh("md5sum /dev/vda2", timeout=300)
     cases = [
@@ -307,8 +307,8 @@ def test_refused_bundles_change_nothing(board):
     assert b.g.first_frame(timeout=30)
 
 
-def test_new_slot_that_cannot_stream_rolls_back(any_board):
-    b = any_board
+def test_new_slot_that_cannot_stream_rolls_back(firmware_on_each_board):
+    b = firmware_on_each_board
     start = time.monotonic()
     b.g.p.sendline(f"camstream-update {b.ota.bundles}/broken.raucb")
     b.g.p.expect("rebooting into slot B", timeout=300 * b.slow)
@@ -330,13 +330,13 @@ def test_new_slot_that_cannot_stream_rolls_back(any_board):
     assert "B" not in b.boot_state()["BOOT_ORDER"]
 
 
-def test_trial_boot_that_hangs_is_reset_by_the_watchdog(board):
+def test_trial_boot_that_hangs_is_reset_by_the_watchdog(firmware):
     """Slot B hangs before its check ends: the watchdog, armed and not fed
     on a trial boot, resets the board (QEMU's i6300esb; the emulated Pi's
     watchdog resets the moment it is armed, docs/IMAGE.md), each reset
     costs B a boot attempt, and once they are gone U-Boot boots A, which
     rolls the update back."""
-    b = board
+    b = firmware
     start = time.monotonic()
     b.g.p.sendline("camstream-update /tmp/b/hangs.raucb")
     b.g.p.expect("rebooting into slot B", timeout=300)
@@ -358,8 +358,8 @@ def test_trial_boot_that_hangs_is_reset_by_the_watchdog(board):
     assert b.g.first_frame(timeout=60)
 
 
-def test_power_cut_while_writing_keeps_the_old_slot(any_board):
-    b = any_board
+def test_power_cut_while_writing_keeps_the_old_slot(firmware_on_each_board):
+    b = firmware_on_each_board
     b.g.p.sendline(f"camstream-update {b.ota.bundles}/v2.raucb")
     b.g.p.expect("Copying image to rootfs.1", timeout=300 * b.slow)
     os.kill(b.g.p.pid, signal.SIGKILL)  # scripts/qemu exec'd QEMU: this is QEMU
@@ -379,11 +379,11 @@ def test_power_cut_while_writing_keeps_the_old_slot(any_board):
         assert rc == 0, out
 
 
-def test_rauc_dying_is_told_apart_from_a_failed_install(board):
+def test_rauc_dying_is_told_apart_from_a_failed_install(firmware):
     """RAUC killed by a signal (seen once: glibc's "double free" as RAUC 1.8
     exits) after it activated the new slot: the update carries on to its
     trial boot. Killed before: exit 8, the old slot stays first."""
-    b = board
+    b = firmware
     b.sh("cp /usr/bin/rauc /tmp/rauc-real && printf '%s\\n' '#!/bin/sh' "
          "'/tmp/rauc-real \"$@\"; rc=$?' '[ \"$1\" = install ] && kill -ABRT $$' 'exit $rc' >/tmp/rauc-dies-after "
          "&& printf '%s\\n' '#!/bin/sh' '/tmp/rauc-real \"$@\" & pid=$!' "

@@ -18,7 +18,7 @@ BOARD = "rpi3_64"
 
 
 @pytest.fixture(scope="module")
-def pi():
+def firmware():
     guest.build(BOARD)
     g = guest.Guest(board=BOARD, wait=False)
     # The console must be read while the host waits for the first frame.
@@ -34,79 +34,79 @@ def pi():
         g.close()
 
 
-def test_boots_from_the_sd_card_to_streaming(pi):
-    assert pi.boot_to_frame is not None, "no frame reached the host"
-    print(f"\nemulated Pi 3: QEMU start to first RTP frame at the host: {pi.boot_to_frame:.1f} s")
-    console = pi.console_text
+def test_boots_from_the_sd_card_to_streaming(firmware):
+    assert firmware.boot_to_frame is not None, "no frame reached the host"
+    print(f"\nemulated Pi 3: QEMU start to first RTP frame at the host: {firmware.boot_to_frame:.1f} s")
+    console = firmware.console_text
     # U-Boot for the Pi ran boot.cmd from the FAT partition and took an
     # attempt from slot A.
     assert "Found U-Boot script /boot.scr" in console, console
     assert "Booting root slot A (partition 2; 2 more attempts after this one)" in console, console
     assert "Starting camstream: OK" in console, console
-    assert "Machine model: Raspberry Pi 3 Model B" in pi.sh("dmesg")
-    mounts = pi.sh("cat /proc/mounts")
+    assert "Machine model: Raspberry Pi 3 Model B" in firmware.sh("dmesg")
+    mounts = firmware.sh("cat /proc/mounts")
     assert re.search(r"^/dev/mmcblk0p2 / ext4 ro[ ,]", mounts, re.M), mounts
     assert re.search(r"^/dev/mmcblk0p4 /data ext4 rw[ ,]", mounts, re.M), mounts
     assert re.search(r"^/dev/mmcblk0p1 /boot/firmware vfat rw[ ,]", mounts, re.M), mounts
 
 
-def test_the_boot_partition_is_the_pis(pi):
+def test_the_boot_partition_is_the_pis(firmware):
     """What the Pi's firmware reads, beside U-Boot's files."""
-    files = pi.sh("ls /boot/firmware").split()
+    files = firmware.sh("ls /boot/firmware").split()
     for f in ("bootcode.bin", "start.elf", "fixup.dat", "config.txt", "cmdline.txt", "u-boot.bin",
               "bcm2837-rpi-3-b.dtb", "bcm2837-rpi-3-b-plus.dtb", "bcm2837-rpi-zero-2-w.dtb",
               "boot.scr", "bootstate.env"):
         assert f in files, files
-    config = pi.sh("cat /boot/firmware/config.txt")
+    config = firmware.sh("cat /boot/firmware/config.txt")
     assert "kernel=u-boot.bin" in config and "arm_64bit=1" in config, config
     # The kernel's command line is cmdline.txt's (the console last: the
     # one init's console and shell use).
-    cmdline = pi.sh("cat /proc/cmdline")
-    assert cmdline.startswith(pi.sh("cat /boot/firmware/cmdline.txt").strip()), cmdline
+    cmdline = firmware.sh("cat /proc/cmdline")
+    assert cmdline.startswith(firmware.sh("cat /boot/firmware/cmdline.txt").strip()), cmdline
     assert "console=tty1 console=ttyS1,115200" in cmdline, cmdline
 
 
-def test_the_ab_counter_on_the_boot_partition(pi):
+def test_the_ab_counter_on_the_boot_partition(firmware):
     """U-Boot took one attempt from slot A; the health check gave it back
     once camstream streamed, through RAUC and fw_setenv on the FAT file."""
-    state = pi.sh("fw_printenv BOOT_ORDER BOOT_A_LEFT BOOT_B_LEFT")
+    state = firmware.sh("fw_printenv BOOT_ORDER BOOT_A_LEFT BOOT_B_LEFT")
     assert state.split() == ["BOOT_ORDER=A", "B", "BOOT_A_LEFT=3", "BOOT_B_LEFT=0"], state
-    assert "in slot A" in pi.sh("camstream-update status")
-    assert "rootfs.0" in pi.sh("rauc status"), "RAUC sees the Pi's slots"
+    assert "in slot A" in firmware.sh("camstream-update status")
+    assert "rootfs.0" in firmware.sh("rauc status"), "RAUC sees the Pi's slots"
 
 
-def test_the_first_boot_grew_the_data_partition_to_the_card(pi):
+def test_the_first_boot_grew_the_data_partition_to_the_card(firmware):
     """The image's data partition (128 MiB) now ends where the 1 GiB card
     does, and its filesystem with it (grow-data; test_grow cuts the power
     while it grows)."""
-    grew = re.search(r"data: growing the data partition /dev/mmcblk0p4 from 128 MiB to (\d+) MiB", pi.console_text)
-    assert grew, pi.console_text
-    start, size, card = (int(pi.sh(f"cat /sys/class/block/{f}").strip())
+    grew = re.search(r"data: growing the data partition /dev/mmcblk0p4 from 128 MiB to (\d+) MiB", firmware.console_text)
+    assert grew, firmware.console_text
+    start, size, card = (int(firmware.sh(f"cat /sys/class/block/{f}").strip())
                          for f in ("mmcblk0p4/start", "mmcblk0p4/size", "mmcblk0/size"))
     assert start + size == card == 1 << 21
     assert size // 2048 == int(grew[1])
-    grown = pi.sh("cat /data/.grown").strip()
+    grown = firmware.sh("cat /data/.grown").strip()
     assert grown.startswith(f"partition {size // 2048} MiB, filesystem "), grown
     # The filesystem fills its partition (its own metadata aside).
-    kib = int(pi.sh("df -Pk /data | awk 'NR == 2 { print $2 }'"))
+    kib = int(firmware.sh("df -Pk /data | awk 'NR == 2 { print $2 }'"))
     assert kib > size // 2 * 0.9, (kib, size)
 
 
-def test_usb_network_and_name(pi):
+def test_usb_network_and_name(firmware):
     """The USB network adapter gets its address by DHCP and the name comes
     from its MAC (QEMU's 52:54:00:12:34:57)."""
-    addr = pi.sh("ip -4 addr show usb0")
+    addr = firmware.sh("ip -4 addr show usb0")
     assert "inet 10.0.2.15/24" in addr, addr
-    assert pi.sh("hostname").strip() == "camstream-3457"
+    assert firmware.sh("hostname").strip() == "camstream-3457"
 
 
-def test_the_watchdog_is_not_armed_under_emulation(pi):
+def test_the_watchdog_is_not_armed_under_emulation(firmware):
     """QEMU resets the board the moment the BCM2835 watchdog is armed, so
     scripts/qemu tells the guest not to arm it; the driver is there (the
     Pi restarts through it) and the health check says why it goes on
     without one."""
-    assert "bcm2835_wdt" in pi.sh("lsmod")
-    assert pi.sh("test -e /dev/watchdog && echo yes").strip() == "yes"
-    assert "camstream.qemu.watchdog=off" in pi.sh("cat /proc/cmdline")
-    assert "the watchdog is off under this emulator" in pi.console_text
-    assert not pi.sh("pidof watchdog", check=False).strip()
+    assert "bcm2835_wdt" in firmware.sh("lsmod")
+    assert firmware.sh("test -e /dev/watchdog && echo yes").strip() == "yes"
+    assert "camstream.qemu.watchdog=off" in firmware.sh("cat /proc/cmdline")
+    assert "the watchdog is off under this emulator" in firmware.console_text
+    assert not firmware.sh("pidof watchdog", check=False).strip()

@@ -26,24 +26,24 @@ def image():
 
 
 @pytest.fixture
-def vm(image):
+def firmware(image):
     g = guest.Guest()
     g.sh("/etc/init.d/S50camstream stop")
     yield g
     g.close()
 
 
-def start(vm: guest.Guest, args: str, log: str = "/tmp/camstream.log") -> str:
+def start(firmware: guest.Guest, args: str, log: str = "/tmp/camstream.log") -> str:
     # The host's clients arrive from QEMU's side of the forwarded port.
-    vm.sh(f"camstream --anonymous true {args} 2>{log} & echo $! >/tmp/camstream.pid")
-    vm.wait_for(f"cat {log}", "streaming |error")
-    out = vm.sh(f"cat {log}")
+    firmware.sh(f"camstream --anonymous true {args} 2>{log} & echo $! >/tmp/camstream.pid")
+    firmware.wait_for(f"cat {log}", "streaming |error")
+    out = firmware.sh(f"cat {log}")
     assert "error" not in out, out
     return out
 
 
-def stop(vm: guest.Guest) -> None:
-    vm.sh("kill $(cat /tmp/camstream.pid); while kill -0 $(cat /tmp/camstream.pid) 2>/dev/null; do sleep 0.1; done")
+def stop(firmware: guest.Guest) -> None:
+    firmware.sh("kill $(cat /tmp/camstream.pid); while kill -0 $(cat /tmp/camstream.pid) 2>/dev/null; do sleep 0.1; done")
 
 
 def luma_psnr(a: bytes, b: bytes, n: int) -> float:
@@ -78,18 +78,18 @@ def frames_counted(c: Client):
         t.join(5)
 
 
-def test_vivid_every_raw_format(vm):
+def test_vivid_every_raw_format(firmware):
     """Each raw format vivid offers goes through camstream's converter and
     encoder; all must show the same picture (vivid's colour bars)."""
     w, h = 640, 360
     got = {}
     for fmt in ["YU12", "NV12", "YUYV", "UYVY", "RGB3", "BGR3"]:
         # Without vivid's on-screen text (clock, counters) every frame is the same.
-        log = start(vm, f"--source v4l2:/dev/video0 --format {fmt} --width {w} --height {h} --fps 25 "
+        log = start(firmware, f"--source v4l2:/dev/video0 --format {fmt} --width {w} --height {h} --fps 25 "
                     "--control osd_text_mode=2")
         assert re.search(rf"capturing {fmt} {w}x{h} at 25 fps, encoding JPEG 4:2:0", log), log
-        got[fmt] = ffmpeg_client(vm.url, "tcp", 6, "yuvj420p", w, h)
-        stop(vm)
+        got[fmt] = ffmpeg_client(firmware.url, "tcp", 6, "yuvj420p", w, h)
+        stop(firmware)
         assert len(got[fmt]) == 6
     ref = got["YU12"][-1]
     for fmt in ["NV12", "YUYV", "UYVY"]:
@@ -104,57 +104,57 @@ def test_vivid_every_raw_format(vm):
     assert luma_psnr(got["RGB3"][-1], ref, w * h) > 18
 
 
-def test_vivid_chosen_automatically_and_probe(vm):
-    probe = vm.sh("camstream probe")
+def test_vivid_chosen_automatically_and_probe(firmware):
+    probe = firmware.sh("camstream probe")
     assert "/dev/video0: vivid (driver vivid, platform:vivid-000): video capture, streaming" in probe
     assert "1280x720: 12.5, 10, 5, 4, 2, 1 fps" in probe
     assert re.search(r"brightness +int +min=0 max=255 step=1 default=128 value=128", probe), probe
-    log = start(vm, "--source v4l2:auto --width 1280 --height 720 --fps 30 --control brightness=200")
+    log = start(firmware, "--source v4l2:auto --width 1280 --height 720 --fps 30 --control brightness=200")
     # vivid is raw only; YU12 needs no conversion; its 720p tops out at 12.5.
     assert "/dev/video0 (vivid, vivid): capturing YU12 1280x720 at 12.5 fps" in log, log
-    assert "value=200" in vm.sh("camstream probe /dev/video0 | grep '^    brightness'")
-    frames = ffmpeg_client(vm.url, "tcp", 5, "yuvj420p", 1280, 720)
+    assert "value=200" in firmware.sh("camstream probe /dev/video0 | grep '^    brightness'")
+    frames = ffmpeg_client(firmware.url, "tcp", 5, "yuvj420p", 1280, 720)
     assert len(frames) == 5
-    stop(vm)
-    out = vm.sh("camstream --source v4l2:/dev/video0 --control sharpness=3 2>&1", check=False)
+    stop(firmware)
+    out = firmware.sh("camstream --source v4l2:/dev/video0 --control sharpness=3 2>&1", check=False)
     assert "control \"sharpness\": the camera has no such control; it has: brightness, contrast" in out
-    out = vm.sh("camstream --source v4l2:/dev/video0 --control brightness=999 2>&1", check=False)
+    out = firmware.sh("camstream --source v4l2:/dev/video0 --control brightness=999 2>&1", check=False)
     assert "control brightness = 999: out of range (0..=255)" in out
 
 
-def test_mjpeg_camera_passthrough_and_repair(vm):
+def test_mjpeg_camera_passthrough_and_repair(firmware):
     """v4l2loopback plays FFmpeg's JPEG frames: with standard Huffman tables
     they reach the client byte-exact (same pixels as decoding the files);
     with FFmpeg's default optimized tables they are transcoded losslessly."""
-    vm.sh("insmod /tmp/t/v4l2loopback.ko video_nr=10 exclusive_caps=0 max_buffers=4")
+    firmware.sh("insmod /tmp/t/v4l2loopback.ko video_nr=10 exclusive_caps=0 max_buffers=4")
     for kind in ["std", "opt"]:
-        vm.sh(f"/tmp/t/v4l2-feed /dev/video10 30 /tmp/t/frames/{kind}-*.jpg 2>/tmp/feed.log & echo $! >/tmp/feed.pid")
-        vm.wait_for("cat /tmp/feed.log", "MJPEG")
-        log = start(vm, "--source v4l2:/dev/video10 --width 640 --height 480")
+        firmware.sh(f"/tmp/t/v4l2-feed /dev/video10 30 /tmp/t/frames/{kind}-*.jpg 2>/tmp/feed.log & echo $! >/tmp/feed.pid")
+        firmware.wait_for("cat /tmp/feed.log", "MJPEG")
+        log = start(firmware, "--source v4l2:/dev/video10 --width 640 --height 480")
         assert "capturing MJPG 640x480 at 30 fps, sending the camera's JPEG" in log, log
-        got = ffmpeg_client(vm.url, "tcp", 40, "yuvj420p", 640, 480)
-        ref = vm.frames(kind)
+        got = ffmpeg_client(firmware.url, "tcp", 40, "yuvj420p", 640, 480)
+        ref = firmware.frames(kind)
         assert_frames_match(got, ref, min_frames=40, consecutive=False)
-        log = vm.sh("cat /tmp/camstream.log")
+        log = firmware.sh("cat /tmp/camstream.log")
         if kind == "opt":
             assert "non-standard (e.g. optimized) Huffman tables: transcoded losslessly" in log, log
         else:
             assert "transcoded" not in log, log
-        stop(vm)
-        vm.sh("kill $(cat /tmp/feed.pid)")
+        stop(firmware)
+        firmware.sh("kill $(cat /tmp/feed.pid)")
 
 
-def test_unplug_and_replug_keep_the_session(vm):
+def test_unplug_and_replug_keep_the_session(firmware):
     """The driver goes away under a streaming session and comes back, 100
     times: the session keeps going, frames resume each time, and the daemon
     ends with the descriptors and memory it started with."""
     # This client sends no RTCP: keep its session for the whole test.
-    start(vm, "--source v4l2:auto --width 320 --height 180 --fps 30 --session-timeout 3600")
-    c = Client(vm.rtsp_port, timeout=30)
+    start(firmware, "--source v4l2:auto --width 320 --height 180 --fps 30 --session-timeout 3600")
+    c = Client(firmware.rtsp_port, timeout=30)
     assert c.setup_tcp().status == 200
     assert c.play().status == 200
     assert len(whole_frames(c.packets(2))) >= 20
-    pid = vm.sh("cat /tmp/camstream.pid").strip()
+    pid = firmware.sh("cat /tmp/camstream.pid").strip()
     # Descriptors, and the heap (RssAnon: VmRSS also counts the camera's
     # buffers and binary pages the kernel drops and reloads at will).
     usage = f"ls /proc/{pid}/fd | wc -l; grep RssAnon /proc/{pid}/status"
@@ -165,28 +165,28 @@ def test_unplug_and_replug_keep_the_session(vm):
     def cycles(until: int) -> None:
         """Unplugs and replugs until camstream has had the camera back
         `until` times, waiting for it each time."""
-        vm.sh(f"n=$(grep -c 'camera back after' /tmp/camstream.log); while [ $n -lt {until} ]; do "
+        firmware.sh(f"n=$(grep -c 'camera back after' /tmp/camstream.log); while [ $n -lt {until} ]; do "
               f"{unbind}; sleep 0.2; {bind}; "
               "until [ $(grep -c 'camera back after' /tmp/camstream.log) -gt $n ]; do sleep 0.1; done; "
               "n=$((n+1)); done", timeout=900)
 
     # Keep reading while the guest unplugs and replugs.
     with frames_counted(c) as counts:
-        vm.sh(unbind)
-        vm.wait_for("cat /tmp/camstream.log", "camera lost")
+        firmware.sh(unbind)
+        firmware.wait_for("cat /tmp/camstream.log", "camera lost")
         time.sleep(2)
         quiet = sum(counts[-3:])
-        vm.sh(bind)
-        vm.wait_for("cat /tmp/camstream.log", r"camera back after")
+        firmware.sh(bind)
+        firmware.wait_for("cat /tmp/camstream.log", r"camera back after")
         # Measured once the heap has settled (it grows over the first ~30).
         cycles(30)
         time.sleep(1)
-        before = vm.sh(usage)
+        before = firmware.sh(usage)
         cycles(100)
         time.sleep(2)
-        after = vm.sh(usage)
+        after = firmware.sh(usage)
     frames_after = len(whole_frames(c.packets(2)))
-    log = vm.sh("cat /tmp/camstream.log")
+    log = firmware.sh("cat /tmp/camstream.log")
     assert quiet == 0, "no frames while unplugged"
     assert frames_after >= 20, f"streaming resumed on the same session:\n{log}"
     assert log.count("camera back after") == 100, log
@@ -198,4 +198,4 @@ def test_unplug_and_replug_keep_the_session(vm):
     assert fds_after == fds_before, (before, after)
     assert rss_after - rss_before < 32, (before, after)
     c.close()
-    stop(vm)
+    stop(firmware)

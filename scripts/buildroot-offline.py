@@ -226,11 +226,11 @@ def apply_patches(dest, patches):
         # A patch the newer source already carries is skipped: it does not
         # apply, and it reverses. (Reversing alone proves nothing: a patch
         # that only deletes lines reverses onto any source with its context.)
-        def dry_run(*args):
-            with open(p, "rb") as f:
+        def dry_run(patch, *args):
+            with open(patch, "rb") as f:
                 return subprocess.run(["patch", "-p1", "--dry-run", "-s", "-f", *args, "-d", dest], stdin=f,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
-        if not dry_run("-N") and dry_run("-R"):
+        if not dry_run(p, "-N") and dry_run(p, "-R"):
             continue
         with open(p, "rb") as f:
             subprocess.run(["patch", "-p1", "-N", "-s", "-d", dest], stdin=f, check=True)

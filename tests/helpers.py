@@ -14,6 +14,7 @@ import socket
 import subprocess
 import threading
 import time
+from itertools import pairwise
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -228,7 +229,7 @@ def assert_frames_match(received: list[bytes], reference: list[bytes], min_frame
         assert d in index, f"frame {n} of {len(received)} matches no source frame (corrupt or re-encoded)"
         positions.append(index[d])
     assert len(received) >= min_frames, f"only {len(received)} frames received, wanted {min_frames}"
-    for a, b in zip(positions, positions[1:]):
+    for a, b in pairwise(positions):
         step = (b - a) % len(reference)
         if consecutive:
             assert step == 1, f"frames out of order or lost: {positions}"

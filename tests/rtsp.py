@@ -13,6 +13,7 @@ import re
 import socket
 import struct
 import time
+from itertools import pairwise
 
 
 @dataclasses.dataclass
@@ -160,7 +161,7 @@ class Client:
                 self.sock.settimeout(left)
                 try:
                     m = self.read_message()
-                except (socket.timeout, TimeoutError):
+                except TimeoutError:
                     return
                 if isinstance(m, tuple) and m[0] == channel:
                     yield Rtp.parse(m[1])
@@ -181,7 +182,7 @@ def complete_frames(packets) -> list[tuple[int, list[Rtp]]]:
     for ts, pkts in frames:
         assert pkts[0].fragment_offset == 0, "frame starts at offset 0"
         offset = 0
-        for a, b in zip(pkts, pkts[1:]):
+        for a, b in pairwise(pkts):
             assert b.seq == (a.seq + 1) & 0xFFFF, "consecutive sequence numbers within a frame"
             assert b.timestamp == ts, "one timestamp per frame"
         for p in pkts:

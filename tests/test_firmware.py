@@ -213,8 +213,8 @@ def test_serves_while_the_cpu_cannot_keep_up_with_the_camera(firmware):
         started = time.monotonic()
         try:
             firmware.first_frame(timeout=60)
-        except TimeoutError:
-            raise AssertionError(firmware.diagnose())
+        except TimeoutError as e:
+            raise AssertionError(firmware.diagnose()) from e
         figure(f"first frame with the guest's CPUs saturated: {time.monotonic() - started:.1f} s")
         assert streams(firmware, 5) > 0
         firmware.wait_for("logread | grep 'not encoded' | tail -n 2", r"camera: .* [1-9][0-9]* not encoded", timeout=70)
@@ -243,7 +243,7 @@ def test_settings_on_data_partition_survive_reboot(firmware):
     assert on_console(firmware, r"camstream: rtsp://camstream-3456\.local/cam \(rtsp://10\.0\.2\.15/cam\)")
     try:
         firmware.first_frame(timeout=90, path="cam")
-    except TimeoutError:
-        raise AssertionError(firmware.diagnose())
+    except TimeoutError as e:
+        raise AssertionError(firmware.diagnose()) from e
     assert streams(firmware, path="cam") >= 25
     assert streams(firmware, 2) == 0

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import threading
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ import requests
 
 from helpers import BIN, Media, assert_frames_match, free_port, gst_launch, live555_frames, run, split
 from rtsp import Client, auth_params, digest_response
-from test_interop import W, H
+from test_interop import H, W
 
 USER, PASSWORD = "viewer", "http-secret"
 
@@ -165,7 +166,7 @@ def test_mjpeg_parts_as_ustreamer_sends_them(camstream, tmp_path):
         m.close()
     stamps = [float(h["x-timestamp"]) for h, _ in m.parts]
     # Every frame, in order: capture times 1/25 s apart.
-    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    gaps = [b - a for a, b in pairwise(stamps)]
     assert all(0.02 < g < 0.06 for g in gaps), gaps
     assert jpeg_size(m.parts[-1][1], tmp_path) == "320x240"
 
@@ -179,7 +180,7 @@ def test_mjpeg_fps_thins_the_stream(camstream):
     finally:
         m.close()
     stamps = [float(h["x-timestamp"]) for h, _ in m.parts]
-    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    gaps = [b - a for a, b in pairwise(stamps)]
     # Every sixth frame of 30 (a frame early or late at most).
     assert all(0.16 < g < 0.24 for g in gaps), gaps
     r = requests.get(f"{cs.http}/stream.mjpg?fps=fast", timeout=10)
@@ -515,7 +516,7 @@ def test_hostile_http_input_while_an_mjpeg_and_an_rtsp_client_watch(camstream):
             try:
                 while chunk := s.recv(65536):
                     got += chunk
-            except (ConnectionResetError, socket.timeout):
+            except (TimeoutError, ConnectionResetError):
                 pass
         s.close()
         return got
@@ -557,8 +558,8 @@ def test_hostile_http_input_while_an_mjpeg_and_an_rtsp_client_watch(camstream):
         mjpeg.close()
         rtsp.close()
     stamps = [float(h["x-timestamp"]) for h, _ in mjpeg.parts]
-    gaps = [round(b - a, 3) for a, b in zip(stamps, stamps[1:])]
+    gaps = [round(b - a, 3) for a, b in pairwise(stamps)]
     assert len(stamps) > 60 and max(gaps) < 0.06, gaps
-    steps = {(b - a) % 65536 for a, b in zip(seqs, seqs[1:])}
+    steps = {(b - a) % 65536 for a, b in pairwise(seqs)}
     assert len(seqs) > 100 and steps == {1}, steps
     assert cs.alive()

@@ -49,7 +49,7 @@ def firmware():
 
 def psnr(a: bytes, b: bytes) -> float:
     n = min(len(a), len(b))
-    se = sum((x - y) ** 2 for x, y in zip(a[:n], b[:n]))
+    se = sum((x - y) ** 2 for x, y in zip(a[:n], b[:n], strict=True))
     return math.inf if se == 0 else 10 * math.log10(255 * 255 * n / se)
 
 
@@ -65,8 +65,8 @@ def test_probe_and_auto_detection(firmware, tmp_path):
     # The vivid camera is there too: "auto" prefers libcamera's.
     assert "/dev/video0: vivid" in probe
     log = start(firmware, f"--source auto --width {W} --height {H} --fps 30")
-    assert f"libcamera:{CAMERA} (Sensor B, libcamera v{firmware.libcamera}): capturing BGR888 {W}x{H} at up to 30 fps, " \
-           "encoding JPEG 4:2:0 at quality 80" in log, log
+    assert (f"libcamera:{CAMERA} (Sensor B, libcamera v{firmware.libcamera}): capturing BGR888 {W}x{H} "
+            "at up to 30 fps, encoding JPEG 4:2:0 at quality 80") in log, log
     assert f"streaming {W}x{H} at 30 fps from the first camera" in log, log
     frames = ffmpeg_client(firmware.url, "tcp", 8, "yuvj420p", W, H)
     assert len(frames) == 8
@@ -88,7 +88,8 @@ def test_same_picture_as_libcamera_cam(firmware):
     stop(firmware)
     cam = "LD_LIBRARY_PATH=/dev/shm/c/cam/lib /dev/shm/c/cam/cam"
     firmware.sh("mkdir -p /dev/shm/c && cd /dev/shm/c && tar -xf /dev/vdb ./cam && rm -f frame-*.bin")
-    firmware.sh(f"cd /dev/shm/c && {cam} -c 1 --capture=4 -s role=video,width={W},height={H},pixelformat=BGR888 --file=frame-#.bin 2>&1")
+    firmware.sh(f"cd /dev/shm/c && {cam} -c 1 --capture=4 -s role=video,width={W},height={H},pixelformat=BGR888 "
+                "--file=frame-#.bin 2>&1")
     name = firmware.sh("ls /dev/shm/c/frame-*.bin | tail -n 1").strip()
     assert int(firmware.sh(f"wc -c < {name}")) == W * H * 3
     # Every 16th row (the serial console carries it): 30 rows of 648 pixels.

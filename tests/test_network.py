@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from itertools import pairwise
 
 import pytest
 
@@ -39,8 +40,8 @@ def firmware():
 def streams(firmware: guest.Guest, timeout: float = 60) -> None:
     try:
         firmware.first_frame(timeout=timeout)
-    except TimeoutError:
-        raise AssertionError(firmware.diagnose())
+    except TimeoutError as e:
+        raise AssertionError(firmware.diagnose()) from e
 
 
 def test_dhcp_gives_the_address_and_the_name(firmware):
@@ -130,7 +131,8 @@ def test_an_nvr_on_a_second_network_finds_the_camera(firmware, tmp_path):
                                     stdout=subprocess.PIPE, text=True)
         assert listener.stdout.readline().strip() == "READY"
         since = firmware.log_since_mark()
-        firmware.qmp("device_add", driver="virtio-net-pci", netdev="net3", bus="hp0", id="nic3", mac="52:54:00:12:34:58")
+        firmware.qmp("device_add", driver="virtio-net-pci", netdev="net3", bus="hp0", id="nic3",
+                     mac="52:54:00:12:34:58")
         address = firmware.wait_for(f"{since} | grep udhcpc", r"eth1: (198\.51\.100\.\d+)/24", timeout=60).group(1)
         xaddr = f"http://{address}/onvif/device_service"
         found = ""
@@ -261,7 +263,7 @@ def test_the_clock_set_by_hand_keeps_the_rtp_timeline(firmware):
         c.close()
     assert re.search(r"wall clock stepped by \+3[56]\d\d\.\d{3} s", firmware.sh(f"{since} | grep camstream"))
     timeline = before + after
-    steps = [(b - a) % 2**32 for a, b in zip(timeline, timeline[1:])]
+    steps = [(b - a) % 2**32 for a, b in pairwise(timeline)]
     # 12.5 fps is 7200 ticks a frame; a lost frame or two, but no jump.
     assert steps and all(0 < s <= 4 * 7200 for s in steps), steps
     assert reports_before and reports_after, (reports_before, reports_after)
@@ -303,7 +305,8 @@ def test_ssh_with_a_key_from_the_boot_partition_and_never_a_password(firmware, t
           f" > {BOOT}/authorized_keys")
     firmware.sh("/etc/init.d/S50dropbear restart")
     assert firmware.sh("grep -c ssh-ed25519 /data/etc/ssh/authorized_keys").strip() == "2"
-    assert firmware.sh("dropbearkey -y -f /data/etc/dropbear/dropbear_ed25519_host_key | grep Fingerprint") == fingerprint
+    key = "/data/etc/dropbear/dropbear_ed25519_host_key"
+    assert firmware.sh(f"dropbearkey -y -f {key} | grep Fingerprint") == fingerprint
     assert "_ssh._tcp" in firmware.sh("cat /run/mdns.d/ssh.service")
 
 

@@ -71,7 +71,7 @@ def make(media: Media, tmp_path, name: str, how) -> tuple[Path, int, int]:
 
 
 def psnr(a: bytes, b: bytes) -> float:
-    se = sum((x - y) ** 2 for x, y in zip(a, b))
+    se = sum((x - y) ** 2 for x, y in zip(a, b, strict=True))
     return math.inf if se == 0 else 10 * math.log10(255 * 255 * len(a) / se)
 
 

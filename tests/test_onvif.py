@@ -47,7 +47,7 @@ def envelope(body: str, user: str | None = None, password: str | None = None,
     header = ""
     if user is not None:
         nonce = nonce or os.urandom(16)
-        created = created or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        created = created or datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         digest = base64.b64encode(hashlib.sha1(nonce + created.encode() + password.encode()).digest()).decode()
         header = (
             '<s:Header><wsse:Security xmlns:wsse="http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity'
@@ -104,7 +104,7 @@ def test_onvif_zeep_async_profiles_stream_and_snapshot(camstream, config, tmp_pa
     assert snap_uri == f"http://127.0.0.1:{cs.http_port}/snapshot.jpg", snap_uri
     assert jpeg_size(snapshot, tmp_path) == "1280x720"
     # FFmpeg streams each URI the camera gave, with the same user.
-    for uri, (w, h) in zip(uris, [(1280, 720), (640, 360)]):
+    for uri, (w, h) in zip(uris, [(1280, 720), (640, 360)], strict=True):
         authed = uri.replace("rtsp://", f"rtsp://{USER}:{PASSWORD}@")
         out = run(["ffmpeg", "-v", "error", "-rtsp_transport", "tcp", "-i", authed, "-frames:v", "10",
                    "-f", "rawvideo", "-pix_fmt", "yuvj420p", "-"], timeout=60).stdout
@@ -173,7 +173,7 @@ def test_tokens_refused_and_faults(camstream, config):
     # A wrong password; a token made an hour ago (the camera's clock is the
     # machine's, set).
     assert fault(post(envelope(DEVICE_INFO, USER, "wrong"))) == ["env:Sender", "ter:NotAuthorized"]
-    hour_ago = (datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1)).strftime(
+    hour_ago = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)).strftime(
         "%Y-%m-%dT%H:%M:%SZ")
     r = post(envelope(DEVICE_INFO, USER, PASSWORD, created=hour_ago))
     assert r.status_code == 400, r.text

@@ -23,7 +23,6 @@ import pytest
 import guest
 from helpers import ROOT, figure
 
-
 PI = "rpi3_64"
 # The emulated Pi is slower: its waits are four times the virt board's.
 SLOW = {"qemu_aarch64": 1, PI: 4}

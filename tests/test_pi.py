@@ -79,7 +79,8 @@ def test_the_first_boot_grew_the_data_partition_to_the_card(firmware):
     """The image's data partition (128 MiB) now ends where the 1 GiB card
     does, and its filesystem with it (grow-data; test_grow cuts the power
     while it grows)."""
-    grew = re.search(r"data: growing the data partition /dev/mmcblk0p4 from 128 MiB to (\d+) MiB", firmware.console_text)
+    grew = re.search(r"data: growing the data partition /dev/mmcblk0p4 from 128 MiB to (\d+) MiB",
+                     firmware.console_text)
     assert grew, firmware.console_text
     start, size, card = (int(firmware.sh(f"cat /sys/class/block/{f}").strip())
                          for f in ("mmcblk0p4/start", "mmcblk0p4/size", "mmcblk0/size"))

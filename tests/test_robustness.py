@@ -124,7 +124,7 @@ def slowloris(port: int, until: float, answers: list[bytes], begun: threading.Se
             s.settimeout(1)
             try:
                 chunk = s.recv(4096)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 break

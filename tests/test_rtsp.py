@@ -6,6 +6,7 @@ import re
 import socket
 import struct
 import time
+from itertools import pairwise
 
 import pytest
 
@@ -132,10 +133,10 @@ def test_frames_over_tcp_are_whole_and_carry_tables(server):
     frames = complete_frames(packets)
     assert len(frames) >= 40
     # Over TCP nothing is lost or repeated: sequence numbers run on.
-    assert all(b.seq == (a.seq + 1) & 0xFFFF for a, b in zip(packets, packets[1:]))
+    assert all(b.seq == (a.seq + 1) & 0xFFFF for a, b in pairwise(packets))
     ssrcs = {p.ssrc for p in packets}
     assert len(ssrcs) == 1 and f"ssrc={ssrcs.pop():08X}" in setup.header("transport")
-    for ts, pkts in frames:
+    for _, pkts in frames:
         first = pkts[0].payload
         assert first[4] == 1, "4:2:0 is type 1"
         assert first[5] == 255, "Q = 255: tables in every frame"
@@ -146,7 +147,7 @@ def test_frames_over_tcp_are_whole_and_carry_tables(server):
         assert all(len(p.payload) + 12 <= 1400 for p in pkts)
         assert all(p.payload_type == 26 for p in pkts)
     # Timestamps advance by 90000 / 25 per frame (the source's capture clock).
-    steps = {(b[0] - a[0]) & 0xFFFFFFFF for a, b in zip(frames, frames[1:])}
+    steps = {(b[0] - a[0]) & 0xFFFFFFFF for a, b in pairwise(frames)}
     assert steps <= {3600}, steps
 
 
@@ -363,6 +364,6 @@ def test_file_source_timestamps_are_evenly_spaced(camstream, media):
     c.play()
     frames = complete_frames(list(c.packets(3)))
     assert len(frames) >= 80
-    steps = [(b[0] - a[0]) & 0xFFFFFFFF for a, b in zip(frames, frames[1:])]
+    steps = [(b[0] - a[0]) & 0xFFFFFFFF for a, b in pairwise(frames)]
     assert all(s > 0 and s % 3000 == 0 for s in steps), steps
     assert steps.count(3000) >= len(steps) * 3 // 4, steps

@@ -43,11 +43,12 @@ def start(firmware: guest.Guest, args: str, log: str = "/tmp/camstream.log") -> 
 
 
 def stop(firmware: guest.Guest) -> None:
-    firmware.sh("kill $(cat /tmp/camstream.pid); while kill -0 $(cat /tmp/camstream.pid) 2>/dev/null; do sleep 0.1; done")
+    firmware.sh("kill $(cat /tmp/camstream.pid); "
+                "while kill -0 $(cat /tmp/camstream.pid) 2>/dev/null; do sleep 0.1; done")
 
 
 def luma_psnr(a: bytes, b: bytes, n: int) -> float:
-    se = sum((x - y) ** 2 for x, y in zip(a[:n], b[:n]))
+    se = sum((x - y) ** 2 for x, y in zip(a[:n], b[:n], strict=True))
     return math.inf if se == 0 else 10 * math.log10(255 * 255 * n / se)
 
 
@@ -128,7 +129,8 @@ def test_mjpeg_camera_passthrough_and_repair(firmware):
     with FFmpeg's default optimized tables they are transcoded losslessly."""
     firmware.sh("insmod /tmp/t/v4l2loopback.ko video_nr=10 exclusive_caps=0 max_buffers=4")
     for kind in ["std", "opt"]:
-        firmware.sh(f"/tmp/t/v4l2-feed /dev/video10 30 /tmp/t/frames/{kind}-*.jpg 2>/tmp/feed.log & echo $! >/tmp/feed.pid")
+        firmware.sh(f"/tmp/t/v4l2-feed /dev/video10 30 /tmp/t/frames/{kind}-*.jpg 2>/tmp/feed.log "
+                    "& echo $! >/tmp/feed.pid")
         firmware.wait_for("cat /tmp/feed.log", "MJPEG")
         log = start(firmware, "--source v4l2:/dev/video10 --width 640 --height 480")
         assert "capturing MJPG 640x480 at 30 fps, sending the camera's JPEG" in log, log

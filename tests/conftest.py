@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import guest
 from helpers import FIGURES, Camstream, Media
 
 
@@ -69,6 +70,17 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: what the emulated Raspberry Pi repeats of the virt board's tests, at 4 times "
         "their time; ci/test leaves them out (-m 'not slow'), `-m slow` runs them")
+    config.addinivalue_line(
+        "markers", "guest: boots the firmware under QEMU (set on every test of a file that imports "
+        "guest.py, by conftest.py); `-m 'not guest'` runs the host's tests alone")
+
+
+def pytest_collection_modifyitems(items):
+    # By file, not by the `firmware` fixture: test_grow and README's update
+    # steps boot guests of their own, without it.
+    for item in items:
+        if getattr(getattr(item, "module", None), "guest", None) is guest:
+            item.add_marker(pytest.mark.guest)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -237,22 +237,17 @@ mod tests {
             next(b, &LIMITS)
         }
         assert_eq!(r(b"GET / HTTP/1.1\r\nHost: a"), Framed::Incomplete);
-        assert_eq!(
-            r(b"GET /\x01 HTTP/1.1\r\n\r\n"),
-            Framed::Refused(Fault::Malformed)
-        );
-        assert_eq!(
-            r(b"GET relative HTTP/1.1\r\n\r\n"),
-            Framed::Refused(Fault::Malformed)
-        );
-        assert_eq!(
-            r(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
-            Framed::Refused(Fault::Version)
-        );
-        assert_eq!(
-            r(b"POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n"),
-            Framed::Refused(Fault::Malformed)
-        );
+        for (bytes, fault) in [
+            (&b"GET /\x01 HTTP/1.1\r\n\r\n"[..], Fault::Malformed),
+            (b"GET relative HTTP/1.1\r\n\r\n", Fault::Malformed),
+            (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", Fault::Version),
+            (
+                b"POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+                Fault::Malformed,
+            ),
+        ] {
+            assert_eq!(r(bytes), Framed::Refused(fault), "{}", bytes.escape_ascii());
+        }
         let mut many = b"GET / HTTP/1.1\r\n".to_vec();
         for i in 0..=MAX_HEADERS {
             many.extend_from_slice(format!("X-{i}: y\r\n").as_bytes());

@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use std::net::SocketAddr;
 
 use mio::net::TcpStream;
+use slab::Slab;
 
 use super::http::HttpConn;
 use super::rtsp::RtspConn;
@@ -58,6 +59,13 @@ impl Conn {
             last_input: Mono::now(),
             proto,
         }
+    }
+
+    /// The connection at `ci` while it has input left to handle: where each
+    /// protocol's input loop starts a turn.
+    pub fn with_input(conns: &mut Slab<Conn>, ci: usize) -> Option<&mut Conn> {
+        let conn = conns.get_mut(ci)?;
+        (!conn.input_done()).then_some(conn)
     }
 
     /// Whether there is no input to handle: the connection is closing (what

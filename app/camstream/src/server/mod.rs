@@ -652,6 +652,26 @@ impl Server {
         }
     }
 
+    /// Writes a connection's pending control bytes (responses, headers):
+    /// true when all are out and its flush may go on, false when the socket
+    /// is full or the connection was closed.
+    fn write_ctrl(&mut self, ci: usize) -> bool {
+        let Some(conn) = self.conns.get_mut(ci) else {
+            return false;
+        };
+        match conn.write_ctrl() {
+            Ok(true) => {
+                self.ctrl_drained(ci);
+                true
+            }
+            Ok(false) => false,
+            Err(e) => {
+                self.close_conn(ci, &format!("write: {e}"));
+                false
+            }
+        }
+    }
+
     /// After a connection's control bytes are all out: reading resumes if
     /// it was paused for them.
     fn ctrl_drained(&mut self, ci: usize) {

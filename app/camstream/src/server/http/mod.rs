@@ -223,12 +223,9 @@ impl Server {
     /// Handles what an HTTP connection sent.
     pub(super) fn http_input(&mut self, ci: usize) {
         loop {
-            let Some(conn) = self.conns.get_mut(ci) else {
+            let Some(conn) = Conn::with_input(&mut self.conns, ci) else {
                 return;
             };
-            if conn.input_done() {
-                return;
-            }
             let Proto::Http(h) = &mut conn.proto else {
                 return;
             };
@@ -690,10 +687,8 @@ impl Server {
                 return;
             };
             if conn.ctrl_pending() > 0 {
-                match conn.write_ctrl() {
-                    Ok(true) => self.ctrl_drained(ci),
-                    Ok(false) => return,
-                    Err(e) => return self.close_conn(ci, &format!("write: {e}")),
+                if !self.write_ctrl(ci) {
+                    return;
                 }
                 continue;
             }

@@ -127,31 +127,17 @@ impl Server {
             );
             return;
         }
-        let len = match (req.content_length, req.chunked) {
-            (Some(n), false) if n as usize <= MAX_BODY => n as usize,
-            (Some(_), false) => {
-                write_text(
-                    &mut conn.ctrl,
-                    413,
-                    "a SOAP request over 64 KiB",
-                    false,
-                    true,
-                );
-                conn.closing = Some(Mono::now());
-                return;
-            }
-            _ => {
-                write_text(
-                    &mut conn.ctrl,
-                    411,
-                    "a SOAP request needs Content-Length",
-                    false,
-                    true,
-                );
-                conn.closing = Some(Mono::now());
-                return;
-            }
+        let (status, why) = match (req.content_length, req.chunked) {
+            (Some(n), false) if n as usize <= MAX_BODY => (0, ""),
+            (Some(_), false) => (413, "a SOAP request over 64 KiB"),
+            _ => (411, "a SOAP request needs Content-Length"),
         };
+        if status != 0 {
+            write_text(&mut conn.ctrl, status, why, false, true);
+            conn.closing = Some(Mono::now());
+            return;
+        }
+        let len = req.content_length.unwrap_or(0) as usize;
         if let Some(h) = conn.http_mut() {
             h.state = State::Soap {
                 req: Box::new(req),
@@ -337,15 +323,7 @@ impl Server {
                     w.unwrap_or(u32::from(sub.stream.info.width)),
                     h.unwrap_or(u32::from(sub.stream.info.height)),
                 );
-                let cur = Profile {
-                    token: "sub".into(),
-                    name: "sub".into(),
-                    width: u32::from(sub.stream.info.width),
-                    height: u32::from(sub.stream.info.height),
-                    fps: sub.cfg.fps,
-                    quality: u32::from(sub.cfg.quality),
-                    settable: true,
-                };
+                let cur = sub_profile(sub);
                 let opts = self.encoder_options(&cur);
                 if !opts.sizes.contains(&size) {
                     return Err(bad(
@@ -418,15 +396,7 @@ impl Server {
         };
         let mut profiles = vec![main];
         if let Some(sub) = &self.sub {
-            profiles.push(Profile {
-                token: "sub".into(),
-                name: "sub".into(),
-                width: u32::from(sub.stream.info.width),
-                height: u32::from(sub.stream.info.height),
-                fps: sub.cfg.fps,
-                quality: u32::from(sub.cfg.quality),
-                settable: true,
-            });
+            profiles.push(sub_profile(sub));
         }
         let profile_arg = || -> Result<&Profile, Fault> {
             let token = soap.arg(&["ProfileToken"]).unwrap_or("");
@@ -511,5 +481,19 @@ impl Server {
             }
             _ => return Err(Fault::action_not_supported(op)),
         })
+    }
+}
+
+/// The detection sub-stream as ONVIF's profile "sub", the one a client may
+/// change.
+fn sub_profile(sub: &super::sub::Sub) -> Profile {
+    Profile {
+        token: "sub".into(),
+        name: "sub".into(),
+        width: u32::from(sub.stream.info.width),
+        height: u32::from(sub.stream.info.height),
+        fps: sub.cfg.fps,
+        quality: u32::from(sub.cfg.quality),
+        settable: true,
     }
 }

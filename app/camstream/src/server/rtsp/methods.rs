@@ -222,7 +222,12 @@ impl Server {
                     .build(body);
                 Outcome::respond(r)
             }
-            Method::Setup => self.setup(ci, req, cseq, (target, stream), session, user),
+            Method::Setup => match target {
+                Target::Track => self.setup(ci, req, cseq, stream, session, user),
+                // One stream only: SETUP names it, not the presentation.
+                Target::Aggregate => reply(StatusCode::AggregateOperationNotAllowed),
+                _ => reply(StatusCode::NotFound),
+            },
             Method::Play | Method::Pause | Method::Teardown => {
                 if !matches!(target, Target::Aggregate | Target::Track) {
                     return reply(StatusCode::NotFound);
@@ -336,22 +341,17 @@ impl Server {
         s.conn == ci || (user.is_some() && s.user.as_deref() == user)
     }
 
+    /// SETUP of the stream's one track (`answer` turned away the rest).
     fn setup(
         &mut self,
         ci: usize,
         req: &Request<Vec<u8>>,
         cseq: &str,
-        (target, stream): (Target, StreamId),
+        stream: StreamId,
         session: Option<usize>,
         user: Option<String>,
     ) -> Outcome {
         let reply = |status| Outcome::status(status, cseq);
-        match target {
-            Target::Track => {}
-            // One stream only: SETUP names it, not the presentation.
-            Target::Aggregate => return reply(StatusCode::AggregateOperationNotAllowed),
-            _ => return reply(StatusCode::NotFound),
-        }
         if let Some(si) = session {
             if self.sessions[si].stream != stream {
                 // One stream per session.
@@ -513,36 +513,18 @@ mod tests {
 
     #[test]
     fn targets() {
-        let u = |s: &str| Url::parse(s).unwrap();
         assert_eq!(target(None, "stream"), Target::Server);
-        assert_eq!(
-            target(Some(&u("rtsp://h:8554/stream")), "stream"),
-            Target::Aggregate
-        );
-        assert_eq!(
-            target(Some(&u("rtsp://h/stream/")), "stream"),
-            Target::Aggregate
-        );
-        assert_eq!(
-            target(Some(&u("rtsp://h/stream?x=1")), "stream"),
-            Target::Aggregate
-        );
-        assert_eq!(
-            target(Some(&u("rtsp://h/stream/trackID=0")), "stream"),
-            Target::Track
-        );
-        assert_eq!(
-            target(Some(&u("rtsp://h/streams")), "stream"),
-            Target::Unknown
-        );
-        assert_eq!(
-            target(Some(&u("rtsp://h/other")), "stream"),
-            Target::Unknown
-        );
-        assert_eq!(
-            target(Some(&u("rtsp://h/cam/1/trackID=0")), "cam/1"),
-            Target::Track
-        );
+        for (url, path, want) in [
+            ("rtsp://h:8554/stream", "stream", Target::Aggregate),
+            ("rtsp://h/stream/", "stream", Target::Aggregate),
+            ("rtsp://h/stream?x=1", "stream", Target::Aggregate),
+            ("rtsp://h/stream/trackID=0", "stream", Target::Track),
+            ("rtsp://h/streams", "stream", Target::Unknown),
+            ("rtsp://h/other", "stream", Target::Unknown),
+            ("rtsp://h/cam/1/trackID=0", "cam/1", Target::Track),
+        ] {
+            assert_eq!(target(Some(&Url::parse(url).unwrap()), path), want, "{url}");
+        }
     }
 
     #[test]

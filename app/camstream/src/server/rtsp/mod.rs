@@ -102,12 +102,9 @@ impl Server {
     /// Handles every complete message in an RTSP connection's input.
     pub(super) fn rtsp_input(&mut self, ci: usize) {
         loop {
-            let Some(conn) = self.conns.get_mut(ci) else {
+            let Some(conn) = Conn::with_input(&mut self.conns, ci) else {
                 return;
             };
-            if conn.input_done() {
-                return;
-            }
             if conn.ctrl_pending() > CTRL_HIGH_WATER {
                 conn.read_paused = true;
                 return;
@@ -385,10 +382,8 @@ impl Server {
                 }
             }
             if conn.ctrl_pending() > 0 {
-                match conn.write_ctrl() {
-                    Ok(true) => self.ctrl_drained(ci),
-                    Ok(false) => return,
-                    Err(e) => return self.close_conn(ci, &format!("write: {e}")),
+                if !self.write_ctrl(ci) {
+                    return;
                 }
                 continue;
             }

@@ -75,6 +75,18 @@ def streaming(**kwargs):
         g.close()
 
 
+def firmware_fixture(**kwargs):
+    """A test file's `firmware` fixture: one guest for the file's tests,
+    booted as `streaming(**kwargs)`."""
+
+    @pytest.fixture(scope="module")
+    def firmware():
+        with streaming(**kwargs) as g:
+            yield g
+
+    return firmware
+
+
 class Guest:
     def __init__(self, memory: str = "256M", testdrive: bool = True, wait: bool = True,
                  image: Path | None = None, drive: Path | None = None, password_needed: bool = False,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 import subprocess
 
-import pytest
 import requests
 
 import guest
@@ -21,10 +20,7 @@ CONFIG = "/data/etc/camstream.toml"
 PASSWORDS = "/boot/firmware/camstream-password.txt"
 
 
-@pytest.fixture(scope="module")
-def firmware():
-    with guest.streaming(testdrive=False, password_needed=True) as g:
-        yield g
+firmware = guest.firmware_fixture(testdrive=False, password_needed=True)
 
 
 def status(firmware: guest.Guest, method: str = "DESCRIBE") -> int:

@@ -156,31 +156,30 @@ def test_a_snapshot_says_when_the_camera_is_absent(camstream):
 # ---- MJPEG ----------------------------------------------------------------
 
 
-def test_mjpeg_parts_as_ustreamer_sends_them(camstream, tmp_path):
-    cs = camstream("--width", "320", "--height", "240", "--fps", "25")
-    m = MjpegReader(f"{cs.http}/stream.mjpg")
+def mjpeg_parts(url: str, n: int) -> tuple[list, list[float]]:
+    """The first `n` parts of an MJPEG stream, and the gaps between their
+    capture times (X-Timestamp)."""
+    m = MjpegReader(url)
     try:
-        for _ in range(30):
+        for _ in range(n):
             m.part()
     finally:
         m.close()
     stamps = [float(h["x-timestamp"]) for h, _ in m.parts]
+    return m.parts, [b - a for a, b in pairwise(stamps)]
+
+
+def test_mjpeg_parts_as_ustreamer_sends_them(camstream, tmp_path):
+    cs = camstream("--width", "320", "--height", "240", "--fps", "25")
+    parts, gaps = mjpeg_parts(f"{cs.http}/stream.mjpg", 30)
     # Every frame, in order: capture times 1/25 s apart.
-    gaps = [b - a for a, b in pairwise(stamps)]
     assert all(0.02 < g < 0.06 for g in gaps), gaps
-    assert jpeg_size(m.parts[-1][1], tmp_path) == "320x240"
+    assert jpeg_size(parts[-1][1], tmp_path) == "320x240"
 
 
 def test_mjpeg_fps_thins_the_stream(camstream):
     cs = camstream("--width", "320", "--height", "240", "--fps", "30")
-    m = MjpegReader(f"{cs.http}/stream.mjpg?fps=5")
-    try:
-        for _ in range(8):
-            m.part()
-    finally:
-        m.close()
-    stamps = [float(h["x-timestamp"]) for h, _ in m.parts]
-    gaps = [b - a for a, b in pairwise(stamps)]
+    _, gaps = mjpeg_parts(f"{cs.http}/stream.mjpg?fps=5", 8)
     # Every sixth frame of 30 (a frame early or late at most).
     assert all(0.16 < g < 0.24 for g in gaps), gaps
     r = requests.get(f"{cs.http}/stream.mjpg?fps=fast", timeout=10)

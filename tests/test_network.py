@@ -31,10 +31,7 @@ CONF = "/data/etc/network.conf"
 NAME = "camstream-3456"
 
 
-@pytest.fixture(scope="module")
-def firmware():
-    with guest.streaming(testdrive=False, ssh=True) as g:
-        yield g
+firmware = guest.firmware_fixture(testdrive=False, ssh=True)
 
 
 def streams(firmware: guest.Guest, timeout: float = 60) -> None:

@@ -68,31 +68,40 @@ def fault(r: requests.Response) -> list[str]:
     return re.findall(r"<env:Value>([^<]+)</env:Value>", r.text)
 
 
-def test_onvif_zeep_async_profiles_stream_and_snapshot(camstream, config, tmp_path):
-    from onvif import ONVIFCamera  # onvif-zeep-async
+def with_camera(port: int, work):
+    """`await work(cam)` with onvif-zeep-async's camera (Home Assistant's
+    library) signed in as USER, its service addresses read; closed after."""
+    from onvif import ONVIFCamera
 
-    cs = camstream("--config", str(config), "--width", "1280", "--height", "720")
-
-    async def ask():
-        cam = ONVIFCamera("127.0.0.1", cs.http_port, USER, PASSWORD, no_cache=True)
+    async def session():
+        cam = ONVIFCamera("127.0.0.1", port, USER, PASSWORD, no_cache=True)
         try:
             await cam.update_xaddrs()
-            dev = await cam.create_devicemgmt_service()
-            info = await dev.GetDeviceInformation()
-            wsdl = await dev.GetWsdlUrl()
-            media = await cam.create_media_service()
-            profiles = await media.GetProfiles()
-            token = profiles[0].token
-            setup = {"Stream": "RTP-Unicast", "Transport": {"Protocol": "RTSP"}}
-            uris = [(await media.GetStreamUri({"StreamSetup": setup, "ProfileToken": p.token})).Uri
-                    for p in profiles]
-            snap_uri = await media.GetSnapshotUri({"ProfileToken": token})
-            snapshot = await cam.get_snapshot(token)
-            return info, wsdl, profiles, uris, snap_uri.Uri, snapshot
+            return await work(cam)
         finally:
             await cam.close()
 
-    info, wsdl, profiles, uris, snap_uri, snapshot = asyncio.run(ask())
+    return asyncio.run(session())
+
+
+def test_onvif_zeep_async_profiles_stream_and_snapshot(camstream, config, tmp_path):
+    cs = camstream("--config", str(config), "--width", "1280", "--height", "720")
+
+    async def ask(cam):
+        dev = await cam.create_devicemgmt_service()
+        info = await dev.GetDeviceInformation()
+        wsdl = await dev.GetWsdlUrl()
+        media = await cam.create_media_service()
+        profiles = await media.GetProfiles()
+        token = profiles[0].token
+        setup = {"Stream": "RTP-Unicast", "Transport": {"Protocol": "RTSP"}}
+        uris = [(await media.GetStreamUri({"StreamSetup": setup, "ProfileToken": p.token})).Uri
+                for p in profiles]
+        snap_uri = await media.GetSnapshotUri({"ProfileToken": token})
+        snapshot = await cam.get_snapshot(token)
+        return info, wsdl, profiles, uris, snap_uri.Uri, snapshot
+
+    info, wsdl, profiles, uris, snap_uri, snapshot = with_camera(cs.http_port, ask)
     assert info.Manufacturer == "camstream" and info.FirmwareVersion
     assert wsdl.startswith("http://www.onvif.org/"), wsdl
     # The main stream and the detection sub-stream, both JPEG.
@@ -112,38 +121,32 @@ def test_onvif_zeep_async_profiles_stream_and_snapshot(camstream, config, tmp_pa
 
 
 def test_set_video_encoder_configuration(camstream, config):
-    from onvif import ONVIFCamera
     from zeep.exceptions import Fault
 
     cs = camstream("--config", str(config), "--width", "1280", "--height", "720")
 
-    async def change():
-        cam = ONVIFCamera("127.0.0.1", cs.http_port, USER, PASSWORD, no_cache=True)
+    async def change(cam):
+        media = await cam.create_media_service()
+        main, sub = await media.GetProfiles()
+        opts = await media.GetVideoEncoderConfigurationOptions({"ConfigurationToken": "sub"})
+        sizes = [(r.Width, r.Height) for r in opts.JPEG.ResolutionsAvailable]
+        conf = sub.VideoEncoderConfiguration
+        conf.Resolution.Width, conf.Resolution.Height = 320, 176
+        conf.RateControl.FrameRateLimit = 2
+        conf.Quality = 50
+        await media.SetVideoEncoderConfiguration({"Configuration": conf, "ForcePersistence": False})
+        after = (await media.GetProfiles())[1].VideoEncoderConfiguration
+        # The main stream's size is the camera's: refused.
+        conf = main.VideoEncoderConfiguration
+        conf.Resolution.Width = 640
         try:
-            await cam.update_xaddrs()
-            media = await cam.create_media_service()
-            main, sub = await media.GetProfiles()
-            opts = await media.GetVideoEncoderConfigurationOptions({"ConfigurationToken": "sub"})
-            sizes = [(r.Width, r.Height) for r in opts.JPEG.ResolutionsAvailable]
-            conf = sub.VideoEncoderConfiguration
-            conf.Resolution.Width, conf.Resolution.Height = 320, 176
-            conf.RateControl.FrameRateLimit = 2
-            conf.Quality = 50
             await media.SetVideoEncoderConfiguration({"Configuration": conf, "ForcePersistence": False})
-            after = (await media.GetProfiles())[1].VideoEncoderConfiguration
-            # The main stream's size is the camera's: refused.
-            conf = main.VideoEncoderConfiguration
-            conf.Resolution.Width = 640
-            try:
-                await media.SetVideoEncoderConfiguration({"Configuration": conf, "ForcePersistence": False})
-                refused = None
-            except Fault as f:
-                refused = f.message
-            return sizes, opts.JPEG.FrameRateRange, after, refused
-        finally:
-            await cam.close()
+            refused = None
+        except Fault as f:
+            refused = f.message
+        return sizes, opts.JPEG.FrameRateRange, after, refused
 
-    sizes, fps_range, after, refused = asyncio.run(change())
+    sizes, fps_range, after, refused = with_camera(cs.http_port, change)
     assert (640, 360) in sizes and (320, 176) in sizes, sizes
     assert (fps_range.Min, fps_range.Max) == (1, 30)
     assert (after.Resolution.Width, after.Resolution.Height, after.RateControl.FrameRateLimit, after.Quality) == \

@@ -63,42 +63,54 @@ stop_daemon() {
     rm -f "$1"
 }
 
-# seed FILE DEFAULT: FILE becomes a copy of DEFAULT if it is missing, or
-# empty: a power cut in the first seconds after the first boot can leave a
-# new file empty, since its data reaches the disk later than its name.
-# Written beside, synced, renamed, synced.
-seed() {
-    [ ! -s "$1" ] || return 0
-    if [ -e "$1" ]; then
-        log setup "$1 was empty (cut off while it was written?): made again from $2" err
-    fi
+# write_atomic FILE [MODE]: standard input becomes FILE (mode MODE; its
+# directory is made if missing), whole or not at all. Written beside FILE, synced, renamed over it, synced: the
+# data reaches the disk later than the name, so a power cut after a bare
+# rename can leave FILE empty. With MODE the copy is never readable by
+# others, not even before its chmod (it may hold secrets).
+write_atomic() {
     mkdir -p "${1%/*}"
-    cp "$2" "$1.new"
+    if [ -n "${2:-}" ]; then
+        (umask 077 && cat >"$1.new") && chmod "$2" "$1.new"
+    else
+        cat >"$1.new"
+    fi || {
+        rm -f "$1.new"
+        return 1
+    }
     sync
     mv "$1.new" "$1"
     sync
 }
 
+# seed FILE DEFAULT: FILE becomes a copy of DEFAULT if it is missing, or
+# empty: a power cut in the first seconds after the first boot can leave a
+# new file empty, since its data reaches the disk later than its name.
+seed() {
+    [ ! -s "$1" ] || return 0
+    if [ -e "$1" ]; then
+        log setup "$1 was empty (cut off while it was written?): made again from $2" err
+    fi
+    write_atomic "$1" <"$2"
+}
+
 # take_from_boot NAME DEST MODE [add]: the boot partition's file NAME
 # becomes DEST (mode MODE; with "add", its lines are added to DEST's, each
-# once), written beside DEST and renamed, and NAME is deleted: a FAT volume
-# leaves it readable to anyone holding the card. It stays while /data is
-# only RAM. Windows line ends are dropped. Fails if there is no NAME.
+# once), and NAME is deleted: a FAT volume leaves it readable to anyone
+# holding the card. It stays while /data is only RAM. Windows line ends are
+# dropped. Fails if there is no NAME, or DEST cannot be written (NAME stays).
 take_from_boot() {
-    src=$BOOT/$1
-    [ -f "$src" ] || return 1
-    mkdir -p "${2%/*}"
+    [ -f "$BOOT/$1" ] || return 1
     if [ "${4:-}" = add ] && [ -f "$2" ]; then
-        { cat "$2" && tr -d '\r' <"$src"; } | awk '!seen[$0]++' >"$2.new"
+        { cat "$2" && tr -d '\r' <"$BOOT/$1"; } | awk '!seen[$0]++' | write_atomic "$2" "$3"
     else
-        tr -d '\r' <"$src" >"$2.new"
-    fi
-    chmod "$3" "$2.new"
-    sync
-    mv "$2.new" "$2"
-    sync
+        tr -d '\r' <"$BOOT/$1" | write_atomic "$2" "$3"
+    fi || {
+        log setup "cannot write $2: $1 stays on the boot partition" err
+        return 1
+    }
     if data_kept; then
-        rm -f "$src"
+        rm -f "$BOOT/$1"
         sync
         log setup "$1 from the boot partition is now $2"
     else

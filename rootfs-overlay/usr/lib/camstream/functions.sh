@@ -36,15 +36,19 @@ data_kept() {
     [ "$(awk '$2 == "/data" { print $3 }' /proc/mounts)" = ext4 ]
 }
 
-# log TAG MESSAGE: to the system log, and to the console if it is an error
-# (log TAG MESSAGE err).
+# The logging verbs of every script. log TAG MESSAGE [PRIORITY]: to the
+# system log (logread) under TAG, at PRIORITY (notice unless given; err for
+# what went wrong).
 log() {
-    if [ "${3:-}" = err ]; then
-        echo "$1: $2" >/dev/console
-        logger -t "$1" -p daemon.err "$2"
-    else
-        logger -t "$1" "$2"
-    fi
+    logger -t "$1" -p "daemon.${3:-notice}" "$2"
+}
+
+# tell TAG MESSAGE [PRIORITY]: log, and "TAG: MESSAGE" on the console, where
+# the one watching the boot or the serial line sees it. A console that
+# cannot be written to does not fail the caller.
+tell() {
+    { echo "$1: $2" >/dev/console; } 2>/dev/null || true
+    log "$@"
 }
 
 # stop_daemon PIDFILE: ends the daemon PIDFILE names and waits (at most
@@ -89,7 +93,7 @@ write_atomic() {
 seed() {
     [ ! -s "$1" ] || return 0
     if [ -e "$1" ]; then
-        log setup "$1 was empty (cut off while it was written?): made again from $2" err
+        tell setup "$1 was empty (cut off while it was written?): made again from $2" err
     fi
     write_atomic "$1" <"$2"
 }
@@ -106,7 +110,7 @@ take_from_boot() {
     else
         tr -d '\r' <"$BOOT/$1" | write_atomic "$2" "$3"
     fi || {
-        log setup "cannot write $2: $1 stays on the boot partition" err
+        tell setup "cannot write $2: $1 stays on the boot partition" err
         return 1
     }
     if data_kept; then
@@ -114,7 +118,7 @@ take_from_boot() {
         sync
         log setup "$1 from the boot partition is now $2"
     else
-        log setup "/data is not the data partition: $1 stays on the boot partition" err
+        tell setup "/data is not the data partition: $1 stays on the boot partition" err
     fi
 }
 

@@ -1,4 +1,7 @@
 # Shared by the host scripts: install what a fresh Debian 12 machine lacks.
+# The caller sets ROOT (the checkout). A function gives its result on
+# standard output or as its exit status, and sets no variable of its
+# caller's, except where it says so (step's state, PATH).
 # shellcheck shell=sh
 
 # Timed steps of a long command: `step NAME` starts one (ending the one
@@ -19,10 +22,10 @@ step_end() {
     step_name=""
 }
 step_times() {
-    status=$?
+    set -- "$1" $?
     step_end
     printf '\n== %s (%s)\n%s%6d s  in all\n' "$1" \
-        "$([ "$status" -eq 0 ] && echo passed || echo "failed: exit $status")" \
+        "$([ "$2" -eq 0 ] && echo passed || echo "failed: exit $2")" \
         "$step_list" $(($(date +%s) - ${steps_started:-$(date +%s)}))
 }
 
@@ -65,7 +68,7 @@ package_installed() {
 
 # Installs the Debian packages given (NAME: the host's architecture;
 # NAME:ARCH) that are not installed yet, then checks that each one is.
-need_packages() {
+need_packages() (
     missing=""
     for p in "$@"; do
         package_installed "$p" || missing="$missing $p"
@@ -78,29 +81,30 @@ need_packages() {
     for p in $missing; do
         package_installed "$p" || { echo "need_packages: $p is still not installed" >&2 && return 1; }
     done
-}
+)
 
 # Makes rustup's cargo available with the toolchain app/rust-toolchain.toml
-# pins (and the components it lists).
+# pins (and the components it lists): puts ~/.cargo/bin first in PATH.
 ensure_rust() {
     [ -d "$HOME/.cargo/bin" ] && PATH="$HOME/.cargo/bin:$PATH"
     if ! command -v rustup >/dev/null 2>&1; then
-        need_packages ca-certificates curl
-        arch=$(uname -m)
-        echo "Installing rustup"
-        # rustup-init must be called by that name (rustup tells what to be
-        # by the name it was started with).
-        tmp=$(mktemp -d)
-        curl --proto '=https' --tlsv1.2 -sSf \
-            "https://static.rust-lang.org/rustup/dist/$arch-unknown-linux-gnu/rustup-init" -o "$tmp/rustup-init"
-        chmod +x "$tmp/rustup-init"
-        "$tmp/rustup-init" -y --profile minimal --default-toolchain none --no-modify-path
-        rm -rf "$tmp"
+        (
+            need_packages ca-certificates curl
+            echo "Installing rustup"
+            # rustup-init must be called by that name (rustup tells what to
+            # be by the name it was started with).
+            tmp=$(mktemp -d)
+            curl --proto '=https' --tlsv1.2 -sSf \
+                "https://static.rust-lang.org/rustup/dist/$(uname -m)-unknown-linux-gnu/rustup-init" -o "$tmp/rustup-init"
+            chmod +x "$tmp/rustup-init"
+            "$tmp/rustup-init" -y --profile minimal --default-toolchain none --no-modify-path
+            rm -rf "$tmp"
+        )
         PATH="$HOME/.cargo/bin:$PATH"
     fi
     export PATH
-    channel=$(sed -n 's/^channel = "\(.*\)"/\1/p' "$ROOT/app/rust-toolchain.toml")
-    rustup toolchain install "$channel" --profile minimal --component clippy,rustfmt
+    rustup toolchain install "$(sed -n 's/^channel = "\(.*\)"/\1/p' "$ROOT/app/rust-toolchain.toml")" \
+        --profile minimal --component clippy,rustfmt
 }
 
 # Builds the release binary of camstream (linked against libturbojpeg).
@@ -112,13 +116,13 @@ build_camstream() {
 
 # The tests' Python (output/venv, with Debian's packages and
 # tests/requirements.txt); prints its path.
-test_venv() {
+test_venv() (
     need_packages python3-venv >&2
     venv="$ROOT/output/venv"
     [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv" >&2
     "$venv/bin/pip" install -q --disable-pip-version-check -r "$ROOT/tests/requirements.txt" >&2
     echo "$venv/bin/python"
-}
+)
 
 # Cross-builds camstream for aarch64 with Debian's Rust (rustup cannot add
 # targets offline), linking libjpeg-turbo statically and libcamera (with
@@ -155,7 +159,7 @@ cargo_aarch64() {
 # all of them and needs systemd's and curl's libraries. Prints its path.
 RAUC_VERSION=1.8
 RAUC_SHA256=d233247c1763b1c56c851d0adef2094b7aa2fcd72decf524a8ac0419188e0978
-build_rauc_aarch64() {
+build_rauc_aarch64() (
     out="$ROOT/output/rauc/$RAUC_VERSION"
     if [ ! -x "$out/rauc" ]; then
         dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
@@ -185,7 +189,7 @@ build_rauc_aarch64() {
         rm -rf "$out.build"
     fi
     echo "$out/rauc"
-}
+)
 
 # BusyBox for the QEMU image, cross-built static from Debian's source of
 # busybox with Debian's security fixes: upstream's default applet set plus
@@ -203,7 +207,7 @@ BUSYBOX_DEBIAN_SHA256=1cacbe095ef4880ea7879933c8e3c5075d1527cd6fbcb626a9b41e5dae
 BUSYBOX_QEMU_CONFIG="CONFIG_STATIC=y CONFIG_MODPROBE_SMALL=n CONFIG_MODPROBE=y CONFIG_FEATURE_MODPROBE_BLACKLIST=y
 CONFIG_FEATURE_MODUTILS_ALIAS=y CONFIG_FEATURE_MODUTILS_SYMBOLS=y CONFIG_FEATURE_CMDLINE_MODULE_OPTIONS=y
 CONFIG_INSMOD=y CONFIG_RMMOD=y CONFIG_LSMOD=y CONFIG_DEPMOD=y CONFIG_MODINFO=y"
-build_busybox_aarch64() {
+build_busybox_aarch64() (
     fragment="$ROOT/board/common/busybox.fragment"
     out="$ROOT/output/busybox/$BUSYBOX_VERSION-$({ cat "$fragment" && echo "$BUSYBOX_QEMU_CONFIG"; } |
         sha256sum | cut -c1-12)"
@@ -253,11 +257,11 @@ build_busybox_aarch64() {
         rm -rf "$b"
     fi
     echo "$out"
-}
+)
 
 # Downloads Debian packages (PACKAGE or PACKAGE:ARCH) into $ROOT/output/debs
 # unless a copy is there; records name and version in versions.txt.
-fetch_debs() {
+fetch_debs() (
     debs="$ROOT/output/debs"
     mkdir -p "$debs"
     for p in "$@"; do
@@ -277,7 +281,7 @@ fetch_debs() {
     # shellcheck disable=SC2016 # dpkg-deb's fields, not the shell's
     (cd "$debs" && for f in *.deb; do dpkg-deb --show --showformat='${Package} ${Version} ${Architecture}\n' "$f"; done) \
         >"$debs/versions.txt"
-}
+)
 
 # The Debian arm64 kernel ABI linux-image-arm64 points at, e.g. 6.1.0-56.
 debian_kernel_abi() {

@@ -420,8 +420,14 @@ impl Config {
     }
 
     pub fn from_options(o: Options) -> Result<Config> {
-        let width = in_range("width", o.width.unwrap_or(default!(width)), 16, 8192)?;
-        let height = in_range("height", o.height.unwrap_or(default!(height)), 16, 8192)?;
+        // A setting as given, else its default, checked against its range.
+        macro_rules! ranged {
+            ($key:ident, $lo:expr, $hi:expr) => {
+                in_range(stringify!($key), o.$key.unwrap_or(default!($key)), $lo, $hi)
+            };
+        }
+        let width = ranged!(width, 16, 8192)?;
+        let height = ranged!(height, 16, 8192)?;
         if width % 2 != 0 || height % 2 != 0 {
             bail!("width and height must be even (got {width}x{height})");
         }
@@ -449,14 +455,14 @@ impl Config {
             .with_context(|| {
                 format!("log_level = {level:?}: use error, warn, info, debug or trace")
             })?;
-        let fps = in_range("fps", o.fps.unwrap_or(default!(fps)), 1, 120)?;
+        let fps = ranged!(fps, 1, 120)?;
         Ok(Config {
             source: SourceSpec::parse(o.source.as_deref().unwrap_or(default!(source)))?,
             width: width as u16,
             height: height as u16,
             fps,
-            quality: in_range("quality", o.quality.unwrap_or(default!(quality)), 1, 100)? as u8,
-            buffers: in_range("buffers", o.buffers.unwrap_or(default!(buffers)), 2, 32)?,
+            quality: ranged!(quality, 1, 100)? as u8,
+            buffers: ranged!(buffers, 2, 32)?,
             format: o.format.as_deref().map(parse_format).transpose()?,
             controls: o.controls.unwrap_or_default(),
             listen: o
@@ -466,61 +472,15 @@ impl Config {
             http_port: o.http_port.unwrap_or(default!(http_port)),
             rtp_port,
             path,
-            mtu: in_range(
-                "mtu",
-                o.mtu.unwrap_or(default!(mtu)),
-                MIN_MTU as u32,
-                MAX_MTU as u32,
-            )? as usize,
-            max_clients: in_range(
-                "max_clients",
-                o.max_clients.unwrap_or(default!(max_clients)),
-                1,
-                100_000,
-            )? as usize,
-            client_queue: in_range(
-                "client_queue",
-                o.client_queue.unwrap_or(default!(client_queue)),
-                1,
-                64,
-            )? as usize,
-            session_timeout: in_range(
-                "session_timeout",
-                o.session_timeout.unwrap_or(default!(session_timeout)),
-                5,
-                3600,
-            )?,
-            rtcp_interval: in_range(
-                "rtcp_interval",
-                o.rtcp_interval.unwrap_or(default!(rtcp_interval)),
-                1,
-                60,
-            )?,
-            max_request_size: in_range(
-                "max_request_size",
-                o.max_request_size.unwrap_or(default!(max_request_size)),
-                1024,
-                1 << 20,
-            )? as usize,
-            max_connections_per_ip: in_range(
-                "max_connections_per_ip",
-                o.max_connections_per_ip
-                    .unwrap_or(default!(max_connections_per_ip)),
-                1,
-                100_000,
-            )? as usize,
-            request_timeout: in_range(
-                "request_timeout",
-                o.request_timeout.unwrap_or(default!(request_timeout)),
-                1,
-                600,
-            )?,
-            idle_timeout: in_range(
-                "idle_timeout",
-                o.idle_timeout.unwrap_or(default!(idle_timeout)),
-                5,
-                3600,
-            )?,
+            mtu: ranged!(mtu, MIN_MTU as u32, MAX_MTU as u32)? as usize,
+            max_clients: ranged!(max_clients, 1, 100_000)? as usize,
+            client_queue: ranged!(client_queue, 1, 64)? as usize,
+            session_timeout: ranged!(session_timeout, 5, 3600)?,
+            rtcp_interval: ranged!(rtcp_interval, 1, 60)?,
+            max_request_size: ranged!(max_request_size, 1024, 1 << 20)? as usize,
+            max_connections_per_ip: ranged!(max_connections_per_ip, 1, 100_000)? as usize,
+            request_timeout: ranged!(request_timeout, 1, 600)?,
+            idle_timeout: ranged!(idle_timeout, 5, 3600)?,
             user: o.user.filter(|u| !u.is_empty()),
             log_level,
             onvif_passwords: o
@@ -537,12 +497,7 @@ impl Config {
                 u
             },
             basic_auth: o.basic_auth.unwrap_or(default!(basic_auth)),
-            nonce_lifetime: in_range(
-                "nonce_lifetime",
-                o.nonce_lifetime.unwrap_or(default!(nonce_lifetime)),
-                30,
-                86_400,
-            )?,
+            nonce_lifetime: ranged!(nonce_lifetime, 30, 86_400)?,
             anonymous: o.anonymous.unwrap_or(default!(anonymous)),
             onvif: o.onvif.unwrap_or(default!(onvif)),
             sub: sub_stream(

@@ -7,11 +7,14 @@ use std::io::{self, Write};
 use std::net::SocketAddr;
 
 use mio::net::TcpStream;
-use slab::Slab;
 
 use super::http::HttpConn;
 use super::rtsp::RtspConn;
+use super::table::{Id, Table};
 use crate::clock::Mono;
+
+pub type ConnId = Id<Conn>;
+pub type Conns = Table<Conn>;
 
 /// Unsent control bytes after which a connection's requests are no longer
 /// read (a client pipelining requests without reading replies).
@@ -22,10 +25,22 @@ pub enum Proto {
     Http(HttpConn),
 }
 
+/// The port a connection came in on: each has its own limits.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Port {
+    Rtsp,
+    Http,
+}
+
 pub struct Conn {
     pub stream: TcpStream,
     pub peer: SocketAddr,
     pub local: SocketAddr,
+    pub port: Port,
+    pub opened: Mono,
+    /// A request on it passed the gate (a user's credentials, or a client
+    /// that needs none): it is no longer one a newcomer may push out.
+    pub admitted: bool,
     pub inbuf: Vec<u8>,
     /// Responses and interleaved RTCP (RTSP), response heads (HTTP).
     pub ctrl: Vec<u8>,
@@ -44,11 +59,21 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(stream: TcpStream, peer: SocketAddr, local: SocketAddr, proto: Proto) -> Conn {
+    pub fn new(
+        stream: TcpStream,
+        peer: SocketAddr,
+        local: SocketAddr,
+        port: Port,
+        proto: Proto,
+    ) -> Conn {
+        let now = Mono::now();
         Conn {
             stream,
             peer,
             local,
+            port,
+            opened: now,
+            admitted: false,
             inbuf: Vec::new(),
             ctrl: Vec::new(),
             ctrl_sent: 0,
@@ -56,14 +81,14 @@ impl Conn {
             read_paused: false,
             stale_nonce: false,
             request_started: None,
-            last_input: Mono::now(),
+            last_input: now,
             proto,
         }
     }
 
     /// The connection at `ci` while it has input left to handle: where each
     /// protocol's input loop starts a turn.
-    pub fn with_input(conns: &mut Slab<Conn>, ci: usize) -> Option<&mut Conn> {
+    pub fn with_input(conns: &mut Conns, ci: ConnId) -> Option<&mut Conn> {
         let conn = conns.get_mut(ci)?;
         (!conn.input_done()).then_some(conn)
     }
@@ -77,7 +102,10 @@ impl Conn {
             return true;
         }
         if self.inbuf.is_empty() {
-            self.request_started = None;
+            // A request whose body has not begun is still under way.
+            if self.body_wanted().is_none() {
+                self.request_started = None;
+            }
             if self.inbuf.capacity() > 4096 {
                 self.inbuf = Vec::new();
             }
@@ -123,13 +151,18 @@ impl Conn {
         }
     }
 
+    /// The length of the body a request on it waits for.
+    pub fn body_wanted(&self) -> Option<usize> {
+        match &self.proto {
+            Proto::Http(h) => h.body_wanted(),
+            Proto::Rtsp(_) => None,
+        }
+    }
+
     /// Most bytes of unhandled input held: a request head's limit, or the
     /// body an HTTP request waits for if that is larger.
     pub fn input_cap(&self, max_request_size: usize) -> usize {
-        match &self.proto {
-            Proto::Http(h) => h.body_wanted().unwrap_or(0).max(max_request_size),
-            Proto::Rtsp(_) => max_request_size,
-        }
+        self.body_wanted().unwrap_or(0).max(max_request_size)
     }
 
     pub fn http_mut(&mut self) -> Option<&mut HttpConn> {

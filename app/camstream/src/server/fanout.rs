@@ -105,7 +105,7 @@ impl Server {
     /// connections.
     pub(super) fn flush_all(&mut self) {
         self.rtsp_flush_udp_all();
-        let mut keys = std::mem::take(&mut self.scratch);
+        let mut keys = std::mem::take(&mut self.scratch_conns);
         keys.clear();
         keys.extend(
             self.conns
@@ -116,6 +116,6 @@ impl Server {
         for &ci in &keys {
             self.flush_conn(ci);
         }
-        self.scratch = keys;
+        self.scratch_conns = keys;
     }
 }

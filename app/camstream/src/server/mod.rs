@@ -5,6 +5,7 @@
 //! reaches its clients; [`rtsp`] and [`http`] the two protocols, each a
 //! client of the one fan-out.
 
+mod admission;
 mod conn;
 mod fanout;
 pub mod frame;
@@ -13,6 +14,7 @@ mod net;
 mod onvif;
 mod rtsp;
 mod sub;
+mod table;
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
@@ -27,17 +29,18 @@ use camstream_rtsp::auth::Auth;
 use mio::net::{TcpListener, UdpSocket};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
-use slab::Slab;
 
 use crate::clock::{Mono, RtpClock, WallClockWatch, wall_now};
 use crate::config::{self, Config};
 use crate::intake::Intake;
 use crate::latency::SendLatency;
 use crate::source::{FrameSource, StreamInfo};
-use conn::{Conn, Proto};
+use admission::{Admission, Refusal};
+use conn::{Conn, ConnId, Conns, Port, Proto};
 use fanout::{Stream, Totals};
 use frame::Pool;
-use rtsp::Session;
+use rtsp::{SessionId, Sessions};
+use table::Id;
 
 const LISTENER: Token = Token(0);
 const RTP: Token = Token(1);
@@ -51,6 +54,13 @@ const ADDRESS_CHANGES: Token = Token(8);
 const SUB_READY: Token = Token(9);
 const FIRST_CONNECTION: usize = 16;
 
+/// Whether the event loop goes on after a turn.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Turn {
+    Go,
+    Stop,
+}
+
 /// How long a connection closing after an error may take to drain.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 const TICK: Duration = Duration::from_millis(250);
@@ -63,46 +73,6 @@ const READS_PER_TURN: usize = 16;
 /// decides, and a slow client gets fresh whole frames.
 const TCP_SEND_BUFFER: usize = 256 << 10;
 const STATS_EVERY: Duration = Duration::from_secs(60);
-/// Refused connections are logged at most this often (a flood would fill
-/// the log), with their count.
-const REFUSALS_LOGGED_EVERY: Duration = Duration::from_secs(10);
-
-/// Why connections or requests were refused (the label /metrics shows).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Refusal {
-    TooManyConnections,
-    PerIpLimit,
-    NoUserSet,
-    MaxClients,
-}
-
-impl Refusal {
-    const ALL: [Refusal; 4] = [
-        Refusal::TooManyConnections,
-        Refusal::PerIpLimit,
-        Refusal::NoUserSet,
-        Refusal::MaxClients,
-    ];
-
-    fn name(self) -> &'static str {
-        match self {
-            Refusal::TooManyConnections => "too-many-connections",
-            Refusal::PerIpLimit => "max-connections-per-ip",
-            Refusal::NoUserSet => "no-user-set",
-            Refusal::MaxClients => "max-clients",
-        }
-    }
-
-    fn describe(self) -> &'static str {
-        match self {
-            Refusal::TooManyConnections => "too many connections",
-            Refusal::PerIpLimit => "max_connections_per_ip reached",
-            Refusal::NoUserSet => "no user is set and only this machine's clients may stream",
-            Refusal::MaxClients => "max_clients streaming clients reached",
-        }
-    }
-}
-
 /// What the camera is doing, as the source last said.
 struct Camera {
     present: bool,
@@ -116,10 +86,12 @@ pub struct Server {
     listener: TcpListener,
     /// None when http_port = 0.
     http_listener: Option<TcpListener>,
-    conns: Slab<Conn>,
-    resume_reading: Vec<usize>,
-    /// Reused list of keys, so sending a frame allocates nothing.
-    scratch: Vec<usize>,
+    conns: Conns,
+    /// Connections with input to handle or read, after the others' turn.
+    resume_reading: Vec<ConnId>,
+    /// Reused lists of ids, so sending a frame allocates nothing.
+    scratch_conns: Vec<ConnId>,
+    scratch_sessions: Vec<SessionId>,
 
     // RTSP: sessions and the UDP sockets they share.
     rtp_socket: UdpSocket,
@@ -128,14 +100,14 @@ pub struct Server {
     udp_gso: Option<usize>,
     rtcp_socket: UdpSocket,
     rtp_port: u16,
-    sessions: Slab<Session>,
-    session_ids: HashMap<String, usize>,
-    session_by_rtcp: HashMap<SocketAddr, usize>,
-    udp_backlog: VecDeque<usize>,
+    sessions: Sessions,
+    session_ids: HashMap<String, SessionId>,
+    session_by_rtcp: HashMap<SocketAddr, SessionId>,
+    udp_backlog: VecDeque<SessionId>,
     udp_blocked: bool,
     cname: String,
     /// RTSP over HTTP: the GET connection of each x-sessioncookie.
-    tunnels: HashMap<String, usize>,
+    tunnels: HashMap<String, ConnId>,
 
     // Frames.
     source: Option<Box<dyn FrameSource>>,
@@ -156,12 +128,8 @@ pub struct Server {
     latency_since: Mono,
     /// Who may stream, if the config names users.
     auth: Option<Auth>,
-    /// Connections open per client address (max_connections_per_ip).
-    per_ip: HashMap<IpAddr, usize>,
-    /// Refused since the start, per [`Refusal`].
-    refusals: [u64; Refusal::ALL.len()],
-    /// Refused since the last log line about it, and when that was.
-    refused_log: (u64, Option<Mono>),
+    /// Who gets a connection, and the count of those refused.
+    admission: Admission,
     /// Notices the wall clock being set, once per housekeeping pass.
     wall_clock: WallClockWatch,
     onvif: onvif::Onvif,
@@ -267,14 +235,15 @@ impl Server {
             poll,
             listener,
             http_listener,
-            conns: Slab::new(),
+            conns: Conns::new(),
             resume_reading: Vec::new(),
-            scratch: Vec::new(),
+            scratch_conns: Vec::new(),
+            scratch_sessions: Vec::new(),
             rtp_socket,
             udp_gso,
             rtcp_socket,
             rtp_port,
-            sessions: Slab::new(),
+            sessions: Sessions::new(),
             session_ids: HashMap::new(),
             session_by_rtcp: HashMap::new(),
             udp_backlog: VecDeque::new(),
@@ -322,9 +291,7 @@ impl Server {
             report_signal,
             send_latency: SendLatency::default(),
             latency_since: Mono::now(),
-            per_ip: HashMap::new(),
-            refusals: [0; Refusal::ALL.len()],
-            refused_log: (0, None),
+            admission: Admission::new(cfg.max_clients * 2 + 16, cfg.max_connections_per_ip),
             wall_clock: WallClockWatch::default(),
             onvif: onvif::Onvif::default(),
             discovery: None,
@@ -409,66 +376,8 @@ impl Server {
             } else {
                 Duration::ZERO
             };
-            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e.into());
-            }
-            // Handlers are named for their event: `<source>_readable` or
-            // `_writable` for readiness, `<item>_<what happened>` for one
-            // item (frame_captured, rtcp_received).
-            for ev in events.iter() {
-                match ev.token() {
-                    LISTENER => self.accept(false),
-                    HTTP_LISTENER => self.accept(true),
-                    RTP => {
-                        if ev.is_readable() {
-                            self.rtp_readable();
-                        }
-                        if ev.is_writable() {
-                            self.rtp_writable();
-                        }
-                    }
-                    RTCP => self.rtcp_readable(),
-                    DISCOVERY => {
-                        if let Some(d) = &mut self.discovery {
-                            d.udp_readable();
-                        }
-                    }
-                    SUB_READY => self.sub_readable(),
-                    ADDRESS_CHANGES => {
-                        if let Some(d) = &mut self.discovery {
-                            d.netlink_readable();
-                        }
-                    }
-                    SOURCE => self.source_readable()?,
-                    SIGNAL => {
-                        log::info!("stopping");
-                        if let Some(d) = &mut self.discovery {
-                            d.bye();
-                        }
-                        self.shutdown();
-                        return Ok(());
-                    }
-                    REPORT_SIGNAL => {
-                        let mut buf = [0u8; 16];
-                        while matches!((&self.report_signal).read(&mut buf), Ok(n) if n > 0) {}
-                        self.log_send_latency();
-                    }
-                    Token(t) => {
-                        let ci = t - FIRST_CONNECTION;
-                        if ev.is_writable() {
-                            self.flush_conn(ci);
-                        }
-                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                            self.conn_readable(ci);
-                        }
-                    }
-                }
-            }
-            for ci in std::mem::take(&mut self.resume_reading) {
-                self.conn_readable(ci);
+            if self.turn(&mut events, timeout)? == Turn::Stop {
+                return Ok(());
             }
             let now = Mono::now();
             if now >= next_tick {
@@ -478,7 +387,80 @@ impl Server {
         }
     }
 
-    /// The source has frames (or news of the camera).
+    /// One turn of the event loop: waits up to `timeout` for events and
+    /// handles them, then the connections that were left input to handle.
+    pub fn turn(&mut self, events: &mut Events, timeout: Duration) -> Result<Turn> {
+        if let Err(e) = self.poll.poll(events, Some(timeout)) {
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(Turn::Go);
+            }
+            return Err(e.into());
+        }
+        // Handlers are named for their event: `<source>_readable` or
+        // `_writable` for readiness, `<item>_<what happened>` for one
+        // item (frame_captured, rtcp_received).
+        for ev in events.iter() {
+            match ev.token() {
+                LISTENER => self.accept(Port::Rtsp),
+                HTTP_LISTENER => self.accept(Port::Http),
+                RTP => {
+                    if ev.is_readable() {
+                        self.rtp_readable();
+                    }
+                    if ev.is_writable() {
+                        self.rtp_writable();
+                    }
+                }
+                RTCP => self.rtcp_readable(),
+                DISCOVERY => {
+                    if let Some(d) = &mut self.discovery {
+                        d.udp_readable();
+                    }
+                }
+                SUB_READY => self.sub_readable(),
+                ADDRESS_CHANGES => {
+                    if let Some(d) = &mut self.discovery {
+                        d.netlink_readable();
+                    }
+                }
+                SOURCE => self.source_readable()?,
+                SIGNAL => {
+                    log::info!("stopping");
+                    if let Some(d) = &mut self.discovery {
+                        d.bye();
+                    }
+                    self.shutdown();
+                    return Ok(Turn::Stop);
+                }
+                REPORT_SIGNAL => {
+                    let mut buf = [0u8; 16];
+                    while matches!((&self.report_signal).read(&mut buf), Ok(n) if n > 0) {}
+                    self.log_send_latency();
+                }
+                token => {
+                    // A closed connection's events name its generation,
+                    // and find nothing: not the next one in its slot.
+                    let Some(ci) = Id::from_token(token, FIRST_CONNECTION) else {
+                        continue;
+                    };
+                    if ev.is_writable() {
+                        self.flush_conn(ci);
+                    }
+                    if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                        self.conn_readable(ci);
+                    }
+                }
+            }
+        }
+        for ci in std::mem::take(&mut self.resume_reading) {
+            // What is already in its buffer first: a complete request is
+            // answered without waiting for another byte.
+            self.process_input(ci);
+            self.conn_readable(ci);
+        }
+        Ok(Turn::Go)
+    }
+
     fn source_readable(&mut self) -> Result<()> {
         let mut source = self.source.take().expect("set in run");
         let r = source.ready(&mut |f| self.frame_captured(f));
@@ -498,62 +480,17 @@ impl Server {
         }
     }
 
-    fn accept(&mut self, http: bool) {
+    fn accept(&mut self, port: Port) {
         loop {
-            let listener = if http {
-                self.http_listener
+            let listener = match port {
+                Port::Http => self
+                    .http_listener
                     .as_ref()
-                    .expect("registered only if bound")
-            } else {
-                &self.listener
+                    .expect("registered only if bound"),
+                Port::Rtsp => &self.listener,
             };
             match listener.accept() {
-                Ok((mut stream, peer)) => {
-                    let from_peer = self.per_ip.get(&peer.ip()).copied().unwrap_or(0);
-                    // Beyond 2 x max_clients + 16, connections could not hold a client anyway.
-                    let why = if self.conns.len() >= self.cfg.max_clients * 2 + 16 {
-                        Some(Refusal::TooManyConnections)
-                    } else if from_peer >= self.cfg.max_connections_per_ip {
-                        Some(Refusal::PerIpLimit)
-                    } else {
-                        None
-                    };
-                    if let Some(why) = why {
-                        // One write into an empty socket buffer does not
-                        // block; then the socket is dropped (closed).
-                        let _ = stream.write(if http {
-                            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                        } else {
-                            b"RTSP/1.0 503 Service Unavailable\r\nConnection: close\r\n\r\n"
-                        });
-                        self.refused(peer, "connection refused: 503", why);
-                        continue;
-                    }
-                    let _ = stream.set_nodelay(true);
-                    let _ =
-                        rustix::net::sockopt::set_socket_send_buffer_size(&stream, TCP_SEND_BUFFER);
-                    let local = stream
-                        .local_addr()
-                        .unwrap_or(SocketAddr::new(self.cfg.listen, 0));
-                    let entry = self.conns.vacant_entry();
-                    let token = Token(FIRST_CONNECTION + entry.key());
-                    if let Err(e) = self.poll.registry().register(
-                        &mut stream,
-                        token,
-                        Interest::READABLE | Interest::WRITABLE,
-                    ) {
-                        log::warn!("{peer}: {e}");
-                        continue;
-                    }
-                    log::debug!("{peer}: connected ({})", if http { "HTTP" } else { "RTSP" });
-                    let proto = if http {
-                        Proto::Http(http::HttpConn::default())
-                    } else {
-                        Proto::Rtsp(rtsp::RtspConn::default())
-                    };
-                    entry.insert(Conn::new(stream, peer, local, proto));
-                    *self.per_ip.entry(peer.ip()).or_insert(0) += 1;
-                }
+                Ok((stream, peer)) => self.connected(stream, peer, port),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
@@ -564,22 +501,94 @@ impl Server {
         }
     }
 
-    /// Counts a refusal; logs it at most every REFUSALS_LOGGED_EVERY.
+    /// A new connection: admitted (maybe in place of one that has not
+    /// authenticated), or answered 503 and closed.
+    fn connected(&mut self, mut stream: mio::net::TcpStream, peer: SocketAddr, port: Port) {
+        let open: Vec<_> = self
+            .conns
+            .iter()
+            .map(|(id, c)| admission::Holder {
+                id,
+                port: c.port,
+                peer: c.peer,
+                opened: c.opened,
+                admitted: c.admitted,
+            })
+            .collect();
+        let refusal = match self.admission.decide(&open, port, peer.ip()) {
+            admission::Decision::Admit => None,
+            admission::Decision::PushOut(old) => {
+                if let Some(c) = self.conns.get_mut(old) {
+                    let _ = c.stream.write(busy_answer(c.port));
+                    let old_peer = c.peer;
+                    self.admission.refused(
+                        old_peer,
+                        "connection pushed out: 503",
+                        Refusal::PushedOut,
+                    );
+                }
+                self.close_conn(
+                    old,
+                    "pushed out by a newer connection before it authenticated",
+                );
+                None
+            }
+            admission::Decision::Refuse(why) => Some(why),
+        };
+        let id = match (refusal, self.conns.next_id()) {
+            (None, Some(id)) => id,
+            (why, _) => {
+                // One write into an empty socket buffer does not block;
+                // then the socket is dropped (closed).
+                let _ = stream.write(busy_answer(port));
+                let why = why.unwrap_or(Refusal::TooManyConnections);
+                self.admission.refused(peer, "connection refused: 503", why);
+                return;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let _ = rustix::net::sockopt::set_socket_send_buffer_size(&stream, TCP_SEND_BUFFER);
+        let local = stream
+            .local_addr()
+            .unwrap_or(SocketAddr::new(self.cfg.listen, 0));
+        if let Err(e) = self.poll.registry().register(
+            &mut stream,
+            id.token(FIRST_CONNECTION),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            log::warn!("{peer}: {e}");
+            return;
+        }
+        log::debug!("{peer}: connected ({port:?})");
+        let proto = match port {
+            Port::Http => Proto::Http(http::HttpConn::default()),
+            Port::Rtsp => Proto::Rtsp(rtsp::RtspConn::default()),
+        };
+        let inserted = self
+            .conns
+            .insert(Conn::new(stream, peer, local, port, proto));
+        debug_assert_eq!(inserted, id);
+        self.admission.opened(peer.ip());
+    }
+
+    /// Counts a refusal; logs it at most every so often.
     fn refused(&mut self, peer: SocketAddr, what: &str, why: Refusal) {
-        self.refusals[why as usize] += 1;
-        let now = Mono::now();
-        self.refused_log.0 += 1;
-        if self
-            .refused_log
-            .1
-            .is_none_or(|t| now.saturating_sub(t) >= REFUSALS_LOGGED_EVERY)
-        {
-            log::warn!(
-                "{peer}: {what}, {}; {} refused since the last such line",
-                why.describe(),
-                self.refused_log.0
-            );
-            self.refused_log = (0, Some(now));
+        self.admission.refused(peer, what, why);
+    }
+
+    /// A request on `ci` passed the gate: the connection (and its tunnel's
+    /// other half) can no longer be pushed out by newcomers.
+    fn admit(&mut self, ci: ConnId) {
+        let Some(conn) = self.conns.get_mut(ci) else {
+            return;
+        };
+        conn.admitted = true;
+        let post = conn
+            .rtsp()
+            .and_then(|r| r.tunnel.as_ref())
+            .and_then(|t| t.post);
+        if let Some(p) = post.and_then(|p| self.conns.get_mut(p)) {
+            p.admitted = true;
         }
     }
 
@@ -597,7 +606,7 @@ impl Server {
 
     // ---- connections --------------------------------------------------
 
-    fn conn_readable(&mut self, ci: usize) {
+    fn conn_readable(&mut self, ci: ConnId) {
         let mut buf = [0u8; 4096];
         for _ in 0..READS_PER_TURN {
             let Some(conn) = self.conns.get_mut(ci) else {
@@ -635,7 +644,7 @@ impl Server {
         self.resume_reading.push(ci);
     }
 
-    fn process_input(&mut self, ci: usize) {
+    fn process_input(&mut self, ci: ConnId) {
         match self.conns.get(ci).map(|c| &c.proto) {
             Some(Proto::Rtsp(_)) => self.rtsp_input(ci),
             Some(Proto::Http(_)) => self.http_input(ci),
@@ -644,7 +653,7 @@ impl Server {
     }
 
     /// Writes a connection's pending bytes until the socket is full.
-    fn flush_conn(&mut self, ci: usize) {
+    fn flush_conn(&mut self, ci: ConnId) {
         match self.conns.get(ci).map(|c| &c.proto) {
             Some(Proto::Rtsp(_)) => self.rtsp_flush(ci),
             Some(Proto::Http(_)) => self.http_flush(ci),
@@ -655,7 +664,7 @@ impl Server {
     /// Writes a connection's pending control bytes (responses, headers):
     /// true when all are out and its flush may go on, false when the socket
     /// is full or the connection was closed.
-    fn write_ctrl(&mut self, ci: usize) -> bool {
+    fn write_ctrl(&mut self, ci: ConnId) -> bool {
         let Some(conn) = self.conns.get_mut(ci) else {
             return false;
         };
@@ -674,7 +683,7 @@ impl Server {
 
     /// After a connection's control bytes are all out: reading resumes if
     /// it was paused for them.
-    fn ctrl_drained(&mut self, ci: usize) {
+    fn ctrl_drained(&mut self, ci: ConnId) {
         let Some(conn) = self.conns.get_mut(ci) else {
             return;
         };
@@ -682,7 +691,11 @@ impl Server {
             conn.read_paused = false;
             self.resume_reading.push(ci);
             // A tunnel's POST side was paused with its GET side.
-            if let Some(post) = conn.rtsp().and_then(|r| r.tunnel_post) {
+            if let Some(post) = conn
+                .rtsp()
+                .and_then(|r| r.tunnel.as_ref())
+                .and_then(|t| t.post)
+            {
                 if let Some(p) = self.conns.get_mut(post) {
                     p.read_paused = false;
                 }
@@ -691,21 +704,16 @@ impl Server {
         }
     }
 
-    fn close_conn(&mut self, ci: usize, why: &str) {
-        let Some(mut conn) = self.conns.try_remove(ci) else {
+    fn close_conn(&mut self, ci: ConnId, why: &str) {
+        let Some(mut conn) = self.conns.remove(ci) else {
             return;
         };
         let _ = self.poll.registry().deregister(&mut conn.stream);
-        if let Some(n) = self.per_ip.get_mut(&conn.peer.ip()) {
-            *n -= 1;
-            if *n == 0 {
-                self.per_ip.remove(&conn.peer.ip());
-            }
-        }
+        self.admission.closed(conn.peer.ip());
         log::debug!("{}: {why}", conn.peer);
         match conn.proto {
             Proto::Rtsp(r) => self.rtsp_closed(ci, r, why),
-            Proto::Http(h) => self.http_closed(ci, h, conn.peer),
+            Proto::Http(h) => self.http_closed(h, conn.peer),
         }
     }
 
@@ -716,7 +724,7 @@ impl Server {
             self.source = Some(source);
         }
         self.http_housekeeping(now);
-        let stuck: Vec<usize> = self
+        let stuck: Vec<ConnId> = self
             .conns
             .iter()
             .filter(|(_, c)| {
@@ -731,7 +739,7 @@ impl Server {
         let request_timeout = Duration::from_secs(u64::from(self.cfg.request_timeout));
         let idle_timeout = Duration::from_secs(u64::from(self.cfg.idle_timeout));
         let (mut slow, mut idle) = (Vec::new(), Vec::new());
-        for (ci, c) in &self.conns {
+        for (ci, c) in self.conns.iter() {
             if c.closing.is_some() {
                 continue;
             }
@@ -825,15 +833,25 @@ impl Server {
             Intake::summary(&c.repaired),
             Intake::summary(&c.refused)
         );
-        let ids: Vec<usize> = self.sessions.iter().map(|(k, _)| k).collect();
+        let ids = self.sessions.ids();
         for si in ids {
             self.end_session(si, "server stopping", true);
         }
-        let conns: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
+        let conns = self.conns.ids();
         for ci in conns {
             // Best effort: whatever fits in the socket buffer now.
             self.flush_conn(ci);
         }
+    }
+}
+
+/// What a connection turned away is told before it is closed.
+fn busy_answer(port: Port) -> &'static [u8] {
+    match port {
+        Port::Http => {
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        }
+        Port::Rtsp => b"RTSP/1.0 503 Service Unavailable\r\nConnection: close\r\n\r\n",
     }
 }
 

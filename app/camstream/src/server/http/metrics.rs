@@ -106,7 +106,7 @@ impl Server {
                 .to_string(),
         );
         let (mut udp, mut tcp, mut tunnelled) = (0.0, 0.0, 0.0);
-        for (_, s) in &self.sessions {
+        for (_, s) in self.sessions.iter() {
             let tunnel = self
                 .conns
                 .get(s.conn)
@@ -119,7 +119,7 @@ impl Server {
             }
         }
         let (mut rtsp_conns, mut http_conns) = (0.0, 0.0);
-        for (_, conn) in &self.conns {
+        for (_, conn) in self.conns.iter() {
             match &conn.proto {
                 Proto::Rtsp(_) => rtsp_conns += 1.0,
                 Proto::Http(h) if matches!(h.state, State::TunnelIn { .. }) => rtsp_conns += 1.0,
@@ -249,7 +249,7 @@ impl Server {
                 "Connections and requests refused, by reason.",
                 &refusal_reasons
                     .iter()
-                    .zip(self.refusals)
+                    .zip(self.admission.refusals)
                     .map(|(l, n)| (l.as_slice(), n))
                     .collect::<Vec<_>>(),
             ),

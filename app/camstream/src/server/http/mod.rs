@@ -18,7 +18,7 @@ use camstream_http::mjpeg::{self, MAX_PART_HEADER};
 use camstream_http::request::{self, Framed, Head, Limits};
 use camstream_rtsp::auth::Verdict;
 
-use super::conn::{CTRL_HIGH_WATER, Conn, Proto};
+use super::conn::{CTRL_HIGH_WATER, Conn, ConnId, Proto};
 use super::fanout::enqueue;
 use super::frame::SharedFrame;
 use super::{Refusal, Server};
@@ -39,9 +39,9 @@ pub enum State {
     Snapshot { since: Mono, head_only: bool },
     /// multipart MJPEG until the client leaves.
     Mjpeg(Mjpeg),
-    /// A tunnel's POST side: base64-encoded RTSP for connection `target`.
+    /// A tunnel's POST side: base64-encoded RTSP for its GET side.
     TunnelIn {
-        target: usize,
+        get: ConnId,
         decoder: camstream_http::tunnel::Decoder,
     },
     /// A SOAP request to an ONVIF service, waiting for its `len`-byte body.
@@ -220,9 +220,15 @@ impl Server {
             .count()
     }
 
-    /// Handles what an HTTP connection sent.
-    pub(super) fn http_input(&mut self, ci: usize) {
+    /// Handles what an HTTP connection sent: every complete request, one
+    /// response at a time.
+    pub(super) fn http_input(&mut self, ci: ConnId) {
         loop {
+            // A body is taken when it is all there, an empty one at once:
+            // before the check for input, which an empty body leaves none.
+            if self.soap_body_complete(ci) {
+                continue;
+            }
             let Some(conn) = Conn::with_input(&mut self.conns, ci) else {
                 return;
             };
@@ -237,22 +243,7 @@ impl Server {
                     conn.inbuf.clear();
                     return;
                 }
-                State::Snapshot { .. } => return,
-                State::Soap { len, .. } => {
-                    if conn.inbuf.len() < *len {
-                        conn.request_started.get_or_insert(conn.last_input);
-                        return;
-                    }
-                    let len = *len;
-                    let State::Soap { req, .. } = std::mem::take(&mut h.state) else {
-                        unreachable!("matched above");
-                    };
-                    let body: Vec<u8> = conn.inbuf.drain(..len).collect();
-                    conn.request_started = None;
-                    self.onvif_request(ci, *req, &body);
-                    self.flush_conn(ci);
-                    continue;
-                }
+                State::Snapshot { .. } | State::Soap { .. } => return,
                 State::Requests => {}
             }
             // After `Connection: close` (or a body not read), nothing more
@@ -301,7 +292,35 @@ impl Server {
         }
     }
 
-    fn http_request(&mut self, ci: usize, req: Request) {
+    /// If `ci` waits for a SOAP body and has all of it: answers the
+    /// request (true).
+    fn soap_body_complete(&mut self, ci: ConnId) -> bool {
+        let Some(conn) = self.conns.get_mut(ci) else {
+            return false;
+        };
+        if conn.closing.is_some() {
+            return false;
+        }
+        let Proto::Http(h) = &mut conn.proto else {
+            return false;
+        };
+        let State::Soap { len, .. } = h.state else {
+            return false;
+        };
+        if conn.inbuf.len() < len {
+            return false;
+        }
+        let State::Soap { req, .. } = std::mem::take(&mut h.state) else {
+            unreachable!("matched above");
+        };
+        let body: Vec<u8> = conn.inbuf.drain(..len).collect();
+        conn.request_started = None;
+        self.onvif_request(ci, *req, &body);
+        self.flush_conn(ci);
+        true
+    }
+
+    fn http_request(&mut self, ci: ConnId, req: Request) {
         let conn = &mut self.conns[ci];
         let head_only = req.method == "HEAD";
         let onvif = self.cfg.onvif && super::onvif::is_service(&req.path);
@@ -317,8 +336,8 @@ impl Server {
         let peer = conn.peer;
         if let Some(cookie) = req.session_cookie.clone() {
             match req.method.as_str() {
-                "GET" => return self.tunnel_get(ci, cookie),
-                "POST" if req.tunnelled => return self.tunnel_post(ci, cookie),
+                "GET" => return self.tunnel_get(ci, &req, cookie),
+                "POST" if req.tunnelled => return self.tunnel_post(ci, &req, cookie),
                 _ => {}
             }
         }
@@ -405,11 +424,23 @@ impl Server {
     /// Writes the refusal and returns false when the request may not go on.
     pub(super) fn http_authorized(
         &mut self,
-        ci: usize,
+        ci: ConnId,
         req: &Request,
         head_only: bool,
         close: bool,
     ) -> bool {
+        self.http_gate(ci, req, head_only, close).is_some()
+    }
+
+    /// [`Server::http_authorized`], and who passed: `Some(None)` when no
+    /// users are set, `Some(Some(user))` with users.
+    pub(super) fn http_gate(
+        &mut self,
+        ci: ConnId,
+        req: &Request,
+        head_only: bool,
+        close: bool,
+    ) -> Option<Option<String>> {
         let peer = self.conns[ci].peer;
         if !self.open_to(peer) {
             self.refused(peer, "HTTP request refused: 403", Refusal::NoUserSet);
@@ -420,10 +451,11 @@ impl Server {
                 head_only,
                 close,
             );
-            return false;
+            return None;
         }
         let Some(auth) = &self.auth else {
-            return true;
+            self.admit(ci);
+            return Some(None);
         };
         // Digest's uri is the request target, path and query (RFC 7616
         // §3.4); in origin form the host is the camera's.
@@ -442,16 +474,18 @@ impl Server {
         );
         let conn = &mut self.conns[ci];
         let stale = match verdict {
-            Verdict::User(_) => {
+            Verdict::User(u) => {
                 conn.stale_nonce = false;
-                return true;
+                let u = u.to_string();
+                self.admit(ci);
+                return Some(Some(u));
             }
             Verdict::Expired(_) => true,
             Verdict::Challenge => false,
             Verdict::Malformed(why) => {
                 log::info!("{}: HTTP: {why}", conn.peer);
                 write_text(&mut conn.ctrl, 400, why, head_only, close);
-                return false;
+                return None;
             }
         };
         conn.stale_nonce = stale;
@@ -466,12 +500,12 @@ impl Server {
         if !head_only {
             conn.ctrl.extend_from_slice(body.as_bytes());
         }
-        false
+        None
     }
 
     // ---- snapshot -----------------------------------------------------
 
-    fn snapshot(&mut self, ci: usize, head_only: bool) {
+    fn snapshot(&mut self, ci: ConnId, head_only: bool) {
         if !self.camera.present {
             let conn = &mut self.conns[ci];
             let close = conn.http_mut().is_some_and(|h| h.close_after);
@@ -500,7 +534,7 @@ impl Server {
         }
     }
 
-    fn send_snapshot(&mut self, ci: usize, frame: Rc<SharedFrame>, head_only: bool) {
+    fn send_snapshot(&mut self, ci: ConnId, frame: Rc<SharedFrame>, head_only: bool) {
         let conn = &mut self.conns[ci];
         let Proto::Http(h) = &mut conn.proto else {
             return;
@@ -538,7 +572,7 @@ impl Server {
     }
 
     fn answer_waiting_snapshots(&mut self, now: Mono, after: Duration, why: &str) {
-        let waiting: Vec<usize> = self
+        let waiting: Vec<ConnId> = self
             .conns
             .iter()
             .filter(|(_, c)| matches!(&c.proto, Proto::Http(h) if matches!(h.state, State::Snapshot { since, .. } if now.saturating_sub(since) >= after)))
@@ -567,7 +601,7 @@ impl Server {
 
     // ---- MJPEG --------------------------------------------------------
 
-    fn start_mjpeg(&mut self, ci: usize, fps: Option<&str>, head_only: bool) {
+    fn start_mjpeg(&mut self, ci: ConnId, fps: Option<&str>, head_only: bool) {
         let close = self.conns[ci].http_mut().is_some_and(|h| h.close_after);
         let every = match fps.map(str::parse::<f64>) {
             None => None,
@@ -681,7 +715,7 @@ impl Server {
 
     /// Writes an HTTP connection's pending bytes until the socket is full:
     /// the response head, the body being written, then the next MJPEG part.
-    pub(super) fn http_flush(&mut self, ci: usize) {
+    pub(super) fn http_flush(&mut self, ci: ConnId) {
         loop {
             let Some(conn) = self.conns.get_mut(ci) else {
                 return;
@@ -744,7 +778,7 @@ impl Server {
         }
     }
 
-    pub(super) fn http_closed(&mut self, ci: usize, h: HttpConn, peer: std::net::SocketAddr) {
+    pub(super) fn http_closed(&mut self, h: HttpConn, peer: std::net::SocketAddr) {
         match h.state {
             State::Mjpeg(m) => {
                 log::info!(
@@ -753,12 +787,9 @@ impl Server {
                     m.frames_dropped
                 );
             }
-            State::TunnelIn { target, .. } => {
-                if let Some(r) = self.conns.get_mut(target).and_then(Conn::rtsp_mut) {
-                    if r.tunnel_post == Some(ci) {
-                        r.tunnel_post = None;
-                    }
-                }
+            // A tunnel is its two halves: the GET side goes with the POST.
+            State::TunnelIn { get, .. } => {
+                self.close_conn(get, "the tunnel's POST side closed");
             }
             _ => {}
         }

@@ -12,6 +12,7 @@ pub mod discovery;
 mod ifaces;
 
 use super::Server;
+use super::conn::ConnId;
 use super::http::{Request, State, write_head, write_text};
 use crate::clock::{Mono, wall_now};
 
@@ -115,7 +116,7 @@ fn clock_synchronised() -> bool {
 impl Server {
     /// A request for an ONVIF service's path: a POST whose body is read
     /// before it is answered.
-    pub(super) fn onvif_start(&mut self, ci: usize, req: Request, close: bool) {
+    pub(super) fn onvif_start(&mut self, ci: ConnId, req: Request, close: bool) {
         let conn = &mut self.conns[ci];
         if req.method != "POST" {
             write_head(
@@ -138,6 +139,9 @@ impl Server {
             return;
         }
         let len = req.content_length.unwrap_or(0) as usize;
+        // The body is part of the request: request_timeout runs until it
+        // is all there.
+        conn.request_started = (len > 0).then(Mono::now);
         if let Some(h) = conn.http_mut() {
             h.state = State::Soap {
                 req: Box::new(req),
@@ -147,7 +151,7 @@ impl Server {
     }
 
     /// A whole SOAP request: parsed, let through or refused, answered.
-    pub(super) fn onvif_request(&mut self, ci: usize, req: Request, body: &[u8]) {
+    pub(super) fn onvif_request(&mut self, ci: ConnId, req: Request, body: &[u8]) {
         let peer = self.conns[ci].peer;
         let soap = match Soap::parse(body, &Limits::default()) {
             Ok(s) => s,
@@ -176,7 +180,7 @@ impl Server {
         self.soap_reply(ci, status, &xml, req.close);
     }
 
-    fn soap_reply(&mut self, ci: usize, status: u16, xml: &str, close: bool) {
+    fn soap_reply(&mut self, ci: ConnId, status: u16, xml: &str, close: bool) {
         let conn = &mut self.conns[ci];
         write_head(
             &mut conn.ctrl,
@@ -191,7 +195,7 @@ impl Server {
     /// The same rule as RTSP's and HTTP's, then the user: a UsernameToken
     /// from a user with a password kept for ONVIF, or HTTP Digest.
     /// Writes the refusal and returns false when the request may not go on.
-    fn onvif_authorized(&mut self, ci: usize, req: &Request, soap: &Soap) -> bool {
+    fn onvif_authorized(&mut self, ci: ConnId, req: &Request, soap: &Soap) -> bool {
         let peer = self.conns[ci].peer;
         if self.auth.is_none() {
             // No users: the camera's own clients, or anyone if anonymous

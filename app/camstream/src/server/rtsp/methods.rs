@@ -11,8 +11,9 @@ use rtsp_types::{Method, Request, Response, ResponseBuilder, StatusCode, Url, Ve
 use super::super::fanout::StreamId;
 use super::super::{Refusal, Server, random_u64};
 use super::sdp::{self, TRACK};
-use super::{Session, Transport};
+use super::{Session, SessionId, Transport};
 use crate::clock::Mono;
+use crate::server::conn::ConnId;
 
 const SERVER: &str = concat!("camstream/", env!("CARGO_PKG_VERSION"));
 const PUBLIC: &str =
@@ -76,7 +77,7 @@ fn base_url(uri: &Url, path: &str) -> String {
 /// start streaming once the response is queued.
 pub(super) struct Outcome {
     pub response: Response<Vec<u8>>,
-    pub start: Option<usize>,
+    pub start: Option<SessionId>,
 }
 
 impl Outcome {
@@ -118,7 +119,7 @@ fn session_header(s: &Session, timeout: u32) -> String {
 
 impl Server {
     /// The WWW-Authenticate values of a 401 on connection `ci`.
-    pub(in crate::server) fn challenges(&self, ci: usize) -> Vec<String> {
+    pub(in crate::server) fn challenges(&self, ci: ConnId) -> Vec<String> {
         let Some(auth) = &self.auth else {
             return Vec::new();
         };
@@ -128,7 +129,7 @@ impl Server {
 
     /// Handles a request on connection `ci`: checks it, lets it through the
     /// auth gate or not, finds the session it names, answers its method.
-    pub(super) fn handle_request(&mut self, ci: usize, req: &Request<Vec<u8>>) -> Outcome {
+    pub(super) fn handle_request(&mut self, ci: ConnId, req: &Request<Vec<u8>>) -> Outcome {
         let cseq = match check(req) {
             Ok(cseq) => cseq,
             Err(response) => return Outcome::respond(response),
@@ -157,11 +158,11 @@ impl Server {
     /// does not exist). Naming a session keeps it alive.
     fn session_for(
         &mut self,
-        ci: usize,
+        ci: ConnId,
         named: Option<&str>,
-        named_session: Option<usize>,
+        named_session: Option<SessionId>,
         user: Option<&str>,
-    ) -> Result<Option<usize>, StatusCode> {
+    ) -> Result<Option<SessionId>, StatusCode> {
         match (named, named_session) {
             (None, _) => Ok(None),
             (Some(_), Some(si)) if self.owns(ci, user, si) => {
@@ -181,11 +182,11 @@ impl Server {
     /// Answers a request that passed the checks, by its method.
     fn answer(
         &mut self,
-        ci: usize,
+        ci: ConnId,
         req: &Request<Vec<u8>>,
         cseq: &str,
         (target, stream): (Target, StreamId),
-        session: Option<usize>,
+        session: Option<SessionId>,
         user: Option<String>,
     ) -> Outcome {
         let reply = |status| Outcome::status(status, cseq);
@@ -285,11 +286,11 @@ impl Server {
     /// stream when the session times out.
     fn authorize(
         &mut self,
-        ci: usize,
+        ci: ConnId,
         req: &Request<Vec<u8>>,
         target: Target,
         stream: StreamId,
-        named_session: Option<usize>,
+        named_session: Option<SessionId>,
     ) -> Result<Option<String>, StatusCode> {
         let peer = self.conns[ci].peer;
         if !self.open_to(peer) {
@@ -297,6 +298,7 @@ impl Server {
             return Err(StatusCode::Forbidden);
         }
         let Some(auth) = &self.auth else {
+            self.admit(ci);
             return Ok(None);
         };
         let header = req.header(&headers::AUTHORIZATION).map(|v| v.as_str());
@@ -310,11 +312,15 @@ impl Server {
         match verdict {
             Verdict::User(u) => {
                 conn.stale_nonce = false;
-                Ok(Some(u.to_string()))
+                let u = u.to_string();
+                self.tunnel_user(ci, &u)?;
+                self.admit(ci);
+                Ok(Some(u))
             }
             Verdict::Expired(u) => {
                 let u = u.to_string();
                 if named_session.is_some_and(|si| self.owns(ci, Some(&u), si)) {
+                    self.tunnel_user(ci, &u)?;
                     Ok(Some(u))
                 } else {
                     self.conns[ci].stale_nonce = true;
@@ -332,11 +338,32 @@ impl Server {
         }
     }
 
+    /// A tunnel carries one user's requests: the user its GET or POST, or
+    /// else its first request, came with. Another user's get 403.
+    fn tunnel_user(&mut self, ci: ConnId, user: &str) -> Result<(), StatusCode> {
+        let conn = &mut self.conns[ci];
+        let peer = conn.peer;
+        let Some(t) = conn.rtsp_mut().and_then(|r| r.tunnel.as_mut()) else {
+            return Ok(());
+        };
+        match &t.user {
+            Some(u) if u != user => {
+                log::info!("{peer}: a request as {user} through a tunnel of {u}: refused");
+                Err(StatusCode::Forbidden)
+            }
+            Some(_) => Ok(()),
+            None => {
+                t.user = Some(user.to_owned());
+                Ok(())
+            }
+        }
+    }
+
     /// Whether a request on connection `ci` from `user` may control session
     /// `si`: the connection that set it up may (an HTTP tunnel's requests
     /// arrive on its GET side's connection), and so may the same user on
     /// another connection. Knowing a session's id is not enough.
-    fn owns(&self, ci: usize, user: Option<&str>, si: usize) -> bool {
+    fn owns(&self, ci: ConnId, user: Option<&str>, si: SessionId) -> bool {
         let s = &self.sessions[si];
         s.conn == ci || (user.is_some() && s.user.as_deref() == user)
     }
@@ -344,11 +371,11 @@ impl Server {
     /// SETUP of the stream's one track (`answer` turned away the rest).
     fn setup(
         &mut self,
-        ci: usize,
+        ci: ConnId,
         req: &Request<Vec<u8>>,
         cseq: &str,
         stream: StreamId,
-        session: Option<usize>,
+        session: Option<SessionId>,
         user: Option<String>,
     ) -> Outcome {
         let reply = |status| Outcome::status(status, cseq);
@@ -378,6 +405,16 @@ impl Server {
         else {
             return reply(StatusCode::UnsupportedTransport);
         };
+        if let Some(other) = self.udp_ports_taken(&transport, session) {
+            // Its packets and RTCP would mix with another client's: RTCP
+            // from those ports must name one session only.
+            log::info!(
+                "{}: SETUP with the UDP ports of session {}: 461",
+                self.conns[ci].peer,
+                self.sessions[other].id
+            );
+            return reply(StatusCode::UnsupportedTransport);
+        }
 
         let now = Mono::now();
         let si = match session {
@@ -437,13 +474,13 @@ impl Server {
     /// header for the reply. UDP goes only to the client's own address.
     fn choose_transport(
         &self,
-        ci: usize,
+        ci: ConnId,
         offered: &Transports,
-        session: Option<usize>,
+        session: Option<SessionId>,
         stream: StreamId,
     ) -> Option<(Transport, String)> {
         let conn = &self.conns[ci];
-        let own: &[usize] = conn.rtsp().map_or(&[], |r| &r.sessions);
+        let own: &[SessionId] = conn.rtsp().map_or(&[], |r| &r.sessions);
         let taken = |channel: u8| {
             own.iter().filter(|&&si| Some(si) != session).any(|&si| {
                 match self.sessions[si].transport {
@@ -470,7 +507,37 @@ impl Server {
         Some((t, spec))
     }
 
-    fn play(&mut self, req: &Request<Vec<u8>>, cseq: &str, si: usize) -> Outcome {
+    /// Another session that sends to the same UDP address and port as
+    /// `transport` would, or gets RTCP from it.
+    fn udp_ports_taken(
+        &self,
+        transport: &Transport,
+        session: Option<SessionId>,
+    ) -> Option<SessionId> {
+        let Transport::Udp { rtp, rtcp } = transport else {
+            return None;
+        };
+        let rtp = rtp.clone();
+        self.sessions
+            .iter()
+            .filter(|&(si, _)| Some(si) != session)
+            .find(|(_, s)| match &s.transport {
+                Transport::Udp {
+                    rtp: other_rtp,
+                    rtcp: other_rtcp,
+                } => {
+                    let other_rtp = other_rtp.clone();
+                    other_rtcp == rtcp
+                        || other_rtp == rtp
+                        || other_rtp == rustix::net::SocketAddrAny::from(*rtcp)
+                        || rtp == rustix::net::SocketAddrAny::from(*other_rtcp)
+                }
+                Transport::Interleaved { .. } => false,
+            })
+            .map(|(si, _)| si)
+    }
+
+    fn play(&mut self, req: &Request<Vec<u8>>, cseq: &str, si: SessionId) -> Outcome {
         let uri = req.request_uri().expect("checked by the caller");
         let now = Mono::now();
         // The client gets the newest frame at once if it is fresh (see

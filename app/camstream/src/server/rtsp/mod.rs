@@ -20,9 +20,10 @@ use camstream_rtp::rtcp;
 use camstream_rtsp::framing::{self, Framed, Limits, Refused};
 use rustix::net::SocketAddrAny;
 
-use super::conn::{CTRL_HIGH_WATER, Conn, Proto};
+use super::conn::{CTRL_HIGH_WATER, Conn, ConnId, Proto};
 use super::fanout::{StreamId, enqueue};
 use super::frame::SharedFrame;
+use super::table::{Id, Table};
 use super::{Server, net};
 use crate::clock::{Mono, ntp_now, wall_now};
 
@@ -40,12 +41,15 @@ pub enum Transport {
     },
 }
 
+pub type SessionId = Id<Session>;
+pub type Sessions = Table<Session>;
+
 pub struct Session {
     pub id: String,
     /// The stream it plays (its path: the main one's, or "sub").
     pub stream: StreamId,
     /// The connection that set it up (a tunnel's GET side).
-    pub conn: usize,
+    pub conn: ConnId,
     /// The user who set it up, when users are set: requests from that user
     /// on another connection may control it too.
     pub user: Option<String>,
@@ -70,21 +74,34 @@ pub struct Session {
 /// An RTSP connection's own state.
 #[derive(Default)]
 pub struct RtspConn {
-    pub sessions: Vec<usize>,
+    pub sessions: Vec<SessionId>,
     round_robin: usize,
     /// The interleaved frame being written: frame, RTP channel, bytes done.
     current: Option<(Rc<SharedFrame>, u8, usize)>,
-    /// RTSP over HTTP: this is a tunnel's GET side, under this cookie;
-    /// requests arrive through the POST side's connection.
-    pub tunnel: Option<String>,
-    pub tunnel_post: Option<usize>,
+    /// RTSP over HTTP: this is a tunnel's GET side; requests arrive
+    /// through its POST side's connection.
+    pub tunnel: Option<Tunnel>,
+}
+
+/// An RTSP-over-HTTP tunnel, as its GET side keeps it.
+pub struct Tunnel {
+    pub cookie: String,
+    /// Its one POST side, once it came.
+    pub post: Option<ConnId>,
+    /// The user the tunnel's GET or POST, or its first authenticated
+    /// request, came with: every request through it must be that user's.
+    pub user: Option<String>,
 }
 
 impl RtspConn {
     /// The GET side of an RTSP-over-HTTP tunnel with this cookie.
-    pub fn tunnel(cookie: String) -> RtspConn {
+    pub fn tunnel(cookie: String, user: Option<String>) -> RtspConn {
         RtspConn {
-            tunnel: Some(cookie),
+            tunnel: Some(Tunnel {
+                cookie,
+                post: None,
+                user,
+            }),
             ..RtspConn::default()
         }
     }
@@ -100,7 +117,7 @@ pub fn timed_out(conn: &mut Conn) {
 
 impl Server {
     /// Handles every complete message in an RTSP connection's input.
-    pub(super) fn rtsp_input(&mut self, ci: usize) {
+    pub(super) fn rtsp_input(&mut self, ci: ConnId) {
         loop {
             let Some(conn) = Conn::with_input(&mut self.conns, ci) else {
                 return;
@@ -128,7 +145,7 @@ impl Server {
         }
     }
 
-    fn handle_message(&mut self, ci: usize, msg: rtsp_types::Message<Vec<u8>>) {
+    fn handle_message(&mut self, ci: ConnId, msg: rtsp_types::Message<Vec<u8>>) {
         match msg {
             rtsp_types::Message::Request(req) => {
                 let methods::Outcome { response, start } = self.handle_request(ci, &req);
@@ -185,7 +202,7 @@ impl Server {
 
     /// Input that is not a message: 400, then skip it and go on, or close
     /// once the answer is out.
-    fn refuse_input(&mut self, ci: usize, r: Refused) {
+    fn refuse_input(&mut self, ci: ConnId, r: Refused) {
         let Some(conn) = self.conns.get_mut(ci) else {
             return;
         };
@@ -213,7 +230,7 @@ impl Server {
         self.flush_conn(ci);
     }
 
-    fn start_playing(&mut self, si: usize) {
+    fn start_playing(&mut self, si: SessionId) {
         let Some(s) = self.sessions.get_mut(si) else {
             return;
         };
@@ -261,7 +278,7 @@ impl Server {
 
     /// Sends every UDP session's queue.
     pub(super) fn rtsp_flush_udp_all(&mut self) {
-        let mut keys = std::mem::take(&mut self.scratch);
+        let mut keys = std::mem::take(&mut self.scratch_sessions);
         keys.clear();
         keys.extend(
             self.sessions
@@ -274,10 +291,10 @@ impl Server {
         for &si in &keys {
             self.flush_udp_or_backlog(si);
         }
-        self.scratch = keys;
+        self.scratch_sessions = keys;
     }
 
-    fn flush_udp_or_backlog(&mut self, si: usize) {
+    fn flush_udp_or_backlog(&mut self, si: SessionId) {
         if self.udp_blocked || !self.flush_udp(si) {
             self.udp_blocked = true;
             let s = &mut self.sessions[si];
@@ -289,7 +306,7 @@ impl Server {
     }
 
     /// Sends a UDP session's queue; false if the socket buffer is full.
-    fn flush_udp(&mut self, si: usize) -> bool {
+    fn flush_udp(&mut self, si: SessionId) -> bool {
         let Some(s) = self.sessions.get_mut(si) else {
             return true;
         };
@@ -358,7 +375,7 @@ impl Server {
     /// Writes an RTSP connection's pending bytes until the socket is full:
     /// the interleaved frame being written, then control bytes, then the
     /// next queued frame, taking the connection's sessions in turn.
-    pub(super) fn rtsp_flush(&mut self, ci: usize) {
+    pub(super) fn rtsp_flush(&mut self, ci: ConnId) {
         loop {
             let Some(conn) = self.conns.get_mut(ci) else {
                 return;
@@ -443,7 +460,7 @@ impl Server {
     }
 
     /// RTCP from a client: proof of life; BYE stops the stream to it.
-    fn rtcp_received(&mut self, si: usize, data: &[u8]) {
+    fn rtcp_received(&mut self, si: SessionId, data: &[u8]) {
         let Some(s) = self.sessions.get_mut(si) else {
             return;
         };
@@ -485,7 +502,7 @@ impl Server {
     }
 
     /// Sends an RTCP sender report (and BYE) to a session.
-    fn send_report(&mut self, si: usize, bye: bool) {
+    fn send_report(&mut self, si: SessionId, bye: bool) {
         let Some(s) = self.sessions.get(si) else {
             return;
         };
@@ -520,14 +537,13 @@ impl Server {
 
     // ---- lifetimes ----------------------------------------------------
 
-    pub(super) fn end_session(&mut self, si: usize, why: &str, send_bye: bool) {
+    pub(super) fn end_session(&mut self, si: SessionId, why: &str, send_bye: bool) {
         if send_bye {
             self.send_report(si, true);
         }
-        if !self.sessions.contains(si) {
+        let Some(s) = self.sessions.remove(si) else {
             return;
-        }
-        let s = self.sessions.remove(si);
+        };
         self.session_ids.remove(&s.id);
         if let Transport::Udp { rtcp, .. } = s.transport {
             self.session_by_rtcp.remove(&rtcp);
@@ -549,7 +565,7 @@ impl Server {
 
     /// An RTSP connection closed: its sessions end with it (a client that
     /// closed its control connection is gone), and a tunnel's POST side too.
-    pub(super) fn rtsp_closed(&mut self, ci: usize, r: RtspConn, why: &str) {
+    pub(super) fn rtsp_closed(&mut self, ci: ConnId, r: RtspConn, why: &str) {
         for si in r.sessions {
             let udp = self
                 .sessions
@@ -557,19 +573,19 @@ impl Server {
                 .is_some_and(|s| matches!(s.transport, Transport::Udp { .. }));
             self.end_session(si, why, udp);
         }
-        if let Some(cookie) = r.tunnel {
-            if self.tunnels.get(&cookie) == Some(&ci) {
-                self.tunnels.remove(&cookie);
+        if let Some(t) = r.tunnel {
+            if self.tunnels.get(&t.cookie) == Some(&ci) {
+                self.tunnels.remove(&t.cookie);
             }
-        }
-        if let Some(post) = r.tunnel_post {
-            self.close_conn(post, "the tunnel's GET side closed");
+            if let Some(post) = t.post {
+                self.close_conn(post, "the tunnel's GET side closed");
+            }
         }
     }
 
     pub(super) fn rtsp_housekeeping(&mut self, now: Mono) {
         let timeout = Duration::from_secs(u64::from(self.cfg.session_timeout));
-        let expired: Vec<usize> = self
+        let expired: Vec<SessionId> = self
             .sessions
             .iter()
             .filter(|(_, s)| now.saturating_sub(s.last_seen) > timeout)
@@ -605,7 +621,7 @@ impl Server {
                 s.next_report = now;
             }
         }
-        let due: Vec<usize> = self
+        let due: Vec<SessionId> = self
             .sessions
             .iter()
             .filter(|(_, s)| s.playing && s.next_report <= now)

@@ -12,18 +12,18 @@ from pathlib import Path
 import pytest
 
 import guest
-from helpers import FIGURES, Camstream, Media
+from helpers import FIGURES, Camstream, Media, veth_namespaces
 
 
 @pytest.fixture
 def camstream(request):
-    """Starts camstream with extra arguments; stops it after the test and
-    checks it stopped cleanly (exit status 0 on SIGTERM). Prints its log
-    when the test failed."""
+    """Starts camstream with extra arguments (and Camstream's keywords);
+    stops it after the test and checks it stopped cleanly (exit status 0 on
+    SIGTERM). Prints its log when the test failed."""
     started: list[Camstream] = []
 
-    def start(*args: str, wait: bool = True) -> Camstream:
-        c = Camstream(list(args), wait=wait)
+    def start(*args: str, wait: bool = True, **kw) -> Camstream:
+        c = Camstream(list(args), wait=wait, **kw)
         started.append(c)
         return c
 
@@ -57,6 +57,14 @@ def openrtsp(tmp_path):
         return folder, subprocess.run([path, *args], cwd=folder, capture_output=True, text=True,
                                       errors="replace", timeout=60, stdin=subprocess.DEVNULL)
     return start
+
+
+@pytest.fixture
+def netns():
+    """Two network namespaces, camera (192.0.2.1) and clients (192.0.2.2),
+    on a veth pair; removed afterwards (helpers.veth_namespaces)."""
+    with veth_namespaces() as ns:
+        yield ns
 
 
 @pytest.fixture(scope="session")

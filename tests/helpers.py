@@ -6,16 +6,21 @@ fixtures built on them are conftest.py's."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import hashlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from itertools import pairwise
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(os.environ.get("CAMSTREAM_BIN", ROOT / "app/target/release/camstream"))
@@ -28,14 +33,19 @@ def free_port(kind=socket.SOCK_STREAM) -> int:
 
 
 class Camstream:
-    """A camstream process; stderr is collected for assertions."""
+    """A camstream process; stderr is collected for assertions. On the
+    host it listens on 127.0.0.1 and free ports; with `netns` (a namespace
+    of the test's own, where every port is free) on `host` and the default
+    ports."""
 
-    def __init__(self, args: list[str], wait: bool = True):
-        self.port = free_port()
-        self.http_port = free_port()
-        self.args = [str(BIN), "--listen", "127.0.0.1", "--rtsp-port", str(self.port),
+    def __init__(self, args: list[str], wait: bool = True, netns: str | None = None, host: str = "127.0.0.1"):
+        self.host = host
+        self.port, self.http_port = (8554, 8080) if netns else (free_port(), free_port())
+        self.args = [str(BIN), "--listen", host, "--rtsp-port", str(self.port),
                      "--http-port", str(self.http_port), *args]
-        self.proc = subprocess.Popen(self.args, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        # `ip netns exec` execs the command: the process is camstream itself.
+        cmd = ["ip", "netns", "exec", netns, *self.args] if netns else self.args
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -44,11 +54,11 @@ class Camstream:
 
     @property
     def url(self) -> str:
-        return f"rtsp://127.0.0.1:{self.port}/stream"
+        return f"rtsp://{self.host}:{self.port}/stream"
 
     @property
     def http(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
+        return f"http://{self.host}:{self.http_port}"
 
     def _read(self) -> None:
         for line in self.proc.stderr:
@@ -87,6 +97,7 @@ class Camstream:
         self._reader.join(2)
         return self.proc.returncode
 
+
 def run(cmd: list[str], timeout: float = 120, **kw) -> subprocess.CompletedProcess:
     p = subprocess.run(cmd, timeout=timeout, capture_output=True, **kw)
     if p.returncode != 0:
@@ -94,6 +105,64 @@ def run(cmd: list[str], timeout: float = 120, **kw) -> subprocess.CompletedProce
         err = p.stderr if isinstance(p.stderr, str) else p.stderr.decode(errors="replace")
         raise AssertionError(f"{' '.join(map(str, cmd))}\nexited {p.returncode}:\n{err[-4000:]}")
     return p
+
+
+class Namespaces(NamedTuple):
+    """Two network namespaces joined by a veth pair: the camera's, its end
+    of the pair named `cam_if`, and its clients'."""
+    cam: str
+    client: str
+    cam_if: str
+
+
+@contextlib.contextmanager
+def veth_namespaces(cam_address: str = "192.0.2.1",
+                    client_addresses: Sequence[str] = ("192.0.2.2",)) -> Iterator[Namespaces]:
+    """The camera's namespace with `cam_address` and the clients' with
+    `client_addresses` (all /24; the first is the one clients send from
+    unless they bind another), removed afterwards. What is sent there,
+    multicast included, stays there."""
+    assert os.geteuid() == 0 and shutil.which("ip"), "network namespaces need root and iproute2's ip"
+    tag = f"{os.getpid() % 100000}"
+    cam, client = f"cs-cam-{tag}", f"cs-cli-{tag}"
+    cam_if, client_if = f"csc{tag}", f"csn{tag}"
+    cmds = [["ip", "netns", "add", cam], ["ip", "netns", "add", client],
+            ["ip", "link", "add", cam_if, "type", "veth", "peer", "name", client_if],
+            ["ip", "link", "set", cam_if, "netns", cam], ["ip", "link", "set", client_if, "netns", client],
+            ["ip", "-n", cam, "addr", "add", f"{cam_address}/24", "dev", cam_if],
+            *(["ip", "-n", client, "addr", "add", f"{a}/24", "dev", client_if] for a in client_addresses),
+            ["ip", "-n", cam, "link", "set", "lo", "up"], ["ip", "-n", client, "link", "set", "lo", "up"],
+            ["ip", "-n", cam, "link", "set", cam_if, "up"], ["ip", "-n", client, "link", "set", client_if, "up"]]
+    try:
+        for c in cmds:
+            run(c, timeout=10)
+        yield Namespaces(cam, client, cam_if)
+    finally:
+        for ns in (cam, client):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNET = 0x40000000
+
+
+@contextlib.contextmanager
+def in_netns(name: str) -> Iterator[None]:
+    """The calling thread in network namespace `name` (made by `ip netns
+    add`); the sockets it makes meanwhile stay in that namespace after."""
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(f"/run/netns/{name}", os.O_RDONLY)
+    try:
+        if _libc.setns(target, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into {name}")
+        try:
+            yield
+        finally:
+            if _libc.setns(home, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns back")
+    finally:
+        os.close(target)
+        os.close(home)
 
 
 # GStreamer 1.22's RTSP connection reports any blocking write that fails

@@ -13,7 +13,6 @@ import datetime
 import hashlib
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -202,7 +201,8 @@ def test_tokens_refused_and_faults(camstream, config):
 
 # ---- WS-Discovery, between network namespaces ----------------------------
 # QEMU's user network carries no multicast: the camera runs in one network
-# namespace, the NVR side in another, joined by a veth pair.
+# namespace, the NVR side in another, joined by a veth pair (conftest.py's
+# `netns`).
 
 PROBE_CLIENT = """
 import sys
@@ -235,30 +235,6 @@ try:
 except socket.timeout:
     pass
 """
-
-
-@pytest.fixture
-def netns():
-    """Two network namespaces, camera (192.0.2.1) and nvr (192.0.2.2), on a
-    veth pair; removed afterwards."""
-    if os.geteuid() != 0 or not shutil.which("ip"):
-        pytest.fail("network namespaces need root and iproute2's ip")
-    tag = f"{os.getpid() % 100000}"
-    cam, nvr = f"cs-cam-{tag}", f"cs-nvr-{tag}"
-    cmds = [["ip", "netns", "add", cam], ["ip", "netns", "add", nvr],
-            ["ip", "link", "add", f"csc{tag}", "type", "veth", "peer", "name", f"csn{tag}"],
-            ["ip", "link", "set", f"csc{tag}", "netns", cam], ["ip", "link", "set", f"csn{tag}", "netns", nvr],
-            ["ip", "-n", cam, "addr", "add", "192.0.2.1/24", "dev", f"csc{tag}"],
-            ["ip", "-n", nvr, "addr", "add", "192.0.2.2/24", "dev", f"csn{tag}"],
-            ["ip", "-n", cam, "link", "set", "lo", "up"], ["ip", "-n", nvr, "link", "set", "lo", "up"],
-            ["ip", "-n", cam, "link", "set", f"csc{tag}", "up"], ["ip", "-n", nvr, "link", "set", f"csn{tag}", "up"]]
-    try:
-        for c in cmds:
-            run(c, timeout=10)
-        yield cam, nvr, f"csc{tag}"
-    finally:
-        for ns in (cam, nvr):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 def test_nvr_finds_the_camera_by_ws_discovery(netns, tmp_path):

@@ -1,20 +1,7 @@
-//! camstream: an RTSP server for camera firmware. Frames come from a source
-//! (test pattern, MJPEG file, camera), are checked and packetized as RFC 2435
-//! RTP/JPEG once, and are fanned out to every client.
+//! The camstream daemon: settings, then the server (main.rs of the library
+//! this binary is a thin shell around).
 
-mod check;
-mod clock;
-mod config;
-mod convert;
-mod intake;
-mod jpegenc;
-mod latency;
-mod logger;
-mod normalize;
-mod privileges;
-mod server;
-mod source;
-mod substream;
+use camstream::{check, config, logger, privileges, server, source};
 
 use std::process::ExitCode;
 

@@ -133,6 +133,11 @@ impl Admission {
         }
     }
 
+    /// Whether the connections it counts per address are `open`.
+    pub fn counts_match(&self, open: &HashMap<IpAddr, usize>) -> bool {
+        &self.open == open
+    }
+
     /// Counts a refusal; logs it at most every REFUSALS_LOGGED_EVERY.
     pub fn refused(&mut self, peer: SocketAddr, what: &str, why: Refusal) {
         self.refusals[why as usize] += 1;

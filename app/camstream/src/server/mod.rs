@@ -6,6 +6,7 @@
 //! client of the one fan-out.
 
 mod admission;
+mod audit;
 mod conn;
 mod fanout;
 pub mod frame;
@@ -122,6 +123,10 @@ pub struct Server {
     frames_at_last_log: u64,
 
     signals: UnixStream,
+    /// The handlers that write to `signals` and `report_signal`, removed
+    /// with the server (a server made and dropped again, as the fuzz
+    /// target does, leaves no handler and no descriptor behind).
+    signal_ids: Vec<signal_hook::SigId>,
     /// SIGUSR1: log the send latency and start a new measurement.
     report_signal: UnixStream,
     send_latency: SendLatency,
@@ -224,12 +229,19 @@ impl Server {
         let poll = Poll::new()?;
         let (signals, signal_writer) = UnixStream::pair()?;
         signals.set_nonblocking(true)?;
+        let mut signal_ids = Vec::new();
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_hook::low_level::pipe::register(sig, signal_writer.try_clone()?)?;
+            signal_ids.push(signal_hook::low_level::pipe::register(
+                sig,
+                signal_writer.try_clone()?,
+            )?);
         }
         let (report_signal, report_writer) = UnixStream::pair()?;
         report_signal.set_nonblocking(true)?;
-        signal_hook::low_level::pipe::register(signal_hook::consts::SIGUSR1, report_writer)?;
+        signal_ids.push(signal_hook::low_level::pipe::register(
+            signal_hook::consts::SIGUSR1,
+            report_writer,
+        )?);
         let (wall, _) = wall_now();
         let mut server = Server {
             poll,
@@ -288,6 +300,7 @@ impl Server {
                 )
             }),
             signals,
+            signal_ids,
             report_signal,
             send_latency: SendLatency::default(),
             latency_since: Mono::now(),
@@ -852,6 +865,14 @@ fn busy_answer(port: Port) -> &'static [u8] {
             b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         }
         Port::Rtsp => b"RTSP/1.0 503 Service Unavailable\r\nConnection: close\r\n\r\n",
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        for id in self.signal_ids.drain(..) {
+            signal_hook::low_level::unregister(id);
+        }
     }
 }
 

@@ -153,6 +153,12 @@ impl Server {
     /// A whole SOAP request: parsed, let through or refused, answered.
     pub(super) fn onvif_request(&mut self, ci: ConnId, req: Request, body: &[u8]) {
         let peer = self.conns[ci].peer;
+        // An empty body is how curl --digest (and other HTTP clients that
+        // send a body only once they know the server's challenge) asks for
+        // the challenge: the gate answers it before the body is looked at.
+        if body.is_empty() && !self.http_authorized(ci, &req, false, req.close) {
+            return;
+        }
         let soap = match Soap::parse(body, &Limits::default()) {
             Ok(s) => s,
             Err(fault) => {

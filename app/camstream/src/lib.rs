@@ -1,0 +1,18 @@
+//! camstream: an RTSP server for camera firmware. Frames come from a source
+//! (test pattern, MJPEG file, camera), are checked and packetized as RFC 2435
+//! RTP/JPEG once, and are fanned out to every client. A library so that the
+//! binary (main.rs) and the fuzz targets drive the same code.
+
+pub mod check;
+mod clock;
+pub mod config;
+mod convert;
+mod intake;
+mod jpegenc;
+mod latency;
+pub mod logger;
+mod normalize;
+pub mod privileges;
+pub mod server;
+pub mod source;
+mod substream;

@@ -484,6 +484,40 @@ def test_status_page_in_chromium(camstream, config, tmp_path):
     assert not errors, errors
 
 
+def test_status_page_opened_with_credentials_in_its_url(camstream, config):
+    """The page opened as http://USER:PASSWORD@CAMERA/, as people type it:
+    Chromium refuses fetch() of a URL with credentials, which a relative URL
+    on such a page resolves to; the page's own requests go to its origin,
+    so the URLs and figures still fill in, without the credentials."""
+    from playwright.sync_api import expect, sync_playwright
+
+    chromium = shutil.which("chromium")
+    assert chromium, "Debian's chromium is missing: run ci/test, which installs it"
+    cs = camstream("--config", str(config), "--width", "320", "--height", "240")
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            response = page.goto(f"http://{USER}:{PASSWORD}@127.0.0.1:{cs.http_port}/")
+            assert response.status == 200
+            expect(page.locator("#rate")).to_have_text(re.compile(r"frames/s$"), timeout=15000)
+            texts = {i: page.locator(f"#{i}").text_content() for i in
+                     ("error", "url-rtsp", "url-mjpeg", "url-snapshot", "url-metrics", "state", "clients")}
+        finally:
+            browser.close()
+    assert texts["error"] == "", texts
+    assert texts["url-rtsp"] == f"rtsp://127.0.0.1:{cs.port}/stream", texts
+    assert texts["url-mjpeg"] == f"{cs.http}/stream.mjpg", texts
+    assert texts["url-snapshot"] == f"{cs.http}/snapshot.jpg", texts
+    assert texts["url-metrics"] == f"{cs.http}/metrics", texts
+    assert texts["state"] == "streaming", texts
+    assert "1 HTTP over mjpeg" in texts["clients"], texts
+    assert not errors, errors
+
+
 # ---- hostile input --------------------------------------------------------
 
 

@@ -187,11 +187,15 @@ def test_tokens_refused_and_faults(camstream, config):
     # What the camera does not do, what is not SOAP, what is too big.
     r = post(envelope('<SystemReboot xmlns="http://www.onvif.org/ver10/device/wsdl"/>', USER, PASSWORD))
     assert r.status_code == 500 and fault(r) == ["env:Receiver", "ter:ActionNotSupported"], r.text
+    assert r.reason == "Internal Server Error", r.reason
     r = post(b"<s:Envelope")
     assert r.status_code == 400 and fault(r) == ["env:Sender", "ter:WellFormed"], r.text
     with socket.create_connection(("127.0.0.1", cs.http_port), timeout=10) as c:
         c.sendall(f"POST {DEVICE} HTTP/1.1\r\nContent-Type: {SOAP}\r\nContent-Length: 100000\r\n\r\n".encode())
         assert c.recv(4096).startswith(b"HTTP/1.1 413 "), "no 413"
+    # A body without a length (requests sends an iterator chunked).
+    r = post(iter([envelope(DEVICE_INFO, USER, PASSWORD)]))
+    assert r.status_code == 411 and r.reason == "Length Required", (r.status_code, r.reason)
     r = requests.get(url, timeout=10)
     assert r.status_code == 405 and r.headers["Allow"] == "POST"
     # Through all of it the camera streams on.

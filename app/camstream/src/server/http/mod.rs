@@ -172,8 +172,10 @@ fn reason(status: u16) -> &'static str {
         405 => "Method Not Allowed",
         408 => "Request Timeout",
         409 => "Conflict",
+        411 => "Length Required",
         413 => "Content Too Large",
         431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
         503 => "Service Unavailable",
         505 => "HTTP Version Not Supported",
         _ => "",
@@ -831,6 +833,176 @@ fn write_body(stream: &mut mio::net::TcpStream, b: &mut Body) -> io::Result<bool
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::path::{Path, PathBuf};
+
+    /// The server's source files (src/server/**/*.rs), read where they are
+    /// (a file added later is looked at too), up to their tests.
+    fn sources() -> Vec<(PathBuf, String)> {
+        fn walk(dir: &Path, out: &mut Vec<(PathBuf, String)>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    let mut text = std::fs::read_to_string(&p).unwrap();
+                    text.truncate(text.find("mod tests {").unwrap_or(text.len()));
+                    out.push((p, text));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server"),
+            &mut out,
+        );
+        assert!(out.len() > 5, "{out:?}");
+        out
+    }
+
+    /// The second argument of each call to `f` in `text`, as written.
+    fn second_arguments<'a>(text: &'a str, f: &str) -> Vec<&'a str> {
+        let mut out = Vec::new();
+        for (at, call) in text.match_indices(&format!("{f}(")) {
+            if text[..at].ends_with("fn ") {
+                continue;
+            }
+            let args = &text[at + call.len()..];
+            let (mut depth, mut start) = (0, None);
+            for (i, c) in args.char_indices() {
+                match c {
+                    '(' | '[' | '{' => depth += 1,
+                    ')' | ']' | '}' if depth == 0 => break,
+                    ')' | ']' | '}' => depth -= 1,
+                    ',' if depth == 0 => match start {
+                        None => start = Some(i + 1),
+                        Some(s) => {
+                            out.push(args[s..i].trim());
+                            break;
+                        }
+                    },
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+
+    /// Every HTTP status the daemon writes (the status argument of each
+    /// call that writes a response, the values of the expressions used
+    /// there) has a reason phrase; so has every status line written out
+    /// literally, HTTP or RTSP.
+    #[test]
+    fn every_http_status_written_has_a_reason_phrase() {
+        use camstream_http::request::Fault;
+        use camstream_onvif::soap::{Code, Fault as SoapFault};
+        // Every variant, by a match that stops compiling when one is added.
+        let faults = [
+            Fault::Malformed,
+            Fault::TooLarge,
+            Fault::TooManyHeaders,
+            Fault::Version,
+        ]
+        .map(|f| match f {
+            Fault::Malformed | Fault::TooLarge | Fault::TooManyHeaders | Fault::Version => {
+                f.status()
+            }
+        });
+        let soap_faults = [Code::VersionMismatch, Code::Sender, Code::Receiver].map(|code| {
+            let f = SoapFault {
+                code,
+                subcodes: &[],
+                reason: String::new(),
+            };
+            match code {
+                Code::VersionMismatch | Code::Sender | Code::Receiver => f.http_status(),
+            }
+        });
+        let mut used = BTreeSet::new();
+        for (path, text) in sources() {
+            // A variable: the (status, ...) pairs the same file matches into it.
+            let pairs: Vec<u16> = text
+                .match_indices('(')
+                .filter_map(|(i, _)| {
+                    let (n, rest) = text[i + 1..].trim_start().split_at_checked(3)?;
+                    let n = rest.starts_with(',').then(|| n.parse().ok()).flatten()?;
+                    (100..600).contains(&n).then_some(n)
+                })
+                .collect();
+            for f in ["write_head", "write_text", "soap_reply"] {
+                for arg in second_arguments(&text, f) {
+                    match arg {
+                        "fault.status()" => used.extend(faults),
+                        "fault.http_status()" => used.extend(soap_faults),
+                        "status" => used.extend(&pairs),
+                        n => used.extend(n.parse::<u16>().map_err(|_| {
+                            panic!(
+                                "{}: {f} writes the status `{n}`: teach this test its values",
+                                path.display()
+                            )
+                        })),
+                    }
+                }
+            }
+            for proto in ["\"HTTP/1.1 ", "\"RTSP/1.0 "] {
+                for (i, _) in text.match_indices(proto) {
+                    let line = &text[i + proto.len()..];
+                    let line = &line[..line.find('\\').unwrap_or(line.len())];
+                    let (status, phrase) = line.split_once(' ').unwrap_or((line, ""));
+                    // Not a format string (write_head's, which takes reason()).
+                    if status.len() != 3 || status.parse::<u16>().is_err() {
+                        continue;
+                    }
+                    assert!(
+                        !phrase.trim().is_empty(),
+                        "{}: a status line without a reason phrase: {line:?}",
+                        path.display()
+                    );
+                }
+            }
+        }
+        for s in [200, 400, 401, 404, 411, 500] {
+            assert!(used.contains(&s), "{s} not found among {used:?}");
+        }
+        let missing: Vec<u16> = used
+            .into_iter()
+            .filter(|&s| super::reason(s).is_empty())
+            .collect();
+        assert!(missing.is_empty(), "no reason phrase for {missing:?}");
+    }
+
+    /// Every RTSP status the daemon names (rtsp_types' StatusCode, which
+    /// writes its reason phrase) is one rtsp_types has a phrase for.
+    #[test]
+    fn every_rtsp_status_written_has_a_reason_phrase() {
+        use rtsp_types::StatusCode;
+        let phrases: std::collections::BTreeMap<String, String> = (100..600)
+            .map(StatusCode::from)
+            .filter(|s| !matches!(s, StatusCode::Extension(_)))
+            .map(|s| (format!("{s:?}"), s.to_string()))
+            .collect();
+        let mut used = BTreeSet::new();
+        for (_, text) in sources() {
+            for (i, _) in text.match_indices("StatusCode::") {
+                let name: String = text[i + "StatusCode::".len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric())
+                    .collect();
+                if !name.is_empty() {
+                    used.insert(name);
+                }
+            }
+        }
+        assert!(used.contains("SessionNotFound"), "{used:?}");
+        for name in used {
+            let phrase = phrases.get(&name).map_or("", String::as_str);
+            assert!(!phrase.is_empty(), "StatusCode::{name}: no reason phrase");
         }
     }
 }

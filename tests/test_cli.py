@@ -275,3 +275,44 @@ def test_drops_root_after_binding(camstream):
     assert status["NoNewPrivs"].strip() == "1"
     assert Client(cs.port).call("OPTIONS").status == 200
     cs.wait_for("running as nobody")
+
+
+def test_passwd_leaves_a_kept_password_to_the_files_owner_alone(tmp_path):
+    """`camstream passwd NAME --config FILE` writes the new text beside FILE
+    and renames it over (a new inode, nothing left beside it), keeping the
+    owner, and the mode while the file holds digests only; once it holds a
+    password kept for ONVIF (`--onvif`, this user's or another's), only
+    the owner may read it: 0600, whatever it was."""
+    cfg = tmp_path / "camstream.toml"
+    cfg.write_text("fps = 15\n")
+    os.chown(cfg, 4321, 4322)
+    cfg.chmod(0o644)
+
+    def passwd(*args: str) -> tuple[str, int, int, int]:
+        p = subprocess.run([str(BIN), "passwd", *args, "--config", str(cfg)], input="a password\n", text=True,
+                           capture_output=True, timeout=10)
+        assert p.returncode == 0, p.stderr
+        st = cfg.stat()
+        return oct(st.st_mode & 0o7777), st.st_uid, st.st_gid, st.st_ino
+
+    *kept, ino = passwd("viewer")
+    assert kept == ["0o644", 4321, 4322], kept
+    *kept, new_ino = passwd("nvr", "--onvif")
+    assert kept == ["0o600", 4321, 4322], kept
+    assert new_ino != ino, "written in place, not renamed over"
+    text = cfg.read_text()
+    assert text.startswith("fps = 15\n") and 'onvif_password = "a password"' in text, text
+    # Another user, no --onvif: nvr's password is still in the file.
+    cfg.chmod(0o644)
+    assert passwd("viewer")[:3] == ("0o600", 4321, 4322)
+    # A world-readable leftover of an interrupted run beside it is not
+    # written into (a second link to it shows what it holds afterwards).
+    leftover = tmp_path / "camstream.toml.new"
+    leftover.write_text("")
+    leftover.chmod(0o666)
+    seen = tmp_path / "seen"
+    os.link(leftover, seen)
+    assert passwd("nvr", "--onvif")[:3] == ("0o600", 4321, 4322)
+    assert seen.read_text() == "", "the password went into a world-readable file"
+    seen.unlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["camstream.toml"]

@@ -593,7 +593,9 @@ pub fn with_user(text: &str, user: &User, onvif_password: Option<&str>) -> Resul
 
 /// Sets `user` in the config file at `path` (created if missing): written
 /// beside it with the old file's owner and mode, synced, then renamed over
-/// it, so a power cut leaves the old file or the new one.
+/// it, so a power cut leaves the old file or the new one. A file that holds
+/// a password kept for ONVIF is its owner's alone (at most 0600), whatever
+/// the old one's mode.
 pub fn set_user(path: &Path, user: &User, onvif_password: Option<&str>) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -604,21 +606,32 @@ pub fn set_user(path: &Path, user: &User, onvif_password: Option<&str>) -> Resul
     };
     let out = with_user(&text, user, onvif_password)
         .with_context(|| format!("config {}", path.display()))?;
+    // This user's or another's (with_user checked that it parses).
+    let holds_password = toml::from_str::<Options>(&out)
+        .ok()
+        .and_then(|o| o.users)
+        .is_some_and(|u| u.values().any(|h| h.onvif_password.is_some()));
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".new");
     let tmp = PathBuf::from(tmp);
     let write = || -> std::io::Result<()> {
+        // A leftover of an interrupted run may be anyone's to read: a new
+        // file (0600 until the mode below is set), never that one.
+        match std::fs::remove_file(&tmp) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
         let mut f = std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o600)
             .open(&tmp)?;
-        f.write_all(out.as_bytes())?;
         if let Ok(old) = std::fs::metadata(path) {
             std::os::unix::fs::fchown(&f, Some(old.uid()), Some(old.gid()))?;
-            f.set_permissions(std::fs::Permissions::from_mode(old.mode() & 0o7777))?;
+            let mode = old.mode() & if holds_password { 0o600 } else { 0o7777 };
+            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
         }
+        f.write_all(out.as_bytes())?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)?;
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty());

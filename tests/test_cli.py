@@ -61,6 +61,26 @@ def test_config_mistakes(tmp_path):
     assert f"config {cfg}:2:1: unknown field `rtsp_prot`" in line
     cfg.write_text('fps = "fast"\n')
     assert "invalid type" in fails("--config", str(cfg))
+    # What the TOML parser and the types say, with the key it is about.
+    for text, error in [
+        ("fps = -1\n", "1:7: fps: invalid value: integer `-1`, expected u32"),
+        ('listen = "camera"\n', "1:10: listen: invalid IP address syntax"),
+        ("fps = 10\n\n[streams.sub]\nwidth = 70000\n",
+         "4:9: streams.sub.width: invalid value: integer `70000`, expected u16"),
+        ("[streams.sub]\nsize = 1\n",
+         "2:1: streams.sub.size: unknown field `size`, expected one of `enabled`, `width`, `height`, `fps`, `quality`"),
+        ('[users.viewer]\nmd5 = "00"\n', "1:1: users.viewer: missing field `sha256`"),
+        ("fps = 10\nfps = 12\n", "2:1: fps: duplicate key"),
+        ("[controls]\nbrightness = 1\n  brightness = 2\n", "3:3: controls.brightness: duplicate key"),
+        ("[streams.sub]\nfps = 1\n[streams.sub]\n", "3:10: streams.sub: duplicate key"),
+        ('users.viewer.md5 = "00"\nusers.viewer.md5 = "01"\n', "2:14: users.viewer.md5: duplicate key"),
+    ]:
+        cfg.write_text(text)
+        assert fails("--config", str(cfg)) == f"camstream: error: config {cfg}:{error}", text
+        # The same line from `camstream passwd`, which rewrites the file.
+        p = subprocess.run([str(BIN), "passwd", "nvr", "--config", str(cfg)], input="pw\n", capture_output=True,
+                           text=True, timeout=10)
+        assert p.returncode != 0 and p.stderr == f"camstream: error: config {cfg}:{error}\n", p.stderr
     assert "fps = 500 is out of range (1..=120)" in fails("--fps", "500")
     assert "cannot read config" in fails("--config", str(tmp_path / "missing.toml"))
     assert "use auto, libcamera:auto, libcamera:ID, v4l2:auto, v4l2:/dev/videoN, testpattern or file:PATH" \

@@ -177,20 +177,22 @@ def test_the_shipped_config_is_valid(tmp_path):
 def test_camera_mistakes():
     """What the host can check without a camera (the QEMU tests use real
     V4L2 drivers): a node that is not V4L2 is a start-up error; a camera
-    that is not there yet is waited for while RTSP is served."""
+    that is not there yet is waited for while RTSP is served, and the log
+    says so, not that it streams."""
     assert fails("--source", "v4l2:/dev/null") == "camstream: error: /dev/null is not a V4L2 device"
     p = subprocess.run([str(BIN), "probe", "/dev/null"], capture_output=True, text=True, timeout=20)
     assert p.returncode != 0 and "/dev/null" in p.stderr
     cs = Camstream(["--source", "v4l2:/dev/video-absent"], wait=False)
     try:
         cs.wait_for("/dev/video-absent: No such file or directory (os error 2); waiting for /dev/video-absent")
-        cs.wait_for("streaming ")
+        cs.wait_for(f"waiting for /dev/video-absent: streaming on {cs.url} starts once it is there")
         c = Client(cs.port)
         assert c.call("DESCRIBE").status == 200
         assert c.setup_tcp().status == 200
         assert c.call("PLAY").status == 200
     finally:
         assert cs.stop() == 0
+    assert not [line for line in cs.lines if "streaming " in line and "waiting for" not in line], cs.log()
 
 
 def test_check_gets_a_frame_or_says_why(camstream):

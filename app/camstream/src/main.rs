@@ -92,15 +92,23 @@ fn run() -> anyhow::Result<()> {
     } else {
         addr.ip().to_string()
     };
-    log::info!(
-        "streaming {}x{} at {} fps from {} on rtsp://{host}:{}/{}",
-        info.width,
-        info.height,
-        info.fps,
-        cfg.source,
-        addr.port(),
-        cfg.path
+    let url = format!("rtsp://{host}:{}/{}", addr.port(), cfg.path);
+    let streaming = format!(
+        "streaming {}x{} at {} fps from {} on {url}",
+        info.width, info.height, info.fps, cfg.source
     );
+    // A camera not there yet: said when it is, not before.
+    let source = if source.present() {
+        log::info!("{streaming}");
+        source
+    } else {
+        log::info!(
+            "waiting for {}: streaming on {url} starts once it is there \
+             (clients may connect meanwhile)",
+            cfg.source
+        );
+        Box::new(source::Awaited::new(source, streaming))
+    };
     if let Some(http) = server.http_addr() {
         log::info!(
             "HTTP on http://{host}:{}/: snapshot.jpg, stream.mjpg, metrics, RTSP over HTTP",

@@ -116,6 +116,48 @@ pub trait FrameSource {
     fn mode(&self) -> String;
 }
 
+/// A source absent at start-up (a camera not plugged in yet), which logs
+/// `line`, the line a present one starts with, once it is there.
+pub struct Awaited {
+    source: Box<dyn FrameSource>,
+    line: Option<String>,
+}
+
+impl Awaited {
+    pub fn new(source: Box<dyn FrameSource>, line: String) -> Awaited {
+        Awaited {
+            source,
+            line: Some(line),
+        }
+    }
+}
+
+impl FrameSource for Awaited {
+    fn info(&self) -> StreamInfo {
+        self.source.info()
+    }
+
+    fn register(&mut self, registry: &Registry, token: Token) -> std::io::Result<()> {
+        self.source.register(registry, token)
+    }
+
+    fn ready(&mut self, sink: &mut dyn FnMut(CapturedFrame<'_>)) -> Result<()> {
+        let r = self.source.ready(sink);
+        if self.line.is_some() && self.source.present() {
+            log::info!("{}", self.line.take().unwrap_or_default());
+        }
+        r
+    }
+
+    fn present(&self) -> bool {
+        self.source.present()
+    }
+
+    fn mode(&self) -> String {
+        self.source.mode()
+    }
+}
+
 /// Opens the configured source. Errors here are start-up errors (missing
 /// file, unsupported first frame, encoder failure).
 pub fn open(config: &Config) -> Result<Box<dyn FrameSource>> {
@@ -181,4 +223,78 @@ fn open_libcamera(config: &Config, camera: &libcamera::CameraSpec) -> Result<Box
 #[cfg(not(feature = "libcamera"))]
 fn open_libcamera(_: &Config, camera: &libcamera::CameraSpec) -> Result<Box<dyn FrameSource>> {
     bail!("{camera}: this camstream was built without libcamera (cargo feature `libcamera`)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// The lines logged while the test runs (no other test logs through a
+    /// logger: main sets the daemon's).
+    static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    struct Capture;
+
+    impl log::Log for Capture {
+        fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+            true
+        }
+
+        fn log(&self, r: &log::Record<'_>) {
+            LINES.lock().unwrap().push(r.args().to_string());
+        }
+
+        fn flush(&self) {}
+    }
+
+    /// A camera that is there from its source's third turn on, as a V4L2
+    /// device is once the retry timer's turn finds it (no camera can be
+    /// plugged in where unit tests run).
+    struct PluggedInLater {
+        turns: u32,
+    }
+
+    impl FrameSource for PluggedInLater {
+        fn info(&self) -> StreamInfo {
+            StreamInfo {
+                width: 320,
+                height: 240,
+                fps: 30,
+            }
+        }
+
+        fn register(&mut self, _: &Registry, _: Token) -> std::io::Result<()> {
+            Ok(())
+        }
+
+        fn ready(&mut self, _: &mut dyn FnMut(CapturedFrame<'_>)) -> Result<()> {
+            self.turns += 1;
+            Ok(())
+        }
+
+        fn present(&self) -> bool {
+            self.turns >= 3
+        }
+
+        fn mode(&self) -> String {
+            String::new()
+        }
+    }
+
+    #[test]
+    fn an_awaited_camera_is_said_to_stream_once_when_it_is_there() {
+        static LOGGER: Capture = Capture;
+        log::set_logger(&LOGGER).unwrap();
+        log::set_max_level(log::LevelFilter::Info);
+        let line =
+            "streaming 320x240 at 30 fps from /dev/video-later on rtsp://127.0.0.1:8554/stream";
+        let said = || LINES.lock().unwrap().iter().filter(|l| *l == line).count();
+        let mut source = Awaited::new(Box::new(PluggedInLater { turns: 0 }), line.into());
+        for turn in 1..=5 {
+            source.ready(&mut |_| {}).unwrap();
+            assert_eq!(said(), usize::from(turn >= 3), "turn {turn}");
+            assert_eq!(source.present(), turn >= 3);
+        }
+    }
 }

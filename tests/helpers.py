@@ -36,11 +36,12 @@ class Camstream:
     """A camstream process; stderr is collected for assertions. On the
     host it listens on 127.0.0.1 and free ports; with `netns` (a namespace
     of the test's own, where every port is free) on `host` and the default
-    ports."""
+    ports, or `ports` (RTSP, HTTP) beside another camstream there."""
 
-    def __init__(self, args: list[str], wait: bool = True, netns: str | None = None, host: str = "127.0.0.1"):
+    def __init__(self, args: list[str], wait: bool = True, netns: str | None = None, host: str = "127.0.0.1",
+                 ports: tuple[int, int] | None = None):
         self.host = host
-        self.port, self.http_port = (8554, 8080) if netns else (free_port(), free_port())
+        self.port, self.http_port = ports or ((8554, 8080) if netns else (free_port(), free_port()))
         self.args = [str(BIN), "--listen", host, "--rtsp-port", str(self.port),
                      "--http-port", str(self.http_port), *args]
         # `ip netns exec` execs the command: the process is camstream itself.

@@ -21,7 +21,7 @@ import time
 import pytest
 import requests
 
-from helpers import BIN, run
+from helpers import BIN, Camstream, run
 from test_http import jpeg_size
 
 USER, PASSWORD = "admin", "onvif-secret"
@@ -292,3 +292,42 @@ def test_nvr_finds_the_camera_by_ws_discovery(netns, tmp_path):
     byes = [m for m in heard.split("GOT ")[1:] if "<d:Bye>" in m]
     assert any(f"http://192.0.2.10:{http_port}/onvif/device_service" in m for m in hellos), heard
     assert byes and all(epr in m for m in byes), heard
+
+
+
+def test_a_second_camstream_on_the_machine_says_it_shares_ws_discovery(camstream, netns):
+    """Two daemons in one network namespace (one machine): the first has UDP
+    3702 to itself and says nothing of it; the second takes the port too
+    (both get the multicast Probes) and warns that another program listens
+    there and what that does to discovery. A program that holds the port
+    without sharing it leaves a third without discovery, saying why."""
+    def start(ports: tuple[int, int]) -> Camstream:
+        return camstream("--anonymous", "true", "--width", "160", "--height", "120", netns=netns.cam,
+                         host="0.0.0.0", ports=ports)
+
+    first = start((8554, 18080))
+    first.wait_for("WS-Discovery: announcing http://192.0.2.1:18080/onvif/device_service")
+    second = start((8555, 18081))
+    second.wait_for("WS-Discovery: announcing http://192.0.2.1:18081/onvif/device_service")
+    # What the warning says: both answer a Probe from the clients' side,
+    # with one endpoint, which python-wsdiscovery lists once.
+    found = run(["ip", "netns", "exec", netns.client, sys.executable, "-c", PROBE_CLIENT], timeout=30).stdout.decode()
+    found = [line for line in found.splitlines() if line.startswith("FOUND")]
+    assert len(found) == 1 and "http://192.0.2.1:1808" in found[0], found
+    assert [first.stop(), second.stop()] == [0, 0], (first.log(), second.log())
+    warning = [line for line in second.lines if "3702" in line]
+    assert len(warning) == 1 and warning[0].startswith("camstream: warn: WS-Discovery: another program already "
+                                                       "listens on UDP 3702"), second.log()
+    assert "same endpoint" in warning[0] and "onvif = false" in warning[0], warning
+    assert "3702" not in first.log(), first.log()
+    assert "WS-Discovery off" not in second.log(), second.log()
+    holder = subprocess.Popen(["ip", "netns", "exec", netns.cam, sys.executable, "-c",
+                               "import socket, sys; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                               "s.bind(('', 3702)); print('BOUND', flush=True); sys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "BOUND"
+        start((8554, 18080)).wait_for("WS-Discovery off: another program holds UDP 3702 and does not share it")
+    finally:
+        holder.kill()
+        holder.wait()

@@ -256,11 +256,36 @@ fn local_address_towards(peer: SocketAddr) -> Option<Ipv4Addr> {
 }
 
 /// UDP 0.0.0.0:3702 with SO_REUSEADDR (other WS-Discovery listeners on the
-/// machine, such as a client being tested, may share the port).
+/// machine, such as a client being tested, may share the port). Bound
+/// without it first, so that a port already taken is known and said.
 fn socket2_bind() -> io::Result<StdUdp> {
     use rustix::net::{AddressFamily, SocketType, bind, socket, sockopt};
+    let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT);
     let fd = socket(AddressFamily::INET, SocketType::DGRAM, None)?;
+    let fd = match bind(&fd, &any) {
+        Ok(()) => fd,
+        Err(rustix::io::Errno::ADDRINUSE) => {
+            let fd = socket(AddressFamily::INET, SocketType::DGRAM, None)?;
+            sockopt::set_socket_reuseaddr(&fd, true)?;
+            bind(&fd, &any).map_err(|e| {
+                io::Error::new(
+                    io::Error::from(e).kind(),
+                    format!("another program holds UDP {PORT} and does not share it"),
+                )
+            })?;
+            log::warn!(
+                "WS-Discovery: another program already listens on UDP {PORT} on this machine \
+                 (another camstream?): both get the multicast Probes, but datagrams sent to \
+                 this machine's address reach only one of them, and two camstreams announce \
+                 the same endpoint (made from /etc/machine-id), so an NVR may list one camera \
+                 for both; set onvif = false on all but one"
+            );
+            fd
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // Set once bound: a later listener may still share the port (Linux
+    // checks the bound socket's flag when the next one binds).
     sockopt::set_socket_reuseaddr(&fd, true)?;
-    bind(&fd, &SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT))?;
     Ok(StdUdp::from(fd))
 }

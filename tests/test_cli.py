@@ -39,6 +39,10 @@ def test_help_documents_every_setting():
     for key in KEYS + ["config", "control"]:
         assert f"--{key.replace('_', '-')}" in out, key
     assert "[default: " in out
+    # What only the file sets: its sections, and where users come from.
+    after = out[out.index("Settings come from the config file"):]
+    for section in ("[users.NAME]", "camstream passwd NAME", "[streams.sub]", "enabled = false", "[controls]"):
+        assert section in after, (section, after)
     v = subprocess.run([str(BIN), "--version"], capture_output=True, text=True, check=True).stdout
     assert v.startswith("camstream ")
 

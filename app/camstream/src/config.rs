@@ -56,7 +56,15 @@ macro_rules! default {
     version,
     about = "RTSP server for cameras: MJPEG as RFC 2435 RTP/JPEG to VLC, FFmpeg, GStreamer and NVRs",
     after_help = "Settings come from the config file, then from flags, then from built-in defaults.\n\
-                  The file uses the flag names as keys, with '_' for '-', e.g. rtsp_port = 554."
+                  The file uses the flag names as keys, with '_' for '-', e.g. rtsp_port = 554.\n\
+                  Sections of the file:\n  \
+                  [users.NAME]   who may stream: the password's digests, as\n                 \
+                  `camstream passwd NAME` prints them (and sets them with\n                 \
+                  --config); with no user, only this machine's clients may\n                 \
+                  stream, unless anonymous = true\n  \
+                  [streams.sub]  the detection sub-stream (rtsp://CAMERA/sub, ONVIF's second\n                 \
+                  profile): width, height, fps, quality, or enabled = false\n  \
+                  [controls]     camera controls, NAME = VALUE (as --control)"
 )]
 #[serde(deny_unknown_fields)]
 pub struct Options {

@@ -7,4 +7,5 @@
 
 pub mod mjpeg;
 pub mod request;
+pub mod response;
 pub mod tunnel;

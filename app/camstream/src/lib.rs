@@ -15,4 +15,3 @@ mod normalize;
 pub mod privileges;
 pub mod server;
 pub mod source;
-mod substream;

@@ -1,29 +1,39 @@
-//! A client's TCP connection, RTSP or HTTP: what it has sent and not yet
-//! been handled, the control bytes (responses, interleaved RTCP) waiting to
-//! go out, and the timers every connection keeps (request_timeout,
-//! idle_timeout, a bounded wait for a client to read an error).
+//! A client's TCP connection, whatever it speaks: what it has sent and not
+//! yet been handled, the control bytes (responses, interleaved RTCP)
+//! waiting to go out, and the timers every connection keeps
+//! (request_timeout, idle_timeout, a bounded wait for a client to read an
+//! error). What a protocol keeps of a connection, it keeps itself, by the
+//! connection's id.
 
 use std::io::{self, Write};
 use std::net::SocketAddr;
 
 use mio::net::TcpStream;
 
-use super::http::HttpConn;
-use super::rtsp::RtspConn;
 use super::table::{Id, Table};
 use crate::clock::Mono;
 
 pub type ConnId = Id<Conn>;
 pub type Conns = Table<Conn>;
 
+/// Poll tokens below this are the event loop's own (listeners, sockets,
+/// signals); from it on, connections'.
+pub const FIRST_TOKEN: usize = 16;
+
+/// The poll token of a connection: what its readiness events, and the
+/// fan-out's news of frames for it, carry.
+pub fn token(ci: ConnId) -> mio::Token {
+    ci.token(FIRST_TOKEN)
+}
+
+/// The connection a token names, if it names one.
+pub fn of_token(t: mio::Token) -> Option<ConnId> {
+    Id::from_token(t, FIRST_TOKEN)
+}
+
 /// Unsent control bytes after which a connection's requests are no longer
 /// read (a client pipelining requests without reading replies).
 pub const CTRL_HIGH_WATER: usize = 64 << 10;
-
-pub enum Proto {
-    Rtsp(RtspConn),
-    Http(HttpConn),
-}
 
 /// The port a connection came in on: each has its own limits.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -32,11 +42,21 @@ pub enum Port {
     Http,
 }
 
+/// Which part handles it now (an HTTP connection becomes an RTSP one as a
+/// tunnel's GET, or a tunnel's POST).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    Rtsp,
+    Http,
+    TunnelPost,
+}
+
 pub struct Conn {
     pub stream: TcpStream,
     pub peer: SocketAddr,
     pub local: SocketAddr,
     pub port: Port,
+    pub kind: Kind,
     pub opened: Mono,
     /// A request on it passed the gate (a user's credentials, or a client
     /// that needs none): it is no longer one a newcomer may push out.
@@ -55,23 +75,22 @@ pub struct Conn {
     pub request_started: Option<Mono>,
     /// The last bytes read (idle_timeout).
     pub last_input: Mono,
-    pub proto: Proto,
+    /// The length of the body the request being handled waits for.
+    pub body_wanted: Option<usize>,
 }
 
 impl Conn {
-    pub fn new(
-        stream: TcpStream,
-        peer: SocketAddr,
-        local: SocketAddr,
-        port: Port,
-        proto: Proto,
-    ) -> Conn {
+    pub fn new(stream: TcpStream, peer: SocketAddr, local: SocketAddr, port: Port) -> Conn {
         let now = Mono::now();
         Conn {
             stream,
             peer,
             local,
             port,
+            kind: match port {
+                Port::Rtsp => Kind::Rtsp,
+                Port::Http => Kind::Http,
+            },
             opened: now,
             admitted: false,
             inbuf: Vec::new(),
@@ -82,7 +101,7 @@ impl Conn {
             stale_nonce: false,
             request_started: None,
             last_input: now,
-            proto,
+            body_wanted: None,
         }
     }
 
@@ -103,7 +122,7 @@ impl Conn {
         }
         if self.inbuf.is_empty() {
             // A request whose body has not begun is still under way.
-            if self.body_wanted().is_none() {
+            if self.body_wanted.is_none() {
                 self.request_started = None;
             }
             if self.inbuf.capacity() > 4096 {
@@ -137,47 +156,9 @@ impl Conn {
         Ok(true)
     }
 
-    pub fn rtsp(&self) -> Option<&RtspConn> {
-        match &self.proto {
-            Proto::Rtsp(r) => Some(r),
-            Proto::Http(_) => None,
-        }
-    }
-
-    pub fn rtsp_mut(&mut self) -> Option<&mut RtspConn> {
-        match &mut self.proto {
-            Proto::Rtsp(r) => Some(r),
-            Proto::Http(_) => None,
-        }
-    }
-
-    /// The length of the body a request on it waits for.
-    pub fn body_wanted(&self) -> Option<usize> {
-        match &self.proto {
-            Proto::Http(h) => h.body_wanted(),
-            Proto::Rtsp(_) => None,
-        }
-    }
-
     /// Most bytes of unhandled input held: a request head's limit, or the
-    /// body an HTTP request waits for if that is larger.
+    /// body a request waits for if that is larger.
     pub fn input_cap(&self, max_request_size: usize) -> usize {
-        self.body_wanted().unwrap_or(0).max(max_request_size)
-    }
-
-    pub fn http_mut(&mut self) -> Option<&mut HttpConn> {
-        match &mut self.proto {
-            Proto::Http(h) => Some(h),
-            Proto::Rtsp(_) => None,
-        }
-    }
-
-    /// Whether the connection carries a stream (an RTSP session, an MJPEG
-    /// stream, a tunnel's POST): such connections are not idle.
-    pub fn streaming(&self) -> bool {
-        match &self.proto {
-            Proto::Rtsp(r) => !r.sessions.is_empty(),
-            Proto::Http(h) => h.streaming(),
-        }
+        self.body_wanted.unwrap_or(0).max(max_request_size)
     }
 }

@@ -1,47 +1,57 @@
 //! The server: one event loop over the listening sockets (RTSP, HTTP), the
-//! client connections, the shared UDP sockets, the frame source and signals.
-//! A reader finds here the loop and what every connection shares (accepting,
-//! reading, limits and timeouts, closing); [`fanout`] the frames and how each
-//! reaches its clients; [`rtsp`] and [`http`] the two protocols, each a
-//! client of the one fan-out.
+//! client connections, the shared UDP sockets, the frame source and
+//! signals. It keeps the loop, the connection table and the tokens, and
+//! hands each event to the part it is for:
+//!
+//! - [`fanout`]: frames in, each built once, queued to its subscribers;
+//! - [`rtsp`] and [`http`] (with [`onvif`] as one of its routes): the
+//!   protocols, subscribers of the fan-out, each with its own state of its
+//!   connections;
+//! - [`substream`]: the detection sub-stream, a subscriber of the main
+//!   stream and a stream of its own;
+//! - [`admission`] (who gets a connection) and [`gate`] (who may watch).
+//!
+//! A frame's path: the source is readable → [`Fanout::captured`] (intake,
+//! build, queue) → the tokens of the subscribers it queued to → each
+//! one's connection flushed by its protocol → the socket.
 
 mod admission;
-mod audit;
 mod conn;
+mod ctx;
 mod fanout;
-pub mod frame;
+mod gate;
+mod host;
 mod http;
-mod net;
 mod onvif;
+mod random;
 mod rtsp;
-mod sub;
+mod signals;
+mod substream;
 mod table;
 
-use std::collections::{HashMap, VecDeque};
-use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr};
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
+use std::io::{self, Read};
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
-use camstream_rtp::Packetizer;
-use camstream_rtsp::auth::Auth;
-use mio::net::{TcpListener, UdpSocket};
-use mio::unix::SourceFd;
+use anyhow::{Context, Result};
+use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 
-use crate::clock::{Mono, RtpClock, WallClockWatch, wall_now};
-use crate::config::{self, Config};
+use crate::clock::{Mono, WallClockWatch, wall_now};
+use crate::config::Config;
 use crate::intake::Intake;
-use crate::latency::SendLatency;
 use crate::source::{FrameSource, StreamInfo};
-use admission::{Admission, Refusal};
-use conn::{Conn, ConnId, Conns, Port, Proto};
-use fanout::{Stream, Totals};
-use frame::Pool;
-use rtsp::{SessionId, Sessions};
-use table::Id;
+use admission::{Admission, Holder, Refusal};
+use conn::{Conn, ConnId, Conns, Kind, Port};
+use ctx::{After, Ctx};
+use fanout::{Fanout, Stream, StreamId};
+use gate::Gate;
+use http::{Handoff, Http};
+use onvif::Onvif;
+use random::{random_fill, random_u64};
+use rtsp::Rtsp;
+use signals::Signals;
+use substream::SubStream;
 
 const LISTENER: Token = Token(0);
 const RTP: Token = Token(1);
@@ -52,15 +62,10 @@ const REPORT_SIGNAL: Token = Token(5);
 const HTTP_LISTENER: Token = Token(6);
 const DISCOVERY: Token = Token(7);
 const ADDRESS_CHANGES: Token = Token(8);
-const SUB_READY: Token = Token(9);
-const FIRST_CONNECTION: usize = 16;
-
-/// Whether the event loop goes on after a turn.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Turn {
-    Go,
-    Stop,
-}
+/// The sub-stream's worker finished a frame.
+const SUB_DONE: Token = Token(9);
+/// The fan-out queued a main-stream frame for the sub-stream.
+const SUB_FRAME: Token = Token(10);
 
 /// How long a connection closing after an error may take to drain.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -74,11 +79,26 @@ const READS_PER_TURN: usize = 16;
 /// decides, and a slow client gets fresh whole frames.
 const TCP_SEND_BUFFER: usize = 256 << 10;
 const STATS_EVERY: Duration = Duration::from_secs(60);
-/// What the camera is doing, as the source last said.
-struct Camera {
-    present: bool,
-    /// E.g. "MJPG 1280x720 at 30 fps from /dev/video0 (UVC Camera)".
-    mode: String,
+
+/// Whether the event loop goes on after a turn.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Turn {
+    Go,
+    Stop,
+}
+
+/// What a part is lent for one call: disjoint fields of the server.
+macro_rules! ctx {
+    ($s:ident) => {
+        Ctx {
+            conns: &mut $s.conns,
+            fanout: &mut $s.fanout,
+            gate: &$s.gate,
+            admission: &mut $s.admission,
+            cfg: &$s.cfg,
+            after: &mut $s.after,
+        }
+    };
 }
 
 pub struct Server {
@@ -88,115 +108,33 @@ pub struct Server {
     /// None when http_port = 0.
     http_listener: Option<TcpListener>,
     conns: Conns,
-    /// Connections with input to handle or read, after the others' turn.
-    resume_reading: Vec<ConnId>,
-    /// Reused lists of ids, so sending a frame allocates nothing.
-    scratch_conns: Vec<ConnId>,
-    scratch_sessions: Vec<SessionId>,
-
-    // RTSP: sessions and the UDP sockets they share.
-    rtp_socket: UdpSocket,
-    /// The GSO segment size set on `rtp_socket` (the MTU), if the kernel
-    /// took it; turned off if a route refuses GSO sends.
-    udp_gso: Option<usize>,
-    rtcp_socket: UdpSocket,
-    rtp_port: u16,
-    sessions: Sessions,
-    session_ids: HashMap<String, SessionId>,
-    session_by_rtcp: HashMap<SocketAddr, SessionId>,
-    udp_backlog: VecDeque<SessionId>,
-    udp_blocked: bool,
-    cname: String,
-    /// RTSP over HTTP: the GET connection of each x-sessioncookie.
-    tunnels: HashMap<String, ConnId>,
-
-    // Frames.
+    /// What the parts left the loop to finish after a call.
+    after: After,
+    /// Reused list of the fan-out's woken subscribers, so sending a frame
+    /// allocates nothing.
+    ready: Vec<Token>,
+    fanout: Fanout,
+    gate: Gate,
+    admission: Admission,
+    rtsp: Rtsp,
+    http: Http,
+    onvif: Onvif,
+    /// The detection sub-stream, unless [streams.sub] turns it off.
+    sub: Option<SubStream>,
+    /// WS-Discovery, when ONVIF is on.
+    discovery: Option<onvif::discovery::Discovery>,
     source: Option<Box<dyn FrameSource>>,
-    camera: Camera,
-    intake: Intake,
-    stream: Stream,
-    totals: Totals,
+    /// E.g. "MJPG 1280x720 at 30 fps from /dev/video0 (UVC Camera)".
+    camera_mode: String,
+    signals: Signals,
+    /// Notices the wall clock being set, once per housekeeping pass.
+    wall_clock: WallClockWatch,
     started: Mono,
     /// Unix time of the start, for process_start_time_seconds.
     started_unix: f64,
     last_log: Option<Mono>,
     frames_at_last_log: u64,
-
-    signals: UnixStream,
-    /// The handlers that write to `signals` and `report_signal`, removed
-    /// with the server (a server made and dropped again, as the fuzz
-    /// target does, leaves no handler and no descriptor behind).
-    signal_ids: Vec<signal_hook::SigId>,
-    /// SIGUSR1: log the send latency and start a new measurement.
-    report_signal: UnixStream,
-    send_latency: SendLatency,
     latency_since: Mono,
-    /// Who may stream, if the config names users.
-    auth: Option<Auth>,
-    /// Who gets a connection, and the count of those refused.
-    admission: Admission,
-    /// Notices the wall clock being set, once per housekeeping pass.
-    wall_clock: WallClockWatch,
-    onvif: onvif::Onvif,
-    /// WS-Discovery, when ONVIF is on.
-    discovery: Option<onvif::discovery::Discovery>,
-    /// The detection sub-stream, unless [streams.sub] turns it off.
-    sub: Option<sub::Sub>,
-}
-
-fn random_u64() -> u64 {
-    let mut b = [0u8; 8];
-    random_fill(&mut b);
-    u64::from_ne_bytes(b)
-}
-
-/// Fills `buf` from the kernel's random number generator with getrandom(2),
-/// which waits until the generator is seeded and, while it waits, has the
-/// kernel gather entropy itself (about a second). The getrandom crate in a
-/// static binary cannot find the libc function and instead polls
-/// /dev/random, which only waits: on the emulated Pi, whose hardware RNG
-/// seeds nothing, the first DESCRIBE after boot held the event loop for
-/// over 45 s that way.
-fn random_fill(buf: &mut [u8]) {
-    let mut done = 0;
-    while done < buf.len() {
-        let rest = &mut buf[done..];
-        // SAFETY: the pointer and length describe `rest`, which the kernel
-        // only writes into.
-        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            assert!(
-                e.kind() == std::io::ErrorKind::Interrupted,
-                "getrandom: {e}"
-            );
-            continue;
-        }
-        done += n as usize;
-    }
-}
-
-/// Binds the RTP/RTCP port pair: `port` and `port + 1`, or a free even/odd
-/// pair when `port` is 0.
-fn bind_udp_pair(ip: IpAddr, port: u16) -> Result<(UdpSocket, UdpSocket, u16)> {
-    if port != 0 {
-        let rtp = UdpSocket::bind(SocketAddr::new(ip, port))
-            .with_context(|| format!("cannot bind UDP port {port} (rtp_port) on {ip}"))?;
-        let rtcp = UdpSocket::bind(SocketAddr::new(ip, port + 1))
-            .with_context(|| format!("cannot bind UDP port {} (rtp_port + 1) on {ip}", port + 1))?;
-        return Ok((rtp, rtcp, port));
-    }
-    for _ in 0..64 {
-        let rtp = UdpSocket::bind(SocketAddr::new(ip, 0))?;
-        let p = rtp.local_addr()?.port();
-        if p % 2 != 0 || p == u16::MAX {
-            continue;
-        }
-        if let Ok(rtcp) = UdpSocket::bind(SocketAddr::new(ip, p + 1)) {
-            return Ok((rtp, rtcp, p));
-        }
-    }
-    bail!("cannot find a free pair of UDP ports for RTP and RTCP on {ip}")
 }
 
 impl Server {
@@ -215,109 +153,65 @@ impl Server {
                 )
             }
         };
-        let (rtp_socket, rtcp_socket, rtp_port) = bind_udp_pair(cfg.listen, cfg.rtp_port)?;
-        // Room for a few 1080p frames; a full buffer only delays UDP sends.
-        let _ = rustix::net::sockopt::set_socket_send_buffer_size(&rtp_socket, 1 << 20);
-        let udp_gso = match net::set_gso(&rtp_socket, cfg.mtu) {
-            Ok(()) => Some(cfg.mtu),
-            Err(e) => {
-                log::info!("UDP segmentation offload not available ({e}): one datagram per send");
-                None
-            }
-        };
-
-        let poll = Poll::new()?;
-        let (signals, signal_writer) = UnixStream::pair()?;
-        signals.set_nonblocking(true)?;
-        let mut signal_ids = Vec::new();
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_ids.push(signal_hook::low_level::pipe::register(
-                sig,
-                signal_writer.try_clone()?,
-            )?);
-        }
-        let (report_signal, report_writer) = UnixStream::pair()?;
-        report_signal.set_nonblocking(true)?;
-        signal_ids.push(signal_hook::low_level::pipe::register(
-            signal_hook::consts::SIGUSR1,
-            report_writer,
-        )?);
+        let udp = rtsp::Udp::bind(cfg.listen, cfg.rtp_port, cfg.mtu)?;
+        // Room for a camera that changes its size (clients keep the first),
+        // none for a header claiming gigapixels; at most the largest size
+        // the config takes.
+        let intake = Intake::new(
+            cfg.quality,
+            (4 * info.width as usize * info.height as usize).min(8192 * 8192),
+        )?;
+        let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
+        let main = Stream::new(
+            &cfg.path,
+            info,
+            cfg.mtu,
+            Fanout::pool_size(cfg.client_queue),
+            ids,
+        )?;
+        let mut fanout = Fanout::new(intake, cfg.client_queue, main);
+        let mut key = [0u8; 32];
+        random_fill(&mut key);
+        let gate = Gate::new(&cfg, key);
+        let rtsp = Rtsp::new(udp, &mut fanout, format!("camstream@{}", host::hostname()));
+        let http = Http::new(&mut fanout, cfg.onvif);
         let (wall, _) = wall_now();
+        let poll = Poll::new()?;
         let mut server = Server {
             poll,
             listener,
             http_listener,
             conns: Conns::new(),
-            resume_reading: Vec::new(),
-            scratch_conns: Vec::new(),
-            scratch_sessions: Vec::new(),
-            rtp_socket,
-            udp_gso,
-            rtcp_socket,
-            rtp_port,
-            sessions: Sessions::new(),
-            session_ids: HashMap::new(),
-            session_by_rtcp: HashMap::new(),
-            udp_backlog: VecDeque::new(),
-            udp_blocked: false,
-            cname: format!("camstream@{}", hostname()),
-            tunnels: HashMap::new(),
+            after: After::default(),
+            ready: Vec::new(),
+            fanout,
+            gate,
+            admission: Admission::new(cfg.max_clients * 2 + 16, cfg.max_connections_per_ip),
+            rtsp,
+            http,
+            onvif: Onvif::default(),
+            sub: None,
+            discovery: None,
             source: None,
-            camera: Camera {
-                present: true,
-                mode: String::new(),
-            },
-            // Room for a camera that changes its size (clients keep the
-            // first), none for a header claiming gigapixels; at most the
-            // largest size the config takes.
-            intake: Intake::new(
-                cfg.quality,
-                (4 * info.width as usize * info.height as usize).min(8192 * 8192),
-            )?,
-            stream: Stream {
-                info,
-                packetizer: Packetizer::new(random_u64() as u32, random_u64() as u16, cfg.mtu)?,
-                clock: RtpClock::new(Mono::now(), random_u64() as u32),
-                pool: Pool::new(cfg.client_queue + 2),
-                last: None,
-                sdp_session_id: random_u64() >> 1,
-                warned_size_change: false,
-            },
-            totals: Totals::default(),
+            camera_mode: String::new(),
+            signals: Signals::new()?,
+            wall_clock: WallClockWatch::default(),
             started: Mono::now(),
             started_unix: wall as f64 / 1e9,
             last_log: None,
             frames_at_last_log: 0,
-            auth: (!cfg.users.is_empty()).then(|| {
-                let mut key = [0u8; 32];
-                random_fill(&mut key);
-                Auth::new(
-                    config::REALM,
-                    cfg.users.clone(),
-                    cfg.basic_auth,
-                    key,
-                    u64::from(cfg.nonce_lifetime),
-                )
-            }),
-            signals,
-            signal_ids,
-            report_signal,
-            send_latency: SendLatency::default(),
             latency_since: Mono::now(),
-            admission: Admission::new(cfg.max_clients * 2 + 16, cfg.max_connections_per_ip),
-            wall_clock: WallClockWatch::default(),
-            onvif: onvif::Onvif::default(),
-            discovery: None,
-            sub: None,
             cfg,
         };
         if let Some(sc) = server.cfg.sub {
-            match sub::Sub::start(
+            let r = server.poll.registry();
+            match SubStream::start(
                 sc,
-                &server.stream.info,
                 server.cfg.mtu,
-                server.poll.registry(),
-                SUB_READY,
+                &mut server.fanout,
+                r,
+                SUB_DONE,
+                SUB_FRAME,
             ) {
                 Ok(s) => server.sub = Some(s),
                 // The main stream is what matters; say why there is no other.
@@ -327,9 +221,8 @@ impl Server {
         // Announced only where NVRs can reach it: not when it listens on
         // loopback alone (as the tests' cameras do).
         if server.cfg.onvif && server.cfg.http_port != 0 && !server.cfg.listen.is_loopback() {
-            let endpoint = onvif::endpoint();
             match onvif::discovery::Discovery::open(
-                endpoint,
+                onvif::endpoint(),
                 server.cfg.http_port,
                 server.poll.registry(),
                 DISCOVERY,
@@ -346,22 +239,8 @@ impl Server {
         if let Some(l) = &mut server.http_listener {
             r.register(l, HTTP_LISTENER, Interest::READABLE)?;
         }
-        r.register(
-            &mut server.rtp_socket,
-            RTP,
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
-        r.register(&mut server.rtcp_socket, RTCP, Interest::READABLE)?;
-        r.register(
-            &mut SourceFd(&server.signals.as_raw_fd()),
-            SIGNAL,
-            Interest::READABLE,
-        )?;
-        r.register(
-            &mut SourceFd(&server.report_signal.as_raw_fd()),
-            REPORT_SIGNAL,
-            Interest::READABLE,
-        )?;
+        server.rtsp.register(r, RTP, RTCP)?;
+        server.signals.register(r, SIGNAL, REPORT_SIGNAL)?;
         Ok(server)
     }
 
@@ -376,15 +255,13 @@ impl Server {
     /// Serves until SIGINT or SIGTERM, or until the source fails.
     pub fn run(mut self, mut source: Box<dyn FrameSource>) -> Result<()> {
         source.register(self.poll.registry(), SOURCE)?;
-        self.camera = Camera {
-            present: source.present(),
-            mode: source.mode(),
-        };
+        self.camera_mode = source.mode();
+        self.fanout.set_camera_present(source.present());
         self.source = Some(source);
         let mut events = Events::with_capacity(256);
         let mut next_tick = Mono::now();
         loop {
-            let timeout = if self.resume_reading.is_empty() {
+            let timeout = if self.after.resume.is_empty() {
                 next_tick.saturating_sub(Mono::now())
             } else {
                 Duration::ZERO
@@ -401,7 +278,7 @@ impl Server {
     }
 
     /// One turn of the event loop: waits up to `timeout` for events and
-    /// handles them, then the connections that were left input to handle.
+    /// hands each to its part, then handles the connections left input.
     pub fn turn(&mut self, events: &mut Events, timeout: Duration) -> Result<Turn> {
         if let Err(e) = self.poll.poll(events, Some(timeout)) {
             if e.kind() == io::ErrorKind::Interrupted {
@@ -418,22 +295,26 @@ impl Server {
                 HTTP_LISTENER => self.accept(Port::Http),
                 RTP => {
                     if ev.is_readable() {
-                        self.rtp_readable();
+                        self.rtsp.rtp_readable();
                     }
                     if ev.is_writable() {
-                        self.rtp_writable();
+                        self.rtsp.rtp_writable(&mut self.fanout);
                     }
                 }
-                RTCP => self.rtcp_readable(),
+                RTCP => self.rtsp.rtcp_readable(&mut self.fanout),
                 DISCOVERY => {
                     if let Some(d) = &mut self.discovery {
                         d.udp_readable();
                     }
                 }
-                SUB_READY => self.sub_readable(),
                 ADDRESS_CHANGES => {
                     if let Some(d) = &mut self.discovery {
                         d.netlink_readable();
+                    }
+                }
+                SUB_DONE => {
+                    if let Some(s) = &mut self.sub {
+                        s.done(&mut self.fanout);
                     }
                 }
                 SOURCE => self.source_readable()?,
@@ -446,37 +327,43 @@ impl Server {
                     return Ok(Turn::Stop);
                 }
                 REPORT_SIGNAL => {
-                    let mut buf = [0u8; 16];
-                    while matches!((&self.report_signal).read(&mut buf), Ok(n) if n > 0) {}
+                    self.signals.take_report();
                     self.log_send_latency();
                 }
                 token => {
                     // A closed connection's events name its generation,
                     // and find nothing: not the next one in its slot.
-                    let Some(ci) = Id::from_token(token, FIRST_CONNECTION) else {
+                    let Some(ci) = conn::of_token(token) else {
                         continue;
                     };
                     if ev.is_writable() {
-                        self.flush_conn(ci);
+                        self.flush(ci);
                     }
                     if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                         self.conn_readable(ci);
                     }
                 }
             }
+            self.wake_subscribers();
         }
-        for ci in std::mem::take(&mut self.resume_reading) {
+        for ci in std::mem::take(&mut self.after.resume) {
             // What is already in its buffer first: a complete request is
             // answered without waiting for another byte.
-            self.process_input(ci);
+            self.input(ci);
             self.conn_readable(ci);
+            self.wake_subscribers();
         }
         Ok(Turn::Go)
     }
 
+    /// The source has frames (or news of the camera): into the fan-out.
     fn source_readable(&mut self) -> Result<()> {
         let mut source = self.source.take().expect("set in run");
-        let r = source.ready(&mut |f| self.frame_captured(f));
+        if let Some(s) = &mut self.sub {
+            s.follow_watchers(&mut self.fanout);
+        }
+        let fanout = &mut self.fanout;
+        let r = source.ready(&mut |f| fanout.captured(f));
         self.note_camera(&*source);
         self.source = Some(source);
         r
@@ -484,13 +371,39 @@ impl Server {
 
     fn note_camera(&mut self, source: &dyn FrameSource) {
         let present = source.present();
-        if present != self.camera.present {
-            self.camera.present = present;
-            self.camera.mode = source.mode();
+        if present != self.fanout.camera_present() {
+            self.camera_mode = source.mode();
+            self.fanout.set_camera_present(present);
             if !present {
-                self.camera_lost();
+                self.http.camera_lost(&mut ctx!(self));
             }
         }
+    }
+
+    /// Frames the fan-out queued: each subscriber's connection is flushed
+    /// (the sub-stream's encoder takes its own); then what that closed is
+    /// finished.
+    fn wake_subscribers(&mut self) {
+        loop {
+            self.fanout.take_ready(&mut self.ready);
+            if self.ready.is_empty() {
+                break;
+            }
+            let ready = std::mem::take(&mut self.ready);
+            for &t in &ready {
+                match (t, conn::of_token(t)) {
+                    (SUB_FRAME, _) => {
+                        if let Some(s) = &mut self.sub {
+                            s.frame_ready(&mut self.fanout);
+                        }
+                    }
+                    (_, Some(ci)) => self.flush(ci),
+                    _ => {}
+                }
+            }
+            self.ready = ready;
+        }
+        self.settle();
     }
 
     fn accept(&mut self, port: Port) {
@@ -517,10 +430,11 @@ impl Server {
     /// A new connection: admitted (maybe in place of one that has not
     /// authenticated), or answered 503 and closed.
     fn connected(&mut self, mut stream: mio::net::TcpStream, peer: SocketAddr, port: Port) {
+        use std::io::Write;
         let open: Vec<_> = self
             .conns
             .iter()
-            .map(|(id, c)| admission::Holder {
+            .map(|(id, c)| Holder {
                 id,
                 port: c.port,
                 peer: c.peer,
@@ -540,10 +454,9 @@ impl Server {
                         Refusal::PushedOut,
                     );
                 }
-                self.close_conn(
-                    old,
-                    "pushed out by a newer connection before it authenticated",
-                );
+                let why = "pushed out by a newer connection before it authenticated";
+                ctx::close(&mut self.conns, &mut self.after, old, why);
+                self.settle();
                 None
             }
             admission::Decision::Refuse(why) => Some(why),
@@ -564,57 +477,20 @@ impl Server {
         let local = stream
             .local_addr()
             .unwrap_or(SocketAddr::new(self.cfg.listen, 0));
-        if let Err(e) = self.poll.registry().register(
-            &mut stream,
-            id.token(FIRST_CONNECTION),
-            Interest::READABLE | Interest::WRITABLE,
-        ) {
+        let token = conn::token(id);
+        let r = self.poll.registry();
+        if let Err(e) = r.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE) {
             log::warn!("{peer}: {e}");
             return;
         }
         log::debug!("{peer}: connected ({port:?})");
-        let proto = match port {
-            Port::Http => Proto::Http(http::HttpConn::default()),
-            Port::Rtsp => Proto::Rtsp(rtsp::RtspConn::default()),
-        };
-        let inserted = self
-            .conns
-            .insert(Conn::new(stream, peer, local, port, proto));
+        let inserted = self.conns.insert(Conn::new(stream, peer, local, port));
         debug_assert_eq!(inserted, id);
-        self.admission.opened(peer.ip());
-    }
-
-    /// Counts a refusal; logs it at most every so often.
-    fn refused(&mut self, peer: SocketAddr, what: &str, why: Refusal) {
-        self.admission.refused(peer, what, why);
-    }
-
-    /// A request on `ci` passed the gate: the connection (and its tunnel's
-    /// other half) can no longer be pushed out by newcomers.
-    fn admit(&mut self, ci: ConnId) {
-        let Some(conn) = self.conns.get_mut(ci) else {
-            return;
-        };
-        conn.admitted = true;
-        let post = conn
-            .rtsp()
-            .and_then(|r| r.tunnel.as_ref())
-            .and_then(|t| t.post);
-        if let Some(p) = post.and_then(|p| self.conns.get_mut(p)) {
-            p.admitted = true;
+        match port {
+            Port::Rtsp => self.rtsp.opened(id),
+            Port::Http => self.http.opened(id),
         }
-    }
-
-    /// Whether a client at `peer` may be served without a password: with no
-    /// users set, only this machine's clients, unless `anonymous` (a fresh
-    /// camera is not an open one).
-    fn open_to(&self, peer: SocketAddr) -> bool {
-        self.auth.is_some() || self.cfg.anonymous || peer.ip().to_canonical().is_loopback()
-    }
-
-    /// Streaming clients now: RTSP sessions and MJPEG streams (max_clients).
-    fn clients(&self) -> usize {
-        self.sessions.len() + self.mjpeg_clients()
+        self.admission.opened(peer.ip());
     }
 
     // ---- connections --------------------------------------------------
@@ -630,142 +506,152 @@ impl Server {
             }
             let cap = conn.input_cap(self.cfg.max_request_size);
             if conn.inbuf.len() >= cap {
-                return self.process_input(ci);
+                return self.input(ci);
             }
             let room = (cap - conn.inbuf.len()).min(buf.len());
             match conn.stream.read(&mut buf[..room]) {
                 Ok(0) => {
-                    self.process_input(ci);
-                    return self.close_conn(ci, "closed by peer");
+                    self.input(ci);
+                    return self.close(ci, "closed by peer");
                 }
                 Ok(n) => {
                     conn.last_input = Mono::now();
                     // A tunnel's GET side carries nothing in: its requests
                     // come through the POST side.
-                    if conn.rtsp().is_none_or(|r| r.tunnel.is_none()) {
+                    if !self.rtsp.is_tunnel_get(ci) {
                         conn.inbuf.extend_from_slice(&buf[..n]);
                     }
-                    self.process_input(ci);
+                    self.input(ci);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return self.close_conn(ci, &format!("read: {e}")),
+                Err(e) => return self.close(ci, &format!("read: {e}")),
             }
         }
         // More may be waiting, but others get their turn first; readiness is
         // edge-triggered, so remember to come back.
-        self.resume_reading.push(ci);
+        self.after.resume.push(ci);
     }
 
-    fn process_input(&mut self, ci: ConnId) {
-        match self.conns.get(ci).map(|c| &c.proto) {
-            Some(Proto::Rtsp(_)) => self.rtsp_input(ci),
-            Some(Proto::Http(_)) => self.http_input(ci),
+    /// Hands a connection's input to its part.
+    fn input(&mut self, ci: ConnId) {
+        match self.conns.get(ci).map(|c| c.kind) {
+            Some(Kind::Rtsp) => self.rtsp.input(ci, &mut ctx!(self)),
+            Some(Kind::TunnelPost) => self.rtsp.tunnel_input(ci, &mut ctx!(self)),
+            Some(Kind::Http) => {
+                let mut handoff = self.http.input(ci, &mut ctx!(self));
+                while let Some(h) = handoff {
+                    handoff = self.handoff(ci, h);
+                }
+            }
             None => {}
+        }
+        self.settle();
+    }
+
+    /// What HTTP handed over: a tunnel's half to RTSP; /metrics and ONVIF
+    /// answered here, then HTTP's next request.
+    fn handoff(&mut self, ci: ConnId, h: Handoff) -> Option<Handoff> {
+        match h {
+            Handoff::TunnelGet { cookie, user } => {
+                self.conns.get_mut(ci)?.kind = Kind::Rtsp;
+                self.rtsp.tunnel_get(ci, cookie, user, &mut ctx!(self));
+                None
+            }
+            Handoff::TunnelPost { cookie, user } => {
+                self.conns.get_mut(ci)?.kind = Kind::TunnelPost;
+                self.rtsp.tunnel_post(ci, cookie, user, &mut ctx!(self));
+                None
+            }
+            Handoff::Metrics { head_only, close } => {
+                let text = self.metrics_text();
+                let ctx = &mut ctx!(self);
+                self.http.metrics(ci, &text, head_only, close, ctx);
+                self.http.input(ci, ctx)
+            }
+            Handoff::Onvif(req) => {
+                let answer = self.onvif.handle(
+                    &req,
+                    onvif::Context {
+                        cfg: &self.cfg,
+                        fanout: &mut self.fanout,
+                        sub: self.sub.as_mut(),
+                    },
+                );
+                let ctx = &mut ctx!(self);
+                self.http.onvif_answer(ci, answer, ctx);
+                self.http.input(ci, ctx)
+            }
         }
     }
 
     /// Writes a connection's pending bytes until the socket is full.
-    fn flush_conn(&mut self, ci: ConnId) {
-        match self.conns.get(ci).map(|c| &c.proto) {
-            Some(Proto::Rtsp(_)) => self.rtsp_flush(ci),
-            Some(Proto::Http(_)) => self.http_flush(ci),
+    fn flush(&mut self, ci: ConnId) {
+        match self.conns.get(ci).map(|c| c.kind) {
+            Some(Kind::Rtsp | Kind::TunnelPost) => self.rtsp.flush(ci, &mut ctx!(self)),
+            Some(Kind::Http) => self.http.flush(ci, &mut ctx!(self)),
             None => {}
         }
     }
 
-    /// Writes a connection's pending control bytes (responses, headers):
-    /// true when all are out and its flush may go on, false when the socket
-    /// is full or the connection was closed.
-    fn write_ctrl(&mut self, ci: ConnId) -> bool {
-        let Some(conn) = self.conns.get_mut(ci) else {
-            return false;
-        };
-        match conn.write_ctrl() {
-            Ok(true) => {
-                self.ctrl_drained(ci);
-                true
-            }
-            Ok(false) => false,
-            Err(e) => {
-                self.close_conn(ci, &format!("write: {e}"));
-                false
-            }
-        }
+    fn close(&mut self, ci: ConnId, why: &str) {
+        ctx::close(&mut self.conns, &mut self.after, ci, why);
+        self.settle();
     }
 
-    /// After a connection's control bytes are all out: reading resumes if
-    /// it was paused for them.
-    fn ctrl_drained(&mut self, ci: ConnId) {
-        let Some(conn) = self.conns.get_mut(ci) else {
-            return;
-        };
-        if conn.read_paused {
-            conn.read_paused = false;
-            self.resume_reading.push(ci);
-            // A tunnel's POST side was paused with its GET side.
-            if let Some(post) = conn
-                .rtsp()
-                .and_then(|r| r.tunnel.as_ref())
-                .and_then(|t| t.post)
-            {
-                if let Some(p) = self.conns.get_mut(post) {
-                    p.read_paused = false;
-                }
-                self.resume_reading.push(post);
+    /// Finishes closing what the parts took out of the table: the socket
+    /// leaves the poll, its address's count goes down, its part lets go of
+    /// it (which may close others: a tunnel's other half).
+    fn settle(&mut self) {
+        while let Some(mut c) = self.after.closed.pop() {
+            let _ = self.poll.registry().deregister(&mut c.conn.stream);
+            self.admission.closed(c.peer().ip());
+            log::debug!("{}: {}", c.peer(), c.why);
+            match c.kind() {
+                Kind::Rtsp | Kind::TunnelPost => self.rtsp.closed(c.id, &c.why, &mut ctx!(self)),
+                Kind::Http => self.http.closed(c.id, c.peer(), &mut self.fanout),
             }
-        }
-    }
-
-    fn close_conn(&mut self, ci: ConnId, why: &str) {
-        let Some(mut conn) = self.conns.remove(ci) else {
-            return;
-        };
-        let _ = self.poll.registry().deregister(&mut conn.stream);
-        self.admission.closed(conn.peer.ip());
-        log::debug!("{}: {why}", conn.peer);
-        match conn.proto {
-            Proto::Rtsp(r) => self.rtsp_closed(ci, r, why),
-            Proto::Http(h) => self.http_closed(h, conn.peer),
         }
     }
 
     fn housekeeping(&mut self, now: Mono) {
-        self.rtsp_housekeeping(now);
+        let (wall, mono) = wall_now();
+        let stepped = self.wall_clock.observe(wall, mono);
+        if let Some(step) = stepped {
+            log::info!(
+                "wall clock stepped by {:+.3} s (NTP or set by hand): RTCP sender reports follow it, RTP timestamps go on unchanged",
+                step as f64 / 1e9
+            );
+        }
+        self.rtsp
+            .housekeeping(now, stepped.is_some(), &mut ctx!(self));
         if let Some(source) = self.source.take() {
             self.note_camera(&*source);
             self.source = Some(source);
         }
-        self.http_housekeeping(now);
-        let stuck: Vec<ConnId> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| {
-                c.closing
-                    .is_some_and(|t| now.saturating_sub(t) > CLOSE_GRACE)
-            })
-            .map(|(k, _)| k)
-            .collect();
-        for ci in stuck {
-            self.close_conn(ci, "did not read the error response");
-        }
+        self.http.housekeeping(now, &mut ctx!(self));
         let request_timeout = Duration::from_secs(u64::from(self.cfg.request_timeout));
         let idle_timeout = Duration::from_secs(u64::from(self.cfg.idle_timeout));
-        let (mut slow, mut idle) = (Vec::new(), Vec::new());
+        let (mut stuck, mut slow, mut idle) = (Vec::new(), Vec::new(), Vec::new());
         for (ci, c) in self.conns.iter() {
-            if c.closing.is_some() {
-                continue;
-            }
-            if c.request_started
+            if let Some(t) = c.closing {
+                if now.saturating_sub(t) > CLOSE_GRACE {
+                    stuck.push(ci);
+                }
+            } else if c
+                .request_started
                 .is_some_and(|t| now.saturating_sub(t) > request_timeout)
             {
                 slow.push(ci);
-            } else if !c.streaming()
+            } else if !self.streaming(ci, c)
                 && c.ctrl_pending() == 0
                 && now.saturating_sub(c.last_input) > idle_timeout
             {
                 idle.push(ci);
             }
+        }
+        for ci in stuck {
+            self.close(ci, "did not read the error response");
         }
         for ci in slow {
             let Some(conn) = self.conns.get_mut(ci) else {
@@ -779,24 +665,87 @@ impl Server {
             conn.inbuf.clear();
             conn.request_started = None;
             conn.closing = Some(now);
-            match conn.proto {
-                Proto::Rtsp(_) => rtsp::timed_out(conn),
-                Proto::Http(_) => http::timed_out(conn),
+            match conn.kind {
+                Kind::Rtsp => Rtsp::timed_out(conn),
+                Kind::Http => Http::timed_out(conn),
+                Kind::TunnelPost => {}
             }
-            self.flush_conn(ci);
+            self.flush(ci);
         }
         for ci in idle {
-            let Some(conn) = self.conns.get(ci) else {
-                continue;
-            };
-            log::info!(
-                "{}: idle without a session or stream for {} s (idle_timeout); closing",
-                conn.peer,
-                self.cfg.idle_timeout
-            );
-            self.close_conn(ci, "idle without a session or stream");
+            if let Some(conn) = self.conns.get(ci) {
+                log::info!(
+                    "{}: idle without a session or stream for {} s (idle_timeout); closing",
+                    conn.peer,
+                    self.cfg.idle_timeout
+                );
+            }
+            self.close(ci, "idle without a session or stream");
         }
+        self.wake_subscribers();
         self.log_stats(now);
+    }
+
+    /// Whether a connection carries a stream (then it is not idle).
+    fn streaming(&self, ci: ConnId, c: &Conn) -> bool {
+        match c.kind {
+            Kind::Rtsp | Kind::TunnelPost => self.rtsp.streaming(ci),
+            Kind::Http => self.http.streaming(ci),
+        }
+    }
+
+    /// What every part counts, for /metrics.
+    fn metrics_text(&self) -> String {
+        let rtsp = self.rtsp.counts(&self.conns);
+        let http = self.http.counts();
+        let delivery = |label: &str| {
+            let d = self
+                .fanout
+                .deliveries()
+                .iter()
+                .find(|(n, _)| *n == label)
+                .map(|(_, d)| *d)
+                .unwrap_or_default();
+            http::metrics::Delivery {
+                frames_sent: d.frames_sent,
+                frames_dropped: d.frames_dropped,
+                bytes_sent: d.bytes_sent,
+            }
+        };
+        let main = self.fanout.stream(StreamId::MAIN);
+        let rtsp_port = self.rtsp_addr().map_or(self.cfg.rtsp_port, |a| a.port());
+        let http_port = self.http_addr().map_or(self.cfg.http_port, |a| a.port());
+        http::metrics::text(&http::metrics::Figures {
+            path: &self.cfg.path,
+            sub_path: self.sub.as_ref().map_or("", |_| substream::PATH),
+            onvif: self.cfg.onvif,
+            rtsp_port,
+            http_port,
+            width: main.info.width,
+            height: main.info.height,
+            fps: main.info.fps,
+            camera_present: self.fanout.camera_present(),
+            source: self.cfg.source.to_string(),
+            mode: &self.camera_mode,
+            intake: self.fanout.intake_counts(),
+            rtsp: delivery("rtsp"),
+            http: delivery("http"),
+            sessions_udp: rtsp.sessions_udp,
+            sessions_tcp: rtsp.sessions_tcp,
+            sessions_tunnelled: rtsp.sessions_tunnelled,
+            mjpeg_streams: http.mjpeg_streams,
+            rtsp_connections: rtsp.connections,
+            http_connections: http.connections,
+            refusals: Refusal::ALL
+                .iter()
+                .map(|r| (r.name(), self.admission.refusals[*r as usize]))
+                .collect(),
+            http_requests: http.requests,
+            snapshots: http.snapshots,
+            uptime_seconds: Mono::now().saturating_sub(self.started).as_secs_f64(),
+            start_time_seconds: self.started_unix,
+            latency: &self.fanout.latency.total,
+        })
     }
 
     fn log_stats(&mut self, now: Mono) {
@@ -808,15 +757,15 @@ impl Server {
         if elapsed < STATS_EVERY {
             return;
         }
-        let c = &self.intake.counts;
+        let c = self.fanout.intake_counts();
         let streamed = c.frames_taken - self.frames_at_last_log;
         let refused: u64 = c.refused.iter().sum();
         let repaired: u64 = c.repaired.iter().sum();
         log::info!(
             "{:.1} frames/s, {} sessions, {} MJPEG streams, {} connections; of {} frames since start {repaired} repaired, {refused} refused",
             streamed as f64 / elapsed.as_secs_f64(),
-            self.sessions.len(),
-            self.mjpeg_clients(),
+            self.rtsp.sessions(),
+            self.http.counts().mjpeg_streams,
             self.conns.len(),
             c.frames_in
         );
@@ -830,15 +779,15 @@ impl Server {
         log::info!(
             "send latency (frame in to its last byte written, per client) over {:.1} s: {}",
             now.saturating_sub(self.latency_since).as_secs_f64(),
-            self.send_latency.window
+            self.fanout.latency.window
         );
-        self.send_latency.window.reset();
+        self.fanout.latency.window.reset();
         self.latency_since = now;
     }
 
     fn shutdown(&mut self) {
         self.log_send_latency();
-        let c = &self.intake.counts;
+        let c = self.fanout.intake_counts();
         log::info!(
             "{} frames in, {} streamed; repaired: {}; refused: {}",
             c.frames_in,
@@ -846,15 +795,27 @@ impl Server {
             Intake::summary(&c.repaired),
             Intake::summary(&c.refused)
         );
-        let ids = self.sessions.ids();
-        for si in ids {
-            self.end_session(si, "server stopping", true);
-        }
-        let conns = self.conns.ids();
-        for ci in conns {
+        self.rtsp.shutdown(&mut ctx!(self));
+        for ci in self.conns.ids() {
             // Best effort: whatever fits in the socket buffer now.
-            self.flush_conn(ci);
+            self.flush(ci);
         }
+    }
+
+    /// Whether every part's tables agree with each other and with the
+    /// connections (the fuzz target checks it after each step): Ok, or
+    /// what does not hold.
+    pub fn audit(&self) -> Result<(), String> {
+        self.rtsp.audit(&self.conns)?;
+        self.http.audit(&self.conns)?;
+        let mut per_ip = std::collections::HashMap::new();
+        for (_, c) in self.conns.iter() {
+            *per_ip.entry(c.peer.ip()).or_insert(0) += 1;
+        }
+        if !self.admission.counts_match(&per_ip) {
+            return Err("admission's count of connections per address is off".into());
+        }
+        Ok(())
     }
 }
 
@@ -866,19 +827,4 @@ fn busy_answer(port: Port) -> &'static [u8] {
         }
         Port::Rtsp => b"RTSP/1.0 503 Service Unavailable\r\nConnection: close\r\n\r\n",
     }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        for id in self.signal_ids.drain(..) {
-            signal_hook::low_level::unregister(id);
-        }
-    }
-}
-
-fn hostname() -> String {
-    rustix::system::uname()
-        .nodename()
-        .to_string_lossy()
-        .into_owned()
 }

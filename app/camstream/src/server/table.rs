@@ -176,6 +176,83 @@ impl<T> Default for Table<T> {
     }
 }
 
+/// What one part keeps of another's entries (a protocol's state of each
+/// of its connections), by the same ids: found only while the id's entry
+/// is the one it was stored for.
+pub struct Secondary<T, V> {
+    slots: Vec<Option<(u32, V)>>,
+    len: usize,
+    kind: PhantomData<fn() -> T>,
+}
+
+impl<T, V> Secondary<T, V> {
+    pub fn new() -> Secondary<T, V> {
+        Secondary {
+            slots: Vec::new(),
+            len: 0,
+            kind: PhantomData,
+        }
+    }
+
+    /// Stores `value` for `id`, replacing what a former entry of its slot
+    /// left (returned).
+    pub fn insert(&mut self, id: Id<T>, value: V) -> Option<V> {
+        let slot = id.slot as usize;
+        if self.slots.len() <= slot {
+            self.slots.resize_with(slot + 1, || None);
+        }
+        let old = self.slots[slot].replace((id.generation, value));
+        if old.is_none() {
+            self.len += 1;
+        }
+        old.map(|(_, v)| v)
+    }
+
+    pub fn get(&self, id: Id<T>) -> Option<&V> {
+        match self.slots.get(id.slot as usize)? {
+            Some((generation, value)) if *generation == id.generation => Some(value),
+            _ => None,
+        }
+    }
+
+    pub fn get_mut(&mut self, id: Id<T>) -> Option<&mut V> {
+        match self.slots.get_mut(id.slot as usize)? {
+            Some((generation, value)) if *generation == id.generation => Some(value),
+            _ => None,
+        }
+    }
+
+    pub fn remove(&mut self, id: Id<T>) -> Option<V> {
+        self.get(id)?;
+        self.len -= 1;
+        self.slots[id.slot as usize].take().map(|(_, v)| v)
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (Id<T>, &V)> {
+        self.slots.iter().enumerate().filter_map(|(slot, e)| {
+            let (generation, value) = e.as_ref()?;
+            Some((
+                Id {
+                    slot: slot as u32,
+                    generation: *generation,
+                    kind: PhantomData,
+                },
+                value,
+            ))
+        })
+    }
+}
+
+impl<T, V> Default for Secondary<T, V> {
+    fn default() -> Self {
+        Secondary::new()
+    }
+}
+
 /// For ids the caller holds live (checked just before, in the same call):
 /// a stale id here is a bug, not a client's doing.
 impl<T> Index<Id<T>> for Table<T> {
@@ -219,6 +296,22 @@ mod tests {
         assert_eq!(Id::<i32>::from_token(tb, 16), Some(b));
         assert_eq!(t.get(Id::from_token(ta, 16).unwrap()), None);
         assert_eq!(Id::<i32>::from_token(mio::Token(3), 16), None);
+    }
+
+    #[test]
+    fn a_secondary_finds_only_the_entry_it_was_given_for() {
+        let mut t = Table::new();
+        let mut side = Secondary::new();
+        let a = t.insert(());
+        side.insert(a, "a's");
+        t.remove(a);
+        let b = t.insert(());
+        assert_eq!(side.get(b), None, "b took a's slot, not its state");
+        assert_eq!(side.insert(b, "b's"), Some("a's"));
+        assert_eq!(side.get(a), None);
+        assert_eq!(side.len(), 1);
+        assert_eq!(side.remove(b), Some("b's"));
+        assert_eq!((side.len(), side.iter().count()), (0, 0));
     }
 
     #[test]

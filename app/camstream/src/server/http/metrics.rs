@@ -1,19 +1,15 @@
 //! GET /metrics: the daemon's counts in Prometheus' text format, written by
-//! the `prometheus` crate's encoder from families built at each scrape
-//! (the counts live where they are kept; nothing is registered).
+//! the `prometheus` crate's encoder from families built at each scrape.
+//! The counts live where they are kept; the event loop gathers them into
+//! [`Figures`] and this only formats them.
 
 use prometheus::proto::{
     Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType,
 };
 use prometheus::{Encoder, TextEncoder};
 
-use super::super::conn::Proto;
-use super::super::rtsp::Transport;
-use super::super::{Refusal, Server};
-use super::State;
-use crate::clock::Mono;
-use crate::intake::{REPAIR_REASONS, repair_reason};
-use crate::latency::METRIC_BOUNDS_US;
+use crate::intake::{Counts as Intake, REPAIR_REASONS, repair_reason};
+use crate::latency::{Cumulative, METRIC_BOUNDS_US};
 use camstream_rtp::JpegError;
 
 pub const CONTENT_TYPE: &str = prometheus::TEXT_FORMAT;
@@ -86,234 +82,239 @@ fn rss_bytes() -> Option<f64> {
     Some(kb * 1024.0)
 }
 
-impl Server {
-    pub(super) fn metrics_text(&self) -> String {
-        let t = &self.totals;
-        let c = &self.intake.counts;
-        let info = &self.stream.info;
-        let (width, height, fps) = (
-            info.width.to_string(),
-            info.height.to_string(),
-            info.fps.to_string(),
-        );
-        let (rtsp_port, http_port) = (
-            self.listener
-                .local_addr()
-                .map_or(self.cfg.rtsp_port, |a| a.port())
-                .to_string(),
-            self.http_addr()
-                .map_or(self.cfg.http_port, |a| a.port())
-                .to_string(),
-        );
-        let (mut udp, mut tcp, mut tunnelled) = (0.0, 0.0, 0.0);
-        for (_, s) in self.sessions.iter() {
-            let tunnel = self
-                .conns
-                .get(s.conn)
-                .and_then(|c| c.rtsp())
-                .is_some_and(|r| r.tunnel.is_some());
-            match s.transport {
-                Transport::Udp { .. } => udp += 1.0,
-                Transport::Interleaved { .. } if tunnel => tunnelled += 1.0,
-                Transport::Interleaved { .. } => tcp += 1.0,
-            }
-        }
-        let (mut rtsp_conns, mut http_conns) = (0.0, 0.0);
-        for (_, conn) in self.conns.iter() {
-            match &conn.proto {
-                Proto::Rtsp(_) => rtsp_conns += 1.0,
-                Proto::Http(h) if matches!(h.state, State::TunnelIn { .. }) => rtsp_conns += 1.0,
-                Proto::Http(_) => http_conns += 1.0,
-            }
-        }
-        let refused_reasons: Vec<[(&str, &str); 1]> = JpegError::ALL
-            .iter()
-            .map(|e| [("reason", e.name())])
-            .collect();
-        let repaired_reasons: Vec<[(&str, &str); 1]> = (0..REPAIR_REASONS)
-            .map(|i| [("reason", repair_reason(i))])
-            .collect();
-        let refusal_reasons: Vec<[(&str, &str); 1]> = Refusal::ALL
-            .iter()
-            .map(|r| [("reason", r.name())])
-            .collect();
-        let rtsp = [("protocol", "rtsp")];
-        let http = [("protocol", "http")];
-        let mode = self.camera.mode.as_str();
-        let source = self.cfg.source.to_string();
-        // What the status page lists beside the main stream.
-        let sub_path = if self.sub.is_some() {
-            super::super::sub::PATH
-        } else {
-            ""
-        };
-        let onvif = if self.cfg.onvif { "true" } else { "false" };
-        let mut families = vec![
-            gauges(
-                "camstream_info",
-                "The daemon: its version, stream paths, ports, stream size and whether ONVIF is on (value 1).",
-                &[(
-                    &[
-                        ("version", env!("CARGO_PKG_VERSION")),
-                        ("path", &self.cfg.path),
-                        ("sub_path", sub_path),
-                        ("onvif", onvif),
-                        ("rtsp_port", &rtsp_port),
-                        ("http_port", &http_port),
-                        ("width", &width),
-                        ("height", &height),
-                        ("fps", &fps),
-                    ],
-                    1.0,
-                )],
-            ),
-            gauges(
-                "camstream_camera_present",
-                "1 while the camera is there, 0 while it is absent (unplugged, not found).",
-                &[(&[], if self.camera.present { 1.0 } else { 0.0 })],
-            ),
-            gauges(
-                "camstream_camera_info",
-                "The configured source and the mode it runs in (value 1).",
-                &[(&[("source", &source), ("mode", mode)], 1.0)],
-            ),
-            counters(
-                "camstream_frames_captured_total",
-                "Frames from the source.",
-                &[(&[], c.frames_in)],
-            ),
-            counters(
-                "camstream_frames_streamed_total",
-                "Frames made sendable (as captured, or repaired) and offered to the clients.",
-                &[(&[], c.frames_taken)],
-            ),
-            counters(
-                "camstream_frames_repaired_total",
-                "Frames made sendable by the normalizer, by what was wrong with them.",
-                &repaired_reasons
-                    .iter()
-                    .zip(c.repaired)
-                    .map(|(l, n)| (l.as_slice(), n))
-                    .collect::<Vec<_>>(),
-            ),
-            counters(
-                "camstream_frames_refused_total",
-                "Frames not sent because they could not be made sendable, by reason.",
-                &refused_reasons
-                    .iter()
-                    .zip(c.refused)
-                    .map(|(l, n)| (l.as_slice(), n))
-                    .collect::<Vec<_>>(),
-            ),
-            counters(
-                "camstream_frames_sent_total",
-                "Frames written whole to a client, summed over clients.",
-                &[(&rtsp, t.rtsp.frames_sent), (&http, t.http.frames_sent)],
-            ),
-            counters(
-                "camstream_frames_dropped_total",
-                "Frames a client did not get because it could not keep up, summed over clients.",
-                &[
-                    (&rtsp, t.rtsp.frames_dropped),
-                    (&http, t.http.frames_dropped),
-                ],
-            ),
-            counters(
-                "camstream_bytes_sent_total",
-                "Frame bytes written to clients (RTP packets, JPEG parts), summed over clients.",
-                &[(&rtsp, t.rtsp.bytes_sent), (&http, t.http.bytes_sent)],
-            ),
-            gauges(
-                "camstream_clients",
-                "Streaming clients now, by protocol and transport.",
-                &[
-                    (&[("protocol", "rtsp"), ("transport", "udp")], udp),
-                    (&[("protocol", "rtsp"), ("transport", "tcp")], tcp),
-                    (
-                        &[("protocol", "rtsp"), ("transport", "http-tunnel")],
-                        tunnelled,
-                    ),
-                    (
-                        &[("protocol", "http"), ("transport", "mjpeg")],
-                        self.mjpeg_clients() as f64,
-                    ),
-                ],
-            ),
-            gauges(
-                "camstream_connections",
-                "Open client connections, by protocol (a tunnel's POST side counts as RTSP).",
-                &[(&rtsp, rtsp_conns), (&http, http_conns)],
-            ),
-            counters(
-                "camstream_refused_total",
-                "Connections and requests refused, by reason.",
-                &refusal_reasons
-                    .iter()
-                    .zip(self.admission.refusals)
-                    .map(|(l, n)| (l.as_slice(), n))
-                    .collect::<Vec<_>>(),
-            ),
-            counters(
-                "camstream_http_requests_total",
-                "HTTP requests read.",
-                &[(&[], t.http_requests)],
-            ),
-            counters(
-                "camstream_snapshots_total",
-                "Snapshots answered with a frame.",
-                &[(&[], t.snapshots)],
-            ),
-            gauges(
-                "camstream_uptime_seconds",
-                "Seconds since the daemon started (monotonic: right even without NTP).",
-                &[(&[], Mono::now().saturating_sub(self.started).as_secs_f64())],
-            ),
-            gauges(
-                "process_start_time_seconds",
-                "Start time of the process since the Unix epoch, by the camera's clock.",
-                &[(&[], self.started_unix)],
-            ),
-        ];
-        if let Some(rss) = rss_bytes() {
-            families.push(gauges(
-                "process_resident_memory_bytes",
-                "Resident memory size in bytes.",
-                &[(&[], rss)],
-            ));
-        }
-        families.push(self.latency_family());
-        let mut out = Vec::with_capacity(8192);
-        TextEncoder::new()
-            .encode(&families, &mut out)
-            .expect("the families above are well formed");
-        String::from_utf8(out).expect("the text format is UTF-8")
-    }
+/// Deliveries of one protocol since the start.
+#[derive(Default, Clone, Copy)]
+pub struct Delivery {
+    pub frames_sent: u64,
+    pub frames_dropped: u64,
+    pub bytes_sent: u64,
+}
 
-    fn latency_family(&self) -> MetricFamily {
-        let total = &self.send_latency.total;
-        let mut h = Histogram::default();
-        let mut cumulative = 0;
-        let buckets = METRIC_BOUNDS_US
-            .iter()
-            .zip(total.buckets)
-            .map(|(&bound, n)| {
-                cumulative += n;
-                let mut b = Bucket::default();
-                b.set_upper_bound(bound as f64 / 1e6);
-                b.set_cumulative_count(cumulative);
-                b
-            })
-            .collect();
-        h.set_bucket(buckets);
-        h.set_sample_count(total.count);
-        h.set_sample_sum(total.sum_us as f64 / 1e6);
-        let mut m = metric(&[]);
-        m.set_histogram(h);
-        family(
-            "camstream_send_latency_seconds",
-            "From a frame entering the server to its last byte written to a client, per client and frame.",
-            MetricType::HISTOGRAM,
-            vec![m],
-        )
+/// Everything /metrics shows, gathered from the parts that count it.
+pub struct Figures<'a> {
+    pub path: &'a str,
+    /// The sub-stream's path, or "" without one.
+    pub sub_path: &'a str,
+    pub onvif: bool,
+    pub rtsp_port: u16,
+    pub http_port: u16,
+    pub width: u16,
+    pub height: u16,
+    pub fps: u32,
+    pub camera_present: bool,
+    pub source: String,
+    pub mode: &'a str,
+    pub intake: &'a Intake,
+    pub rtsp: Delivery,
+    pub http: Delivery,
+    pub sessions_udp: usize,
+    pub sessions_tcp: usize,
+    pub sessions_tunnelled: usize,
+    pub mjpeg_streams: usize,
+    pub rtsp_connections: usize,
+    pub http_connections: usize,
+    /// Refusals by reason: (name, count).
+    pub refusals: Vec<(&'static str, u64)>,
+    pub http_requests: u64,
+    pub snapshots: u64,
+    pub uptime_seconds: f64,
+    pub start_time_seconds: f64,
+    pub latency: &'a Cumulative,
+}
+
+/// The figures in Prometheus' text format.
+pub fn text(f: &Figures<'_>) -> String {
+    let c = f.intake;
+    let (width, height, fps) = (f.width.to_string(), f.height.to_string(), f.fps.to_string());
+    let (rtsp_port, http_port) = (f.rtsp_port.to_string(), f.http_port.to_string());
+    let refused_reasons: Vec<[(&str, &str); 1]> = JpegError::ALL
+        .iter()
+        .map(|e| [("reason", e.name())])
+        .collect();
+    let repaired_reasons: Vec<[(&str, &str); 1]> = (0..REPAIR_REASONS)
+        .map(|i| [("reason", repair_reason(i))])
+        .collect();
+    let refusal_reasons: Vec<[(&str, &str); 1]> = f
+        .refusals
+        .iter()
+        .map(|(name, _)| [("reason", *name)])
+        .collect();
+    let rtsp = [("protocol", "rtsp")];
+    let http = [("protocol", "http")];
+    let onvif = if f.onvif { "true" } else { "false" };
+    let mut families = vec![
+        gauges(
+            "camstream_info",
+            "The daemon: its version, stream paths, ports, stream size and whether ONVIF is on (value 1).",
+            &[(
+                &[
+                    ("version", env!("CARGO_PKG_VERSION")),
+                    ("path", f.path),
+                    ("sub_path", f.sub_path),
+                    ("onvif", onvif),
+                    ("rtsp_port", &rtsp_port),
+                    ("http_port", &http_port),
+                    ("width", &width),
+                    ("height", &height),
+                    ("fps", &fps),
+                ],
+                1.0,
+            )],
+        ),
+        gauges(
+            "camstream_camera_present",
+            "1 while the camera is there, 0 while it is absent (unplugged, not found).",
+            &[(&[], if f.camera_present { 1.0 } else { 0.0 })],
+        ),
+        gauges(
+            "camstream_camera_info",
+            "The configured source and the mode it runs in (value 1).",
+            &[(&[("source", &f.source), ("mode", f.mode)], 1.0)],
+        ),
+        counters(
+            "camstream_frames_captured_total",
+            "Frames from the source.",
+            &[(&[], c.frames_in)],
+        ),
+        counters(
+            "camstream_frames_streamed_total",
+            "Frames made sendable (as captured, or repaired) and offered to the clients.",
+            &[(&[], c.frames_taken)],
+        ),
+        counters(
+            "camstream_frames_repaired_total",
+            "Frames made sendable by the normalizer, by what was wrong with them.",
+            &repaired_reasons
+                .iter()
+                .zip(c.repaired)
+                .map(|(l, n)| (l.as_slice(), n))
+                .collect::<Vec<_>>(),
+        ),
+        counters(
+            "camstream_frames_refused_total",
+            "Frames not sent because they could not be made sendable, by reason.",
+            &refused_reasons
+                .iter()
+                .zip(c.refused)
+                .map(|(l, n)| (l.as_slice(), n))
+                .collect::<Vec<_>>(),
+        ),
+        counters(
+            "camstream_frames_sent_total",
+            "Frames written whole to a client, summed over clients.",
+            &[(&rtsp, f.rtsp.frames_sent), (&http, f.http.frames_sent)],
+        ),
+        counters(
+            "camstream_frames_dropped_total",
+            "Frames a client did not get because it could not keep up, summed over clients.",
+            &[
+                (&rtsp, f.rtsp.frames_dropped),
+                (&http, f.http.frames_dropped),
+            ],
+        ),
+        counters(
+            "camstream_bytes_sent_total",
+            "Frame bytes written to clients (RTP packets, JPEG parts), summed over clients.",
+            &[(&rtsp, f.rtsp.bytes_sent), (&http, f.http.bytes_sent)],
+        ),
+        gauges(
+            "camstream_clients",
+            "Streaming clients now, by protocol and transport.",
+            &[
+                (
+                    &[("protocol", "rtsp"), ("transport", "udp")],
+                    f.sessions_udp as f64,
+                ),
+                (
+                    &[("protocol", "rtsp"), ("transport", "tcp")],
+                    f.sessions_tcp as f64,
+                ),
+                (
+                    &[("protocol", "rtsp"), ("transport", "http-tunnel")],
+                    f.sessions_tunnelled as f64,
+                ),
+                (
+                    &[("protocol", "http"), ("transport", "mjpeg")],
+                    f.mjpeg_streams as f64,
+                ),
+            ],
+        ),
+        gauges(
+            "camstream_connections",
+            "Open client connections, by protocol (a tunnel's POST side counts as RTSP).",
+            &[
+                (&rtsp, f.rtsp_connections as f64),
+                (&http, f.http_connections as f64),
+            ],
+        ),
+        counters(
+            "camstream_refused_total",
+            "Connections and requests refused, by reason.",
+            &refusal_reasons
+                .iter()
+                .zip(&f.refusals)
+                .map(|(l, (_, n))| (l.as_slice(), *n))
+                .collect::<Vec<_>>(),
+        ),
+        counters(
+            "camstream_http_requests_total",
+            "HTTP requests read.",
+            &[(&[], f.http_requests)],
+        ),
+        counters(
+            "camstream_snapshots_total",
+            "Snapshots answered with a frame.",
+            &[(&[], f.snapshots)],
+        ),
+        gauges(
+            "camstream_uptime_seconds",
+            "Seconds since the daemon started (monotonic: right even without NTP).",
+            &[(&[], f.uptime_seconds)],
+        ),
+        gauges(
+            "process_start_time_seconds",
+            "Start time of the process since the Unix epoch, by the camera's clock.",
+            &[(&[], f.start_time_seconds)],
+        ),
+    ];
+    if let Some(rss) = rss_bytes() {
+        families.push(gauges(
+            "process_resident_memory_bytes",
+            "Resident memory size in bytes.",
+            &[(&[], rss)],
+        ));
     }
+    families.push(latency_family(f.latency));
+    let mut out = Vec::with_capacity(8192);
+    TextEncoder::new()
+        .encode(&families, &mut out)
+        .expect("the families above are well formed");
+    String::from_utf8(out).expect("the text format is UTF-8")
+}
+
+fn latency_family(total: &Cumulative) -> MetricFamily {
+    let mut h = Histogram::default();
+    let mut cumulative = 0;
+    let buckets = METRIC_BOUNDS_US
+        .iter()
+        .zip(total.buckets)
+        .map(|(&bound, n)| {
+            cumulative += n;
+            let mut b = Bucket::default();
+            b.set_upper_bound(bound as f64 / 1e6);
+            b.set_cumulative_count(cumulative);
+            b
+        })
+        .collect();
+    h.set_bucket(buckets);
+    h.set_sample_count(total.count);
+    h.set_sample_sum(total.sum_us as f64 / 1e6);
+    let mut m = metric(&[]);
+    m.set_histogram(h);
+    family(
+        "camstream_send_latency_seconds",
+        "From a frame entering the server to its last byte written to a client, per client and frame.",
+        MetricType::HISTOGRAM,
+        vec![m],
+    )
 }

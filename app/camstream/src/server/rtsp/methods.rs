@@ -8,19 +8,22 @@ use camstream_rtsp::transport::{self, Choice};
 use rtsp_types::headers::{self, Transports};
 use rtsp_types::{Method, Request, Response, ResponseBuilder, StatusCode, Url, Version};
 
-use super::super::fanout::StreamId;
-use super::super::{Refusal, Server, random_u64};
+use super::super::admission::Refusal;
+use super::super::conn::{self, ConnId};
+use super::super::ctx::Ctx;
+use super::super::fanout::{StreamId, Subscription};
+use super::super::random::random_u64;
+use super::Rtsp;
 use super::sdp::{self, TRACK};
-use super::{Session, SessionId, Transport};
+use super::session::{Session, SessionId, Transport};
 use crate::clock::Mono;
-use crate::server::conn::ConnId;
 
 const SERVER: &str = concat!("camstream/", env!("CARGO_PKG_VERSION"));
 const PUBLIC: &str =
     "OPTIONS, DESCRIBE, SETUP, PLAY, PAUSE, TEARDOWN, GET_PARAMETER, SET_PARAMETER";
 
 /// A response with the headers every response carries.
-pub(in crate::server) fn response(status: StatusCode, cseq: Option<&str>) -> ResponseBuilder {
+pub(super) fn response(status: StatusCode, cseq: Option<&str>) -> ResponseBuilder {
     let mut b = Response::builder(Version::V1_0, status).header(headers::SERVER, SERVER);
     if let Some(c) = cseq {
         b = b.header(headers::CSEQ, c);
@@ -33,32 +36,30 @@ pub(in crate::server) fn response(status: StatusCode, cseq: Option<&str>) -> Res
 enum Target {
     /// `*` (OPTIONS only).
     Server,
-    /// rtsp://host/PATH: the presentation.
-    Aggregate,
-    /// rtsp://host/PATH/trackID=0: the video stream.
-    Track,
+    /// rtsp://host/PATH: a stream's presentation.
+    Aggregate(StreamId),
+    /// rtsp://host/PATH/trackID=0: its video.
+    Track(StreamId),
     Unknown,
 }
 
-fn target(uri: Option<&Url>, path: &str) -> Target {
-    let Some(uri) = uri else {
-        return Target::Server;
-    };
-    let p = uri.path().trim_matches('/');
-    match p.strip_prefix(path) {
-        Some("") => Target::Aggregate,
-        Some(rest) if rest.strip_prefix('/') == Some(TRACK) => Target::Track,
-        _ => Target::Unknown,
+impl Target {
+    fn stream(self) -> Option<StreamId> {
+        match self {
+            Target::Aggregate(s) | Target::Track(s) => Some(s),
+            Target::Server | Target::Unknown => None,
+        }
     }
 }
 
-/// The stream a request names, and what of it: the main stream's path,
-/// else the sub-stream's (when it is on).
-fn target_stream(uri: Option<&Url>, main: &str, sub: Option<&str>) -> (Target, StreamId) {
-    match (target(uri, main), sub) {
-        (Target::Unknown, Some(sub)) => (target(uri, sub), StreamId::Sub),
-        (t, _) => (t, StreamId::Main),
-    }
+/// The path in a request URI and what of it: the presentation (PATH) or
+/// its track (PATH/trackID=0); None for `*`.
+fn path_of(uri: Option<&Url>) -> Option<(&str, bool)> {
+    let p = uri?.path().trim_matches('/');
+    Some(match p.strip_suffix(TRACK) {
+        Some(rest) if rest.ends_with('/') => (rest.trim_end_matches('/'), true),
+        _ => (p, false),
+    })
 }
 
 /// The presentation URL as the client addresses it, with a trailing slash
@@ -117,38 +118,37 @@ fn session_header(s: &Session, timeout: u32) -> String {
     format!("{};timeout={timeout}", s.id)
 }
 
-impl Server {
-    /// The WWW-Authenticate values of a 401 on connection `ci`.
-    pub(in crate::server) fn challenges(&self, ci: ConnId) -> Vec<String> {
-        let Some(auth) = &self.auth else {
-            return Vec::new();
-        };
-        let stale = self.conns.get(ci).is_some_and(|c| c.stale_nonce);
-        auth.challenges(Mono::now().0 / 1_000_000_000, stale)
-    }
-
+impl Rtsp {
     /// Handles a request on connection `ci`: checks it, lets it through the
     /// auth gate or not, finds the session it names, answers its method.
-    pub(super) fn handle_request(&mut self, ci: ConnId, req: &Request<Vec<u8>>) -> Outcome {
+    pub(super) fn handle_request(
+        &mut self,
+        ci: ConnId,
+        req: &Request<Vec<u8>>,
+        ctx: &mut Ctx<'_>,
+    ) -> Outcome {
         let cseq = match check(req) {
             Ok(cseq) => cseq,
             Err(response) => return Outcome::respond(response),
         };
-        let (target, stream) = target_stream(
-            req.request_uri(),
-            &self.cfg.path,
-            self.sub.as_ref().map(|_| super::super::sub::PATH),
-        );
+        let target = match path_of(req.request_uri()) {
+            None => Target::Server,
+            Some((path, track)) => match ctx.fanout.find(path) {
+                Some(s) if track => Target::Track(s),
+                Some(s) => Target::Aggregate(s),
+                None => Target::Unknown,
+            },
+        };
         let named = req
             .header(&headers::SESSION)
             .map(|v| v.as_str().split(';').next().unwrap_or("").trim());
         let named_session = named.and_then(|id| self.session_ids.get(id).copied());
-        let user = match self.authorize(ci, req, target, stream, named_session) {
+        let user = match self.authorize(ci, req, target, named_session, ctx) {
             Ok(user) => user,
             Err(status) => return Outcome::status(status, &cseq),
         };
-        match self.session_for(ci, named, named_session, user.as_deref()) {
-            Ok(session) => self.answer(ci, req, &cseq, (target, stream), session, user),
+        match self.session_for(ci, named, named_session, user.as_deref(), ctx) {
+            Ok(session) => self.answer(ci, req, &cseq, target, session, user, ctx),
             Err(status) => Outcome::status(status, &cseq),
         }
     }
@@ -162,6 +162,7 @@ impl Server {
         named: Option<&str>,
         named_session: Option<SessionId>,
         user: Option<&str>,
+        ctx: &Ctx<'_>,
     ) -> Result<Option<SessionId>, StatusCode> {
         match (named, named_session) {
             (None, _) => Ok(None),
@@ -170,27 +171,31 @@ impl Server {
                 Ok(Some(si))
             }
             (Some(id), _) => {
-                log::debug!(
-                    "{}: session {id:?} is not this connection's or user's",
-                    self.conns[ci].peer
-                );
+                if let Some(c) = ctx.conns.get(ci) {
+                    log::debug!(
+                        "{}: session {id:?} is not this connection's or user's",
+                        c.peer
+                    );
+                }
                 Err(StatusCode::SessionNotFound)
             }
         }
     }
 
     /// Answers a request that passed the checks, by its method.
+    #[allow(clippy::too_many_arguments)]
     fn answer(
         &mut self,
         ci: ConnId,
         req: &Request<Vec<u8>>,
         cseq: &str,
-        (target, stream): (Target, StreamId),
+        target: Target,
         session: Option<SessionId>,
         user: Option<String>,
+        ctx: &mut Ctx<'_>,
     ) -> Outcome {
         let reply = |status| Outcome::status(status, cseq);
-        let timeout = self.cfg.session_timeout;
+        let timeout = ctx.cfg.session_timeout;
         let with_session = |b: ResponseBuilder, s: &Session| {
             b.header(headers::SESSION, session_header(s, timeout))
         };
@@ -207,48 +212,47 @@ impl Server {
                 Outcome::respond(b.build(Vec::new()))
             }
             Method::Describe => {
-                if !matches!(target, Target::Aggregate | Target::Track) {
+                let Some(stream) = target.stream() else {
                     return reply(StatusCode::NotFound);
-                }
+                };
                 let uri = req.request_uri().expect("not Target::Server");
-                let conn = &self.conns[ci];
-                let s = self.stream_of(stream);
+                let Some(conn) = ctx.conns.get(ci) else {
+                    return reply(StatusCode::NotFound);
+                };
+                let s = ctx.fanout.stream(stream);
                 let body = sdp::describe(&s.info, conn.local.ip(), s.sdp_session_id);
                 let r = response(StatusCode::Ok, Some(cseq))
                     .header(headers::CONTENT_TYPE, "application/sdp")
-                    .header(
-                        headers::CONTENT_BASE,
-                        base_url(uri, self.stream_path(stream)),
-                    )
+                    .header(headers::CONTENT_BASE, base_url(uri, &s.name))
                     .build(body);
                 Outcome::respond(r)
             }
             Method::Setup => match target {
-                Target::Track => self.setup(ci, req, cseq, stream, session, user),
+                Target::Track(stream) => self.setup(ci, req, cseq, stream, session, user, ctx),
                 // One stream only: SETUP names it, not the presentation.
-                Target::Aggregate => reply(StatusCode::AggregateOperationNotAllowed),
+                Target::Aggregate(_) => reply(StatusCode::AggregateOperationNotAllowed),
                 _ => reply(StatusCode::NotFound),
             },
             Method::Play | Method::Pause | Method::Teardown => {
-                if !matches!(target, Target::Aggregate | Target::Track) {
+                if target.stream().is_none() {
                     return reply(StatusCode::NotFound);
                 }
                 let Some(si) = session else {
                     return reply(StatusCode::SessionNotFound);
                 };
                 match req.method() {
-                    Method::Play => self.play(req, cseq, si),
+                    Method::Play => self.play(req, cseq, si, ctx),
                     Method::Pause => {
                         let s = &mut self.sessions[si];
-                        s.playing = false;
-                        // Keep a partly sent UDP frame; drop the rest.
-                        s.queue.truncate(usize::from(s.udp_sent > 0));
+                        // What is queued is dropped; a UDP frame being sent
+                        // is finished.
+                        ctx.fanout.set_active(s.subscription, false);
                         Outcome::respond(
                             with_session(response(StatusCode::Ok, Some(cseq)), s).build(Vec::new()),
                         )
                     }
                     _ => {
-                        self.end_session(si, "TEARDOWN", true);
+                        self.end_session(si, "TEARDOWN", true, ctx);
                         reply(StatusCode::Ok)
                     }
                 }
@@ -289,74 +293,55 @@ impl Server {
         ci: ConnId,
         req: &Request<Vec<u8>>,
         target: Target,
-        stream: StreamId,
         named_session: Option<SessionId>,
+        ctx: &mut Ctx<'_>,
     ) -> Result<Option<String>, StatusCode> {
-        let peer = self.conns[ci].peer;
-        if !self.open_to(peer) {
-            self.refused(peer, "request refused: 403", Refusal::NoUserSet);
+        let Some(peer) = ctx.conns.get(ci).map(|c| c.peer) else {
+            return Err(StatusCode::BadRequest);
+        };
+        if !ctx.gate.open_to(peer) {
+            ctx.admission
+                .refused(peer, "request refused: 403", Refusal::NoUserSet);
             return Err(StatusCode::Forbidden);
         }
-        let Some(auth) = &self.auth else {
-            self.admit(ci);
-            return Ok(None);
-        };
         let header = req.header(&headers::AUTHORIZATION).map(|v| v.as_str());
         let method: &str = req.method().into();
-        let now = Mono::now().0 / 1_000_000_000;
         // Digest may name the presentation a request belongs to.
-        let presentation =
-            matches!(target, Target::Aggregate | Target::Track).then_some(self.stream_path(stream));
-        let verdict = auth.check(method, req.request_uri(), presentation, header, now);
-        let conn = &mut self.conns[ci];
-        match verdict {
-            Verdict::User(u) => {
-                conn.stale_nonce = false;
-                let u = u.to_string();
-                self.tunnel_user(ci, &u)?;
-                self.admit(ci);
-                Ok(Some(u))
-            }
+        let presentation = target.stream().map(|s| ctx.fanout.stream(s).name.as_str());
+        let Some(verdict) = ctx
+            .gate
+            .check(method, req.request_uri(), presentation, header)
+        else {
+            self.admit(ci, ctx.conns);
+            return Ok(None);
+        };
+        let (user, stale) = match verdict {
+            Verdict::User(u) => (Some(u.to_string()), false),
             Verdict::Expired(u) => {
                 let u = u.to_string();
                 if named_session.is_some_and(|si| self.owns(ci, Some(&u), si)) {
-                    self.tunnel_user(ci, &u)?;
-                    Ok(Some(u))
+                    (Some(u), false)
                 } else {
-                    self.conns[ci].stale_nonce = true;
-                    Err(StatusCode::Unauthorized)
+                    (None, true)
                 }
             }
-            Verdict::Challenge => {
-                conn.stale_nonce = false;
-                Err(StatusCode::Unauthorized)
-            }
+            Verdict::Challenge => (None, false),
             Verdict::Malformed(why) => {
-                log::info!("{}: {why}", conn.peer);
-                Err(StatusCode::BadRequest)
+                log::info!("{peer}: {why}");
+                return Err(StatusCode::BadRequest);
             }
-        }
-    }
-
-    /// A tunnel carries one user's requests: the user its GET or POST, or
-    /// else its first request, came with. Another user's get 403.
-    fn tunnel_user(&mut self, ci: ConnId, user: &str) -> Result<(), StatusCode> {
-        let conn = &mut self.conns[ci];
-        let peer = conn.peer;
-        let Some(t) = conn.rtsp_mut().and_then(|r| r.tunnel.as_mut()) else {
-            return Ok(());
         };
-        match &t.user {
-            Some(u) if u != user => {
-                log::info!("{peer}: a request as {user} through a tunnel of {u}: refused");
-                Err(StatusCode::Forbidden)
-            }
-            Some(_) => Ok(()),
-            None => {
-                t.user = Some(user.to_owned());
-                Ok(())
-            }
+        if let Some(c) = ctx.conns.get_mut(ci) {
+            c.stale_nonce = stale;
         }
+        let Some(user) = user else {
+            return Err(StatusCode::Unauthorized);
+        };
+        if !self.tunnel_user(ci, &user, peer) {
+            return Err(StatusCode::Forbidden);
+        }
+        self.admit(ci, ctx.conns);
+        Ok(Some(user))
     }
 
     /// Whether a request on connection `ci` from `user` may control session
@@ -368,7 +353,8 @@ impl Server {
         s.conn == ci || (user.is_some() && s.user.as_deref() == user)
     }
 
-    /// SETUP of the stream's one track (`answer` turned away the rest).
+    /// SETUP of a stream's one track (`answer` turned away the rest).
+    #[allow(clippy::too_many_arguments)]
     fn setup(
         &mut self,
         ci: ConnId,
@@ -377,23 +363,26 @@ impl Server {
         stream: StreamId,
         session: Option<SessionId>,
         user: Option<String>,
+        ctx: &mut Ctx<'_>,
     ) -> Outcome {
         let reply = |status| Outcome::status(status, cseq);
+        let Some(peer) = ctx.conns.get(ci).map(|c| c.peer) else {
+            return reply(StatusCode::BadRequest);
+        };
         if let Some(si) = session {
-            if self.sessions[si].stream != stream {
+            let s = &self.sessions[si];
+            if s.stream != stream {
                 // One stream per session.
                 return reply(StatusCode::AggregateOperationNotAllowed);
             }
-            if self.sessions[si].playing {
-                // Changing transport while playing is not supported (RFC 2326 10.4).
+            // Changing transport while playing is not supported (RFC 2326
+            // 10.4), nor from another connection.
+            if ctx.fanout.is_active(s.subscription) || s.conn != ci {
                 return reply(StatusCode::MethodNotValidInThisState);
             }
-            if self.sessions[si].conn != ci {
-                return reply(StatusCode::MethodNotValidInThisState);
-            }
-        } else if self.clients() >= self.cfg.max_clients {
-            let peer = self.conns[ci].peer;
-            self.refused(peer, "SETUP refused: 453", Refusal::MaxClients);
+        } else if ctx.fanout.clients() >= ctx.cfg.max_clients {
+            ctx.admission
+                .refused(peer, "SETUP refused: 453", Refusal::MaxClients);
             return reply(StatusCode::NotEnoughBandwidth);
         }
         let transports = match req.typed_header::<Transports>() {
@@ -401,17 +390,21 @@ impl Server {
             Ok(None) => return reply(StatusCode::BadRequest),
             Err(_) => return reply(StatusCode::UnsupportedTransport),
         };
-        let Some((transport, spec)) = self.choose_transport(ci, &transports, session, stream)
+        let Some((transport, spec)) =
+            self.choose_transport(ci, peer, &transports, session, stream, ctx)
         else {
             return reply(StatusCode::UnsupportedTransport);
         };
-        if let Some(other) = self.udp_ports_taken(&transport, session) {
+        let taken = self
+            .sessions
+            .iter()
+            .find(|&(si, s)| Some(si) != session && s.transport.shares_ports(&transport));
+        if let Some((_, other)) = taken {
             // Its packets and RTCP would mix with another client's: RTCP
             // from those ports must name one session only.
             log::info!(
-                "{}: SETUP with the UDP ports of session {}: 461",
-                self.conns[ci].peer,
-                self.sessions[other].id
+                "{peer}: SETUP with the UDP ports of session {}: 461",
+                other.id
             );
             return reply(StatusCode::UnsupportedTransport);
         }
@@ -428,28 +421,33 @@ impl Server {
             }
             None => {
                 let id = format!("{:016X}", random_u64());
-                let peer = self.conns[ci].peer;
+                let subscription = ctx.fanout.subscribe(Subscription {
+                    stream,
+                    wake: conn::token(ci),
+                    label: self.label,
+                    every: None,
+                    queue: None,
+                    client: true,
+                    active: false,
+                });
                 let si = self.sessions.insert(Session {
                     id: id.clone(),
                     stream,
+                    subscription,
                     conn: ci,
                     user,
                     peer,
                     transport,
-                    playing: false,
-                    queue: std::collections::VecDeque::with_capacity(self.cfg.client_queue),
-                    udp_sent: 0,
+                    sending: None,
                     in_udp_backlog: false,
                     last_seen: now,
                     next_report: now,
                     packets: 0,
                     octets: 0,
-                    frames_sent: 0,
-                    frames_dropped: 0,
                     warned_send_error: false,
                 });
                 self.session_ids.insert(id.clone(), si);
-                if let Some(r) = self.conns[ci].rtsp_mut() {
+                if let Some(r) = self.conns.get_mut(ci) {
                     r.sessions.push(si);
                 }
                 log::info!("session {id} from {peer}: {spec}");
@@ -462,10 +460,7 @@ impl Server {
         }
         let r = response(StatusCode::Ok, Some(cseq))
             .header(headers::TRANSPORT, spec)
-            .header(
-                headers::SESSION,
-                session_header(s, self.cfg.session_timeout),
-            )
+            .header(headers::SESSION, session_header(s, ctx.cfg.session_timeout))
             .build(Vec::new());
         Outcome::respond(r)
     }
@@ -475,12 +470,13 @@ impl Server {
     fn choose_transport(
         &self,
         ci: ConnId,
+        peer: SocketAddr,
         offered: &Transports,
         session: Option<SessionId>,
         stream: StreamId,
+        ctx: &Ctx<'_>,
     ) -> Option<(Transport, String)> {
-        let conn = &self.conns[ci];
-        let own: &[SessionId] = conn.rtsp().map_or(&[], |r| &r.sessions);
+        let own: &[SessionId] = self.conns.get(ci).map_or(&[], |r| &r.sessions);
         let taken = |channel: u8| {
             own.iter().filter(|&&si| Some(si) != session).any(|&si| {
                 match self.sessions[si].transport {
@@ -492,11 +488,11 @@ impl Server {
         let choice = transport::choose(offered, taken)?;
         let spec = transport::Reply {
             choice,
-            server_port: self.rtp_port,
-            ssrc: self.stream_of(stream).packetizer.ssrc(),
+            server_port: self.udp.port,
+            ssrc: ctx.fanout.stream(stream).packetizer.ssrc(),
         }
         .to_string();
-        let ip = conn.peer.ip();
+        let ip = peer.ip();
         let t = match choice {
             Choice::Interleaved { rtp, rtcp } => Transport::Interleaved { rtp, rtcp },
             Choice::Udp { rtp, rtcp } => Transport::Udp {
@@ -507,69 +503,40 @@ impl Server {
         Some((t, spec))
     }
 
-    /// Another session that sends to the same UDP address and port as
-    /// `transport` would, or gets RTCP from it.
-    fn udp_ports_taken(
-        &self,
-        transport: &Transport,
-        session: Option<SessionId>,
-    ) -> Option<SessionId> {
-        let Transport::Udp { rtp, rtcp } = transport else {
-            return None;
-        };
-        let rtp = rtp.clone();
-        self.sessions
-            .iter()
-            .filter(|&(si, _)| Some(si) != session)
-            .find(|(_, s)| match &s.transport {
-                Transport::Udp {
-                    rtp: other_rtp,
-                    rtcp: other_rtcp,
-                } => {
-                    let other_rtp = other_rtp.clone();
-                    other_rtcp == rtcp
-                        || other_rtp == rtp
-                        || other_rtp == rustix::net::SocketAddrAny::from(*rtcp)
-                        || rtp == rustix::net::SocketAddrAny::from(*other_rtcp)
-                }
-                Transport::Interleaved { .. } => false,
-            })
-            .map(|(si, _)| si)
-    }
-
-    fn play(&mut self, req: &Request<Vec<u8>>, cseq: &str, si: SessionId) -> Outcome {
+    fn play(
+        &mut self,
+        req: &Request<Vec<u8>>,
+        cseq: &str,
+        si: SessionId,
+        ctx: &mut Ctx<'_>,
+    ) -> Outcome {
         let uri = req.request_uri().expect("checked by the caller");
         let now = Mono::now();
         // The client gets the newest frame at once if it is fresh (see
         // start_playing), else the next one: RTP-Info names its first packet.
-        let stream = self.stream_of(self.sessions[si].stream);
-        let (seq, rtptime) = match &stream.last {
-            Some(f) if now.saturating_sub(f.captured) < std::time::Duration::from_secs(1) => {
-                (f.first_sequence, f.timestamp)
-            }
-            _ => (
+        let s = &self.sessions[si];
+        let stream = ctx.fanout.stream(s.stream);
+        let (seq, rtptime) = match stream.latest(now) {
+            Some(f) => (f.first_sequence, f.timestamp),
+            None => (
                 stream.packetizer.next_sequence(),
                 stream.clock.timestamp(now),
             ),
         };
-        let s = &self.sessions[si];
         let r = response(StatusCode::Ok, Some(cseq))
-            .header(
-                headers::SESSION,
-                session_header(s, self.cfg.session_timeout),
-            )
+            .header(headers::SESSION, session_header(s, ctx.cfg.session_timeout))
             .header(headers::RANGE, "npt=now-")
             .header(
                 headers::RTP_INFO,
                 format!(
                     "url={}{TRACK};seq={seq};rtptime={rtptime}",
-                    base_url(uri, self.stream_path(s.stream))
+                    base_url(uri, &stream.name)
                 ),
             )
             .build(Vec::new());
         Outcome {
             response: r,
-            start: (!s.playing).then_some(si),
+            start: (!ctx.fanout.is_active(s.subscription)).then_some(si),
         }
     }
 }
@@ -579,18 +546,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn targets() {
-        assert_eq!(target(None, "stream"), Target::Server);
-        for (url, path, want) in [
-            ("rtsp://h:8554/stream", "stream", Target::Aggregate),
-            ("rtsp://h/stream/", "stream", Target::Aggregate),
-            ("rtsp://h/stream?x=1", "stream", Target::Aggregate),
-            ("rtsp://h/stream/trackID=0", "stream", Target::Track),
-            ("rtsp://h/streams", "stream", Target::Unknown),
-            ("rtsp://h/other", "stream", Target::Unknown),
-            ("rtsp://h/cam/1/trackID=0", "cam/1", Target::Track),
+    fn paths() {
+        assert_eq!(path_of(None), None);
+        for (url, want) in [
+            ("rtsp://h:8554/stream", ("stream", false)),
+            ("rtsp://h/stream/", ("stream", false)),
+            ("rtsp://h/stream?x=1", ("stream", false)),
+            ("rtsp://h/stream/trackID=0", ("stream", true)),
+            ("rtsp://h/streams", ("streams", false)),
+            ("rtsp://h/cam/1/trackID=0", ("cam/1", true)),
+            ("rtsp://h/trackID=0", ("trackID=0", false)),
         ] {
-            assert_eq!(target(Some(&Url::parse(url).unwrap()), path), want, "{url}");
+            assert_eq!(
+                path_of(Some(&Url::parse(url).unwrap())),
+                Some(want),
+                "{url}"
+            );
         }
     }
 

@@ -1,125 +1,150 @@
-//! RTSP: connections and their messages, sessions, and how a session's
-//! frames leave: over UDP from the shared RTP socket, or interleaved on the
-//! connection (RTSP's own, or an HTTP tunnel's GET side). Methods are in
-//! [`methods`], the SDP in [`sdp`].
+//! RTSP: its connections (the RTSP port's, and HTTP tunnels'), their
+//! messages, sessions and how a session's frames leave: over UDP from the
+//! shared RTP socket ([`udp`]), or interleaved on the connection. Methods
+//! are in [`methods`], RTCP in [`rtcp`], RTSP over HTTP in [`tunnel`], the
+//! SDP in [`sdp`].
 //!
 //! Over TCP the frame being written belongs to the connection, so it is
 //! always finished (the interleaved byte stream stays intact) even if its
 //! session ends meanwhile.
 
 mod methods;
+mod rtcp;
 mod sdp;
+mod send;
+mod session;
+mod tunnel;
+mod udp;
 
-use std::collections::VecDeque;
-use std::io;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use camstream_rtp::rtcp;
 use camstream_rtsp::framing::{self, Framed, Limits, Refused};
-use rustix::net::SocketAddrAny;
+use mio::{Interest, Registry, Token};
 
-use super::conn::{CTRL_HIGH_WATER, Conn, ConnId, Proto};
-use super::fanout::{StreamId, enqueue};
-use super::frame::SharedFrame;
-use super::table::{Id, Table};
-use super::{Server, net};
-use crate::clock::{Mono, ntp_now, wall_now};
+use super::conn::{CTRL_HIGH_WATER, Conn, ConnId, Conns};
+use super::ctx::Ctx;
+use super::fanout::{Fanout, Label, SharedFrame, SubscriberId};
+use super::table::Secondary;
+use crate::clock::Mono;
+
+use session::{SessionId, Sessions, Transport};
+use tunnel::Tunnels;
+pub use udp::Udp;
 
 /// Header lines one request may have (clients send about ten).
 const MAX_HEADERS: usize = 64;
 
-pub enum Transport {
-    Udp {
-        rtp: SocketAddrAny,
-        rtcp: SocketAddr,
-    },
-    Interleaved {
-        rtp: u8,
-        rtcp: u8,
-    },
-}
-
-pub type SessionId = Id<Session>;
-pub type Sessions = Table<Session>;
-
-pub struct Session {
-    pub id: String,
-    /// The stream it plays (its path: the main one's, or "sub").
-    pub stream: StreamId,
-    /// The connection that set it up (a tunnel's GET side).
-    pub conn: ConnId,
-    /// The user who set it up, when users are set: requests from that user
-    /// on another connection may control it too.
-    pub user: Option<String>,
-    pub peer: SocketAddr,
-    pub transport: Transport,
-    pub playing: bool,
-    /// Frames not started yet (UDP: the front one may be partly sent).
-    pub queue: VecDeque<Rc<SharedFrame>>,
-    /// UDP: packets of the front frame already sent.
-    pub udp_sent: usize,
-    pub in_udp_backlog: bool,
-    pub last_seen: Mono,
-    pub next_report: Mono,
-    /// RTCP sender counts (wrap as RFC 3550 says).
-    pub packets: u32,
-    pub octets: u32,
-    pub frames_sent: u64,
-    pub frames_dropped: u64,
-    pub warned_send_error: bool,
-}
-
 /// An RTSP connection's own state.
 #[derive(Default)]
 pub struct RtspConn {
-    pub sessions: Vec<SessionId>,
+    sessions: Vec<SessionId>,
     round_robin: usize,
-    /// The interleaved frame being written: frame, RTP channel, bytes done.
-    current: Option<(Rc<SharedFrame>, u8, usize)>,
+    /// The interleaved frame being written.
+    writing: Option<Writing>,
     /// RTSP over HTTP: this is a tunnel's GET side; requests arrive
     /// through its POST side's connection.
-    pub tunnel: Option<Tunnel>,
+    tunnel: Option<tunnel::Tunnel>,
 }
 
-/// An RTSP-over-HTTP tunnel, as its GET side keeps it.
-pub struct Tunnel {
-    pub cookie: String,
-    /// Its one POST side, once it came.
-    pub post: Option<ConnId>,
-    /// The user the tunnel's GET or POST, or its first authenticated
-    /// request, came with: every request through it must be that user's.
-    pub user: Option<String>,
+struct Writing {
+    frame: Rc<SharedFrame>,
+    channel: u8,
+    pos: usize,
+    subscription: SubscriberId,
 }
 
-impl RtspConn {
-    /// The GET side of an RTSP-over-HTTP tunnel with this cookie.
-    pub fn tunnel(cookie: String, user: Option<String>) -> RtspConn {
-        RtspConn {
-            tunnel: Some(Tunnel {
-                cookie,
-                post: None,
-                user,
-            }),
-            ..RtspConn::default()
+/// Since the start, for /metrics and the log.
+#[derive(Default, Clone, Copy)]
+pub struct Counts {
+    pub sessions_udp: usize,
+    pub sessions_tcp: usize,
+    pub sessions_tunnelled: usize,
+    /// Connections: the RTSP port's, tunnels' GET and POST sides.
+    pub connections: usize,
+}
+
+pub struct Rtsp {
+    conns: Secondary<Conn, RtspConn>,
+    sessions: Sessions,
+    session_ids: HashMap<String, SessionId>,
+    session_by_rtcp: HashMap<SocketAddr, SessionId>,
+    udp: Udp,
+    tunnels: Tunnels,
+    /// RTCP's CNAME: camstream@HOST.
+    cname: String,
+    label: Label,
+    /// Reused list of ids, so sending a frame allocates nothing.
+    scratch: Vec<SessionId>,
+}
+
+impl Rtsp {
+    pub fn new(udp: Udp, fanout: &mut Fanout, cname: String) -> Rtsp {
+        Rtsp {
+            conns: Secondary::new(),
+            sessions: Sessions::new(),
+            session_ids: HashMap::new(),
+            session_by_rtcp: HashMap::new(),
+            udp,
+            tunnels: Tunnels::default(),
+            cname,
+            label: fanout.label("rtsp"),
+            scratch: Vec::new(),
         }
     }
-}
 
-/// 408 for a request that did not arrive within request_timeout.
-pub fn timed_out(conn: &mut Conn) {
-    let _ = methods::response(rtsp_types::StatusCode::RequestTimeout, None)
-        .header(rtsp_types::headers::CONNECTION, "close")
-        .build(Vec::new())
-        .write(&mut conn.ctrl);
-}
+    /// The UDP sockets' readiness, on these tokens.
+    pub fn register(&mut self, r: &Registry, rtp: Token, rtcp: Token) -> std::io::Result<()> {
+        r.register(
+            &mut self.udp.rtp_socket,
+            rtp,
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        r.register(&mut self.udp.rtcp_socket, rtcp, Interest::READABLE)
+    }
 
-impl Server {
+    /// A connection of the RTSP port.
+    pub fn opened(&mut self, ci: ConnId) {
+        self.conns.insert(ci, RtspConn::default());
+    }
+
+    pub fn counts(&self, conns: &Conns) -> Counts {
+        let mut c = Counts {
+            connections: self.conns.len() + self.tunnels.posts(),
+            ..Counts::default()
+        };
+        for (_, s) in self.sessions.iter() {
+            let tunnelled = self.conns.get(s.conn).is_some_and(|r| r.tunnel.is_some());
+            match s.transport {
+                Transport::Udp { .. } => c.sessions_udp += 1,
+                Transport::Interleaved { .. } if tunnelled => c.sessions_tunnelled += 1,
+                Transport::Interleaved { .. } => c.sessions_tcp += 1,
+            }
+        }
+        debug_assert!(c.connections <= conns.len());
+        c
+    }
+
+    pub fn sessions(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Whether it is a tunnel's GET side (whose input is its POST's).
+    pub fn is_tunnel_get(&self, ci: ConnId) -> bool {
+        self.conns.get(ci).is_some_and(|r| r.tunnel.is_some())
+    }
+
+    /// Whether it carries a stream (then it is not idle).
+    pub fn streaming(&self, ci: ConnId) -> bool {
+        self.conns.get(ci).is_some_and(|r| !r.sessions.is_empty()) || self.tunnels.is_post(ci)
+    }
+
     /// Handles every complete message in an RTSP connection's input.
-    pub(super) fn rtsp_input(&mut self, ci: ConnId) {
+    pub fn input(&mut self, ci: ConnId, ctx: &mut Ctx<'_>) {
         loop {
-            let Some(conn) = Conn::with_input(&mut self.conns, ci) else {
+            let Some(conn) = Conn::with_input(ctx.conns, ci) else {
                 return;
             };
             if conn.ctrl_pending() > CTRL_HIGH_WATER {
@@ -127,34 +152,35 @@ impl Server {
                 return;
             }
             let limits = Limits {
-                max_size: self.cfg.max_request_size,
+                max_size: ctx.cfg.max_request_size,
                 max_headers: MAX_HEADERS,
             };
             match framing::next(&conn.inbuf, &limits) {
                 Framed::Message(msg, used) => {
                     conn.inbuf.drain(..used);
                     conn.request_started = None;
-                    self.handle_message(ci, msg);
+                    self.handle_message(ci, msg, ctx);
                 }
                 Framed::Incomplete => {
                     conn.request_started.get_or_insert(conn.last_input);
                     return;
                 }
-                Framed::Refused(r) => self.refuse_input(ci, r),
+                Framed::Refused(r) => self.refuse_input(ci, r, ctx),
             }
         }
     }
 
-    fn handle_message(&mut self, ci: ConnId, msg: rtsp_types::Message<Vec<u8>>) {
+    fn handle_message(&mut self, ci: ConnId, msg: rtsp_types::Message<Vec<u8>>, ctx: &mut Ctx<'_>) {
         match msg {
             rtsp_types::Message::Request(req) => {
-                let methods::Outcome { response, start } = self.handle_request(ci, &req);
+                let methods::Outcome { response, start } = self.handle_request(ci, &req, ctx);
                 let challenges = if response.status() == rtsp_types::StatusCode::Unauthorized {
-                    self.challenges(ci)
+                    let stale = ctx.conns.get(ci).is_some_and(|c| c.stale_nonce);
+                    ctx.gate.challenges(stale)
                 } else {
                     Vec::new()
                 };
-                let Some(conn) = self.conns.get_mut(ci) else {
+                let Some(conn) = ctx.conns.get_mut(ci) else {
                     return;
                 };
                 log::debug!(
@@ -178,14 +204,15 @@ impl Server {
                     }
                     conn.ctrl.extend_from_slice(b"\r\n");
                 }
-                self.flush_conn(ci);
+                self.flush(ci, ctx);
                 if let Some(si) = start {
-                    self.start_playing(si);
+                    self.start_playing(si, ctx);
                 }
             }
             rtsp_types::Message::Data(data) => {
+                // Interleaved RTCP acts on this connection's sessions only.
                 let channel = data.channel_id();
-                let Some(r) = self.conns.get(ci).and_then(Conn::rtsp) else {
+                let Some(r) = self.conns.get(ci) else {
                     return;
                 };
                 let si = r.sessions.iter().copied().find(|&si| {
@@ -193,7 +220,7 @@ impl Server {
                         Some(Transport::Interleaved { rtcp, .. }) if *rtcp == channel)
                 });
                 if let Some(si) = si {
-                    self.rtcp_received(si, data.as_slice());
+                    self.rtcp_received(si, data.as_slice(), ctx.fanout);
                 }
             }
             rtsp_types::Message::Response(_) => {} // we send no requests
@@ -202,8 +229,8 @@ impl Server {
 
     /// Input that is not a message: 400, then skip it and go on, or close
     /// once the answer is out.
-    fn refuse_input(&mut self, ci: ConnId, r: Refused) {
-        let Some(conn) = self.conns.get_mut(ci) else {
+    fn refuse_input(&mut self, ci: ConnId, r: Refused, ctx: &mut Ctx<'_>) {
+        let Some(conn) = ctx.conns.get_mut(ci) else {
             return;
         };
         let close = r.skip.is_none();
@@ -227,189 +254,69 @@ impl Server {
                 conn.closing = Some(Mono::now());
             }
         }
-        self.flush_conn(ci);
+        self.flush(ci, ctx);
     }
 
-    fn start_playing(&mut self, si: SessionId) {
+    /// PLAY: the newest frame at once, so the picture appears without
+    /// waiting; then each new one.
+    fn start_playing(&mut self, si: SessionId, ctx: &mut Ctx<'_>) {
         let Some(s) = self.sessions.get_mut(si) else {
             return;
         };
-        let now = Mono::now();
-        s.playing = true;
-        s.next_report = now.add(Duration::from_secs(1));
-        // The newest frame at once, so the picture appears without waiting.
-        let stream = match s.stream {
-            StreamId::Sub => self.sub.as_ref().map_or(&self.stream, |sub| &sub.stream),
-            StreamId::Main => &self.stream,
-        };
-        if let Some(f) = &stream.last {
-            if now.saturating_sub(f.captured) < Duration::from_secs(1)
-                && enqueue(&mut s.queue, f, self.cfg.client_queue, s.udp_sent > 0)
-            {
-                s.frames_dropped += 1;
-                self.totals.rtsp.frames_dropped += 1;
-            }
-        }
-        match s.transport {
-            Transport::Udp { .. } => self.flush_udp_or_backlog(si),
-            Transport::Interleaved { .. } => {
-                let ci = s.conn;
-                self.flush_conn(ci);
-            }
-        }
+        s.next_report = Mono::now().add(Duration::from_secs(1));
+        ctx.fanout.set_active(s.subscription, true);
+    }
+
+    /// 408 for a request that did not arrive within request_timeout.
+    pub fn timed_out(conn: &mut Conn) {
+        let _ = methods::response(rtsp_types::StatusCode::RequestTimeout, None)
+            .header(rtsp_types::headers::CONNECTION, "close")
+            .build(Vec::new())
+            .write(&mut conn.ctrl);
     }
 
     // ---- frames -------------------------------------------------------
 
-    /// Queues a new frame to every playing session.
-    pub(super) fn rtsp_offer(&mut self, frame: &Rc<SharedFrame>, stream: StreamId) {
-        let limit = self.cfg.client_queue;
-        for (_, s) in self
-            .sessions
-            .iter_mut()
-            .filter(|(_, s)| s.playing && s.stream == stream)
-        {
-            if enqueue(&mut s.queue, frame, limit, s.udp_sent > 0) {
-                s.frames_dropped += 1;
-                self.totals.rtsp.frames_dropped += 1;
-            }
-        }
-    }
-
-    /// Sends every UDP session's queue.
-    pub(super) fn rtsp_flush_udp_all(&mut self) {
-        let mut keys = std::mem::take(&mut self.scratch_sessions);
-        keys.clear();
-        keys.extend(
-            self.sessions
-                .iter()
-                .filter(|(_, s)| {
-                    matches!(s.transport, Transport::Udp { .. }) && !s.queue.is_empty()
-                })
-                .map(|(k, _)| k),
-        );
-        for &si in &keys {
-            self.flush_udp_or_backlog(si);
-        }
-        self.scratch_sessions = keys;
-    }
-
-    fn flush_udp_or_backlog(&mut self, si: SessionId) {
-        if self.udp_blocked || !self.flush_udp(si) {
-            self.udp_blocked = true;
-            let s = &mut self.sessions[si];
-            if !s.in_udp_backlog {
-                s.in_udp_backlog = true;
-                self.udp_backlog.push_back(si);
-            }
-        }
-    }
-
-    /// Sends a UDP session's queue; false if the socket buffer is full.
-    fn flush_udp(&mut self, si: SessionId) -> bool {
-        let Some(s) = self.sessions.get_mut(si) else {
-            return true;
-        };
-        let Transport::Udp { rtp, .. } = &s.transport else {
-            return true;
-        };
-        while let Some(f) = s.queue.front() {
-            match net::send_udp(&self.rtp_socket, rtp, f, s.udp_sent, self.udp_gso) {
-                Ok(n) if n == f.packets() => {
-                    self.send_latency
-                        .record(Mono::now().saturating_sub(f.entered));
-                    s.packets = s.packets.wrapping_add(n as u32);
-                    s.octets = s.octets.wrapping_add(f.payload_octets);
-                    s.frames_sent += 1;
-                    self.totals.rtsp.frames_sent += 1;
-                    self.totals.rtsp.bytes_sent += (f.wire().len() - 4 * n) as u64;
-                    s.udp_sent = 0;
-                    s.queue.pop_front();
-                }
-                Ok(n) => {
-                    s.udp_sent = n;
-                    return false;
-                }
-                Err(e) if self.udp_gso.is_some() && net::gso_refused(&e) => {
-                    log::warn!(
-                        "sending to {} with UDP segmentation offload: {e}; sending one datagram per packet from now on",
-                        s.peer
-                    );
-                    self.udp_gso = None;
-                    if let Err(e) = net::set_gso(&self.rtp_socket, 0) {
-                        log::error!("cannot turn UDP segmentation offload off: {e}");
-                    }
-                }
-                Err(e) => {
-                    if !s.warned_send_error {
-                        log::warn!("session {}: sending to {}: {e}", s.id, s.peer);
-                        s.warned_send_error = true;
-                    }
-                    s.frames_dropped += 1;
-                    self.totals.rtsp.frames_dropped += 1;
-                    s.udp_sent = 0;
-                    s.queue.pop_front();
-                }
-            }
-        }
-        true
-    }
-
-    pub(super) fn rtp_writable(&mut self) {
-        self.udp_blocked = false;
-        while let Some(si) = self.udp_backlog.pop_front() {
-            if let Some(s) = self.sessions.get_mut(si) {
-                s.in_udp_backlog = false;
-            }
-            if !self.flush_udp(si) {
-                self.udp_blocked = true;
-                if let Some(s) = self.sessions.get_mut(si) {
-                    s.in_udp_backlog = true;
-                    self.udp_backlog.push_front(si);
-                }
-                return;
-            }
-        }
-    }
-
     /// Writes an RTSP connection's pending bytes until the socket is full:
-    /// the interleaved frame being written, then control bytes, then the
-    /// next queued frame, taking the connection's sessions in turn.
-    pub(super) fn rtsp_flush(&mut self, ci: ConnId) {
+    /// its sessions' UDP frames, then the interleaved frame being written,
+    /// control bytes, and the next queued frame, taking the connection's
+    /// sessions in turn.
+    pub fn flush(&mut self, ci: ConnId, ctx: &mut Ctx<'_>) {
+        if self.tunnels.is_post(ci) {
+            return self.post_flush(ci, ctx);
+        }
+        self.flush_udp_of(ci, ctx);
         loop {
-            let Some(conn) = self.conns.get_mut(ci) else {
+            let Some(conn) = ctx.conns.get_mut(ci) else {
                 return;
             };
-            let Proto::Rtsp(r) = &mut conn.proto else {
+            let Some(r) = self.conns.get_mut(ci) else {
                 return;
             };
-            if let Some((frame, channel, pos)) = &mut r.current {
-                match net::write_interleaved(&mut conn.stream, frame, *channel, *pos) {
-                    Ok(p) if p == frame.wire().len() => {
-                        self.send_latency
-                            .record(Mono::now().saturating_sub(frame.entered));
-                        self.totals.rtsp.bytes_sent += p as u64;
-                        r.current = None;
+            if let Some(w) = &mut r.writing {
+                match send::write_interleaved(&mut conn.stream, &w.frame, w.channel, w.pos) {
+                    Ok(p) if p == w.frame.wire().len() => {
+                        ctx.fanout.delivered(w.subscription, &w.frame, p);
+                        r.writing = None;
                     }
                     Ok(p) => {
-                        *pos = p;
+                        w.pos = p;
                         return;
                     }
-                    Err(e) => return self.close_conn(ci, &format!("write: {e}")),
+                    Err(e) => return ctx.close(ci, &format!("write: {e}")),
                 }
             }
             if conn.ctrl_pending() > 0 {
-                if !self.write_ctrl(ci) {
-                    return;
+                match conn.write_ctrl() {
+                    Ok(true) => self.ctrl_drained(ci, ctx),
+                    Ok(false) => return,
+                    Err(e) => return ctx.close(ci, &format!("write: {e}")),
                 }
                 continue;
             }
             if conn.closing.is_some() {
-                return self.close_conn(ci, "closed after a protocol error");
+                return ctx.close(ci, "closed after a protocol error");
             }
-            let Proto::Rtsp(r) = &mut conn.proto else {
-                return;
-            };
             let n = r.sessions.len();
             let mut next = None;
             for k in 0..n {
@@ -420,126 +327,92 @@ impl Server {
                 let Transport::Interleaved { rtp, .. } = s.transport else {
                     continue;
                 };
-                if let Some(f) = s.queue.pop_front() {
+                if let Some(f) = ctx.fanout.next(s.subscription) {
                     s.packets = s.packets.wrapping_add(f.packets() as u32);
                     s.octets = s.octets.wrapping_add(f.payload_octets);
-                    s.frames_sent += 1;
-                    self.totals.rtsp.frames_sent += 1;
                     r.round_robin = (r.round_robin + k + 1) % n;
-                    next = Some((f, rtp, 0));
+                    next = Some(Writing {
+                        frame: f,
+                        channel: rtp,
+                        pos: 0,
+                        subscription: s.subscription,
+                    });
                     break;
                 }
             }
             match next {
-                Some(c) => r.current = Some(c),
+                Some(w) => r.writing = Some(w),
                 None => return,
             }
         }
     }
 
-    // ---- RTCP ---------------------------------------------------------
-
-    pub(super) fn rtp_readable(&mut self) {
-        // Clients may send NAT-opening packets to the RTP port; nothing to do.
-        let mut buf = [0u8; 2048];
-        while self.rtp_socket.recv_from(&mut buf).is_ok() {}
+    /// After a connection's control bytes are all out: reading resumes if
+    /// it was paused for them, on a tunnel's POST side too.
+    fn ctrl_drained(&mut self, ci: ConnId, ctx: &mut Ctx<'_>) {
+        let Some(conn) = ctx.conns.get_mut(ci) else {
+            return;
+        };
+        if !conn.read_paused {
+            return;
+        }
+        conn.read_paused = false;
+        ctx.resume(ci);
+        let post = self
+            .conns
+            .get(ci)
+            .and_then(|r| r.tunnel.as_ref())
+            .and_then(|t| t.post);
+        if let Some(post) = post {
+            if let Some(p) = ctx.conns.get_mut(post) {
+                p.read_paused = false;
+            }
+            ctx.resume(post);
+        }
     }
 
-    pub(super) fn rtcp_readable(&mut self) {
+    /// Sends the UDP sessions' frames of connection `ci`.
+    fn flush_udp_of(&mut self, ci: ConnId, ctx: &mut Ctx<'_>) {
+        let Some(r) = self.conns.get(ci) else {
+            return;
+        };
+        let mut keys = std::mem::take(&mut self.scratch);
+        keys.clear();
+        keys.extend(r.sessions.iter().copied().filter(|&si| {
+            self.sessions
+                .get(si)
+                .is_some_and(|s| matches!(s.transport, Transport::Udp { .. }))
+        }));
+        for &si in &keys {
+            self.udp
+                .flush_or_backlog(&mut self.sessions, si, ctx.fanout);
+        }
+        self.scratch = keys;
+    }
+
+    pub fn rtp_writable(&mut self, fanout: &mut Fanout) {
+        self.udp.writable(&mut self.sessions, fanout);
+    }
+
+    pub fn rtp_readable(&mut self) {
+        self.udp.rtp_readable();
+    }
+
+    pub fn rtcp_readable(&mut self, fanout: &mut Fanout) {
         let mut buf = [0u8; 2048];
-        loop {
-            let (n, from) = match self.rtcp_socket.recv_from(&mut buf) {
-                Ok(r) => r,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => return,
-            };
+        while let Some((n, from)) = self.udp.recv_rtcp(&mut buf) {
+            // Only from the ports the session's client gave.
             if let Some(&si) = self.session_by_rtcp.get(&from) {
-                self.rtcp_received(si, &buf[..n]);
-            }
-        }
-    }
-
-    /// RTCP from a client: proof of life; BYE stops the stream to it.
-    fn rtcp_received(&mut self, si: SessionId, data: &[u8]) {
-        let Some(s) = self.sessions.get_mut(si) else {
-            return;
-        };
-        s.last_seen = Mono::now();
-        let mut bye = false;
-        for p in rtcp::parse_compound(data) {
-            match p {
-                Ok(rtcp::Packet::ReceiverReport { blocks, .. }) => {
-                    for b in blocks {
-                        log::trace!(
-                            "session {}: RR lost {} jitter {} highest seq {}",
-                            s.id,
-                            b.cumulative_lost,
-                            b.jitter,
-                            b.highest_sequence
-                        );
-                    }
-                }
-                Ok(rtcp::Packet::Bye { .. }) => bye = true,
-                Ok(_) => {}
-                Err(e) => {
-                    log::debug!("session {}: bad RTCP: {e}", s.id);
-                    break;
-                }
-            }
-        }
-        if bye && s.playing {
-            // The client left the RTP session; the RTSP session stays until
-            // TEARDOWN or timeout, so a TEARDOWN after the BYE still succeeds.
-            log::info!(
-                "session {}: RTCP BYE from {}, stopped sending",
-                s.id,
-                s.peer
-            );
-            s.playing = false;
-            s.queue.clear();
-            s.udp_sent = 0;
-        }
-    }
-
-    /// Sends an RTCP sender report (and BYE) to a session.
-    fn send_report(&mut self, si: SessionId, bye: bool) {
-        let Some(s) = self.sessions.get(si) else {
-            return;
-        };
-        let (ntp_time, mono) = ntp_now();
-        let stream = self.stream_of(s.stream);
-        let sr = rtcp::SenderReport {
-            ssrc: stream.packetizer.ssrc(),
-            ntp_time,
-            rtp_time: stream.clock.timestamp(mono),
-            packet_count: s.packets,
-            octet_count: s.octets,
-        };
-        let mut buf = [0u8; 4 + rtcp::MAX_COMPOUND_LEN];
-        let n = rtcp::write_report(&sr, self.cname.as_bytes(), bye, &mut buf[4..]);
-        match s.transport {
-            Transport::Udp { rtcp, .. } => {
-                let _ = self.rtcp_socket.send_to(&buf[4..4 + n], rtcp);
-            }
-            Transport::Interleaved { rtcp, .. } => {
-                let ci = s.conn;
-                let Some(conn) = self.conns.get_mut(ci) else {
-                    return;
-                };
-                if conn.ctrl_pending() < CTRL_HIGH_WATER {
-                    buf[..4].copy_from_slice(&[b'$', rtcp, (n >> 8) as u8, n as u8]);
-                    conn.ctrl.extend_from_slice(&buf[..4 + n]);
-                    self.flush_conn(ci);
-                }
+                self.rtcp_received(si, &buf[..n], fanout);
             }
         }
     }
 
     // ---- lifetimes ----------------------------------------------------
 
-    pub(super) fn end_session(&mut self, si: SessionId, why: &str, send_bye: bool) {
+    pub fn end_session(&mut self, si: SessionId, why: &str, send_bye: bool, ctx: &mut Ctx<'_>) {
         if send_bye {
-            self.send_report(si, true);
+            self.send_report(si, true, ctx);
         }
         let Some(s) = self.sessions.remove(si) else {
             return;
@@ -549,42 +422,48 @@ impl Server {
             self.session_by_rtcp.remove(&rtcp);
         }
         if s.in_udp_backlog {
-            self.udp_backlog.retain(|&k| k != si);
+            self.udp.forget(si);
         }
-        if let Some(r) = self.conns.get_mut(s.conn).and_then(Conn::rtsp_mut) {
+        if let Some(r) = self.conns.get_mut(s.conn) {
             r.sessions.retain(|&k| k != si);
         }
+        let (sent, dropped) = ctx
+            .fanout
+            .unsubscribe(s.subscription)
+            .map_or((0, 0), |sub| (sub.frames_sent, sub.frames_dropped));
         log::info!(
-            "session {} from {} ended ({why}): {} frames sent, {} dropped for a slow client",
+            "session {} from {} ended ({why}): {sent} frames sent, {dropped} dropped for a slow client",
             s.id,
             s.peer,
-            s.frames_sent,
-            s.frames_dropped
         );
     }
 
-    /// An RTSP connection closed: its sessions end with it (a client that
-    /// closed its control connection is gone), and a tunnel's POST side too.
-    pub(super) fn rtsp_closed(&mut self, ci: ConnId, r: RtspConn, why: &str) {
+    /// An RTSP connection (or a tunnel's POST) closed: its sessions end with
+    /// it (a client that closed its control connection is gone), and so
+    /// does its tunnel's other half.
+    pub fn closed(&mut self, ci: ConnId, why: &str, ctx: &mut Ctx<'_>) {
+        if let Some(get) = self.tunnels.post_closed(ci) {
+            return ctx.close(get, "the tunnel's POST side closed");
+        }
+        let Some(r) = self.conns.remove(ci) else {
+            return;
+        };
         for si in r.sessions {
             let udp = self
                 .sessions
                 .get(si)
                 .is_some_and(|s| matches!(s.transport, Transport::Udp { .. }));
-            self.end_session(si, why, udp);
+            self.end_session(si, why, udp, ctx);
         }
         if let Some(t) = r.tunnel {
-            if self.tunnels.get(&t.cookie) == Some(&ci) {
-                self.tunnels.remove(&t.cookie);
-            }
-            if let Some(post) = t.post {
-                self.close_conn(post, "the tunnel's GET side closed");
+            if let Some(post) = self.tunnels.get_closed(ci, &t) {
+                ctx.close(post, "the tunnel's GET side closed");
             }
         }
     }
 
-    pub(super) fn rtsp_housekeeping(&mut self, now: Mono) {
-        let timeout = Duration::from_secs(u64::from(self.cfg.session_timeout));
+    pub fn housekeeping(&mut self, now: Mono, wall_stepped: bool, ctx: &mut Ctx<'_>) {
+        let timeout = Duration::from_secs(u64::from(ctx.cfg.session_timeout));
         let expired: Vec<SessionId> = self
             .sessions
             .iter()
@@ -596,42 +475,88 @@ impl Server {
                 let s = &self.sessions[si];
                 (s.conn, matches!(s.transport, Transport::Interleaved { .. }))
             };
-            self.end_session(si, "timed out", true);
+            self.end_session(si, "timed out", true, ctx);
             // An interleaved session's connection has nothing left to carry.
-            if tcp
-                && self
-                    .conns
-                    .get(ci)
-                    .and_then(Conn::rtsp)
-                    .is_some_and(|r| r.sessions.is_empty())
-            {
-                self.close_conn(ci, "session timed out");
+            if tcp && self.conns.get(ci).is_some_and(|r| r.sessions.is_empty()) {
+                ctx.close(ci, "session timed out");
             }
         }
         // RTP time goes on from the monotonic clock; receivers map it to wall
         // time by the latest sender report, so after a step they get one now
         // rather than up to rtcp_interval later.
-        let (wall, mono) = wall_now();
-        if let Some(step) = self.wall_clock.observe(wall, mono) {
-            log::info!(
-                "wall clock stepped by {:+.3} s (NTP or set by hand): RTCP sender reports follow it, RTP timestamps go on unchanged",
-                step as f64 / 1e9
-            );
-            for (_, s) in self.sessions.iter_mut().filter(|(_, s)| s.playing) {
+        if wall_stepped {
+            for (_, s) in self.sessions.iter_mut() {
                 s.next_report = now;
             }
         }
         let due: Vec<SessionId> = self
             .sessions
             .iter()
-            .filter(|(_, s)| s.playing && s.next_report <= now)
+            .filter(|(_, s)| ctx.fanout.is_active(s.subscription) && s.next_report <= now)
             .map(|(k, _)| k)
             .collect();
-        let interval = Duration::from_secs(u64::from(self.cfg.rtcp_interval));
+        let interval = Duration::from_secs(u64::from(ctx.cfg.rtcp_interval));
         for si in due {
             self.sessions[si].next_report = now.add(interval);
-            self.send_report(si, false);
+            self.send_report(si, false, ctx);
         }
+    }
+
+    /// At a stop: every session ends with a BYE.
+    pub fn shutdown(&mut self, ctx: &mut Ctx<'_>) {
+        for si in self.sessions.ids() {
+            self.end_session(si, "server stopping", true, ctx);
+        }
+    }
+
+    /// What its tables say of each other and of the connections.
+    pub fn audit(&self, conns: &Conns) -> Result<(), String> {
+        for (si, s) in self.sessions.iter() {
+            let Some(conn) = conns.get(s.conn) else {
+                return Err(format!(
+                    "session {si:?} names a gone connection {:?}",
+                    s.conn
+                ));
+            };
+            if !self
+                .conns
+                .get(s.conn)
+                .is_some_and(|r| r.sessions.contains(&si))
+            {
+                return Err(format!("session {si:?} is not listed by its connection"));
+            }
+            if self.session_ids.get(&s.id) != Some(&si) {
+                return Err(format!("session {si:?} is not found by its id"));
+            }
+            if s.peer.ip() != conn.peer.ip() {
+                return Err(format!(
+                    "session {si:?} is of another address than its connection"
+                ));
+            }
+        }
+        for (id, &si) in &self.session_ids {
+            if self.sessions.get(si).is_none_or(|s| &s.id != id) {
+                return Err(format!("session id {id} names {si:?}, gone or another"));
+            }
+        }
+        for (addr, &si) in &self.session_by_rtcp {
+            match self.sessions.get(si).map(|s| &s.transport) {
+                Some(Transport::Udp { rtcp, .. }) if rtcp == addr => {}
+                _ => return Err(format!("RTCP from {addr} names {si:?}, gone or another")),
+            }
+        }
+        self.udp.audit(&self.sessions)?;
+        for (ci, r) in self.conns.iter() {
+            if conns.get(ci).is_none() {
+                return Err(format!("RTSP state of a gone connection {ci:?}"));
+            }
+            for &si in &r.sessions {
+                if self.sessions.get(si).is_none_or(|s| s.conn != ci) {
+                    return Err(format!("connection {ci:?} lists {si:?}, gone or another's"));
+                }
+            }
+        }
+        self.tunnels.audit(conns, &self.conns)
     }
 }
 

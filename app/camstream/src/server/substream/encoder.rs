@@ -217,6 +217,11 @@ impl Worker {
         })
     }
 
+    /// Whether it is encoding a frame.
+    pub fn busy(&self) -> bool {
+        self.busy
+    }
+
     /// Hands `jpeg` to the worker unless it is busy; whether it took it.
     pub fn offer(&mut self, jpeg: &[u8], captured: crate::clock::Mono) -> bool {
         if self.busy {

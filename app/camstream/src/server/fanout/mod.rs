@@ -1,0 +1,430 @@
+//! The fan-out: frames come in, each is made sendable and built once
+//! ([`SharedFrame`]: RTP packets for RTSP, the JPEG file for HTTP), and its
+//! reference is queued to every subscriber of its stream. Who subscribes
+//! (an RTSP session, an MJPEG stream, a snapshot, the sub-stream's encoder)
+//! is not its business: a subscriber gives a token to be woken by, and
+//! takes its frames with [`Fanout::next`] when it can send them, as
+//! ustreamer's stream publishes a frame its HTTP server pulls. A queue is
+//! bounded: a subscriber that cannot keep up loses whole frames, the oldest
+//! first, and never holds back the others.
+
+pub(crate) mod frame;
+
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::time::Duration;
+
+use camstream_rtp::{Jpeg, Packetizer};
+use mio::Token;
+
+use frame::Pool;
+pub use frame::{RECORD_PREFIX, SharedFrame};
+
+use super::table::{Id, Table};
+use crate::clock::{Mono, RtpClock};
+use crate::intake::{Counts, Intake};
+use crate::latency::SendLatency;
+use crate::source::{CapturedFrame, StreamInfo};
+
+/// A newest frame older than this is not the camera's picture now: a new
+/// subscriber does not start with it.
+pub const FRESH: Duration = Duration::from_secs(1);
+
+/// One of the camera's streams: the main one (the camera's frames), or one
+/// made from it (the detection sub-stream).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+pub struct StreamId(u8);
+
+impl StreamId {
+    pub const MAIN: StreamId = StreamId(0);
+}
+
+/// A stream's frames, as every client of it gets them.
+pub struct Stream {
+    id: StreamId,
+    /// What clients name it by: its RTSP path.
+    pub name: String,
+    pub info: StreamInfo,
+    pub packetizer: Packetizer,
+    pub clock: RtpClock,
+    pool: Rc<Pool>,
+    last: Option<Rc<SharedFrame>>,
+    /// The SDP's session id (o= line), fixed for the stream's life.
+    pub sdp_session_id: u64,
+    warned_size_change: bool,
+}
+
+impl Stream {
+    /// `ids`: random values for the SSRC, the first sequence number, the
+    /// first timestamp and the SDP's session id.
+    pub fn new(
+        name: &str,
+        info: StreamInfo,
+        mtu: usize,
+        frames: usize,
+        ids: [u64; 4],
+    ) -> anyhow::Result<Stream> {
+        Ok(Stream {
+            id: StreamId::MAIN,
+            name: name.to_owned(),
+            info,
+            packetizer: Packetizer::new(ids[0] as u32, ids[1] as u16, mtu)?,
+            clock: RtpClock::new(Mono::now(), ids[2] as u32),
+            pool: Pool::new(frames),
+            last: None,
+            sdp_session_id: ids[3] >> 1,
+            warned_size_change: false,
+        })
+    }
+
+    /// The newest frame, if it is fresh.
+    pub fn latest(&self, now: Mono) -> Option<&Rc<SharedFrame>> {
+        self.last
+            .as_ref()
+            .filter(|f| now.saturating_sub(f.captured) < FRESH)
+    }
+}
+
+/// Whose deliveries a subscriber's count in (the label /metrics shows:
+/// "rtsp", "http"), as the subscriber's part named it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Label(u8);
+
+/// Since the start, per label.
+#[derive(Default, Clone, Copy)]
+pub struct Delivery {
+    pub frames_sent: u64,
+    /// Dropped for a subscriber that could not keep up.
+    pub frames_dropped: u64,
+    pub bytes_sent: u64,
+}
+
+/// What a subscriber asks for.
+pub struct Subscription {
+    pub stream: StreamId,
+    /// Given back by [`Fanout::take_ready`] when a frame is queued to it.
+    pub wake: Token,
+    pub label: Label,
+    /// At most one frame this often (MJPEG's `?fps`, the sub-stream's rate).
+    pub every: Option<Duration>,
+    /// Frames its queue holds; None: client_queue.
+    pub queue: Option<usize>,
+    /// A streaming client (what max_clients counts), not a snapshot or the
+    /// sub-stream's encoder.
+    pub client: bool,
+    /// Frames are queued only while active (an RTSP session between PLAY
+    /// and PAUSE).
+    pub active: bool,
+}
+
+pub struct Subscriber {
+    stream: StreamId,
+    wake: Token,
+    label: Label,
+    every: Option<Duration>,
+    next_due: Mono,
+    client: bool,
+    active: bool,
+    limit: usize,
+    queue: VecDeque<Rc<SharedFrame>>,
+    pub frames_sent: u64,
+    pub frames_dropped: u64,
+}
+
+pub type SubscriberId = Id<Subscriber>;
+
+pub struct Fanout {
+    intake: Intake,
+    streams: Vec<Stream>,
+    subscribers: Table<Subscriber>,
+    /// Frames queued per subscriber (client_queue).
+    queue: usize,
+    /// Wake tokens of subscribers given a frame since the last take.
+    ready: Vec<Token>,
+    labels: Vec<(&'static str, Delivery)>,
+    pub latency: SendLatency,
+    present: bool,
+}
+
+impl Fanout {
+    pub fn new(intake: Intake, queue: usize, main: Stream) -> Fanout {
+        Fanout {
+            intake,
+            streams: vec![main],
+            subscribers: Table::new(),
+            queue,
+            ready: Vec::new(),
+            labels: Vec::new(),
+            latency: SendLatency::default(),
+            present: true,
+        }
+    }
+
+    /// Frames a stream's pool keeps: every queue full, one being built.
+    pub fn pool_size(queue: usize) -> usize {
+        queue + 2
+    }
+
+    pub fn add_stream(&mut self, mut stream: Stream) -> StreamId {
+        let id = StreamId(self.streams.len() as u8);
+        stream.id = id;
+        self.streams.push(stream);
+        id
+    }
+
+    pub fn stream(&self, id: StreamId) -> &Stream {
+        &self.streams[usize::from(id.0)]
+    }
+
+    pub fn stream_mut(&mut self, id: StreamId) -> &mut Stream {
+        &mut self.streams[usize::from(id.0)]
+    }
+
+    /// The stream clients name `name`.
+    pub fn find(&self, name: &str) -> Option<StreamId> {
+        let i = self.streams.iter().position(|s| s.name == name)?;
+        Some(StreamId(i as u8))
+    }
+
+    pub fn label(&mut self, name: &'static str) -> Label {
+        let i = match self.labels.iter().position(|(n, _)| *n == name) {
+            Some(i) => i,
+            None => {
+                self.labels.push((name, Delivery::default()));
+                self.labels.len() - 1
+            }
+        };
+        Label(i as u8)
+    }
+
+    /// What the subscribers of each label were sent and lost.
+    pub fn deliveries(&self) -> &[(&'static str, Delivery)] {
+        &self.labels
+    }
+
+    pub fn intake_counts(&self) -> &Counts {
+        &self.intake.counts
+    }
+
+    /// A frame from the source: made sendable (or refused, counted) and
+    /// published on the main stream.
+    pub fn captured(&mut self, f: CapturedFrame<'_>) {
+        let entered = Mono::now();
+        let Some(jpeg) = self.intake.take(f.jpeg) else {
+            return;
+        };
+        publish(
+            &mut self.streams[0],
+            &mut self.subscribers,
+            &mut self.ready,
+            &mut self.labels,
+            &jpeg,
+            f.captured,
+            entered,
+        );
+    }
+
+    /// A frame of a stream made here (the sub-stream's).
+    pub fn publish(&mut self, id: StreamId, jpeg: &Jpeg<'_>, captured: Mono, entered: Mono) {
+        publish(
+            &mut self.streams[usize::from(id.0)],
+            &mut self.subscribers,
+            &mut self.ready,
+            &mut self.labels,
+            jpeg,
+            captured,
+            entered,
+        );
+    }
+
+    pub fn subscribe(&mut self, s: Subscription) -> SubscriberId {
+        let limit = s.queue.unwrap_or(self.queue).max(1);
+        let id = self.subscribers.insert(Subscriber {
+            stream: s.stream,
+            wake: s.wake,
+            label: s.label,
+            every: s.every,
+            next_due: Mono(0),
+            client: s.client,
+            active: false,
+            limit,
+            queue: VecDeque::with_capacity(limit),
+            frames_sent: 0,
+            frames_dropped: 0,
+        });
+        if s.active {
+            self.set_active(id, true);
+        }
+        id
+    }
+
+    /// Its counts, as it leaves.
+    pub fn unsubscribe(&mut self, id: SubscriberId) -> Option<Subscriber> {
+        self.subscribers.remove(id)
+    }
+
+    /// Starts (the newest frame at once, if fresh, so the picture appears
+    /// without waiting) or stops (what is queued is dropped) its frames.
+    pub fn set_active(&mut self, id: SubscriberId, active: bool) {
+        let Some(s) = self.subscribers.get_mut(id) else {
+            return;
+        };
+        if s.active == active {
+            return;
+        }
+        s.active = active;
+        if !active {
+            s.queue.clear();
+            return;
+        }
+        let now = Mono::now();
+        if let Some(f) = self.streams[usize::from(s.stream.0)].latest(now) {
+            s.next_due = f.captured;
+            advance(s, f.captured);
+            s.queue.push_back(f.clone());
+            self.ready.push(s.wake);
+        }
+    }
+
+    /// At most one frame this often from now on.
+    pub fn set_every(&mut self, id: SubscriberId, every: Duration) {
+        if let Some(s) = self.subscribers.get_mut(id) {
+            s.every = Some(every);
+        }
+    }
+
+    pub fn is_active(&self, id: SubscriberId) -> bool {
+        self.subscribers.get(id).is_some_and(|s| s.active)
+    }
+
+    /// The next frame for it to send, taken off its queue.
+    pub fn next(&mut self, id: SubscriberId) -> Option<Rc<SharedFrame>> {
+        self.subscribers.get_mut(id)?.queue.pop_front()
+    }
+
+    /// A frame it took was written whole: `bytes` of it.
+    pub fn delivered(&mut self, id: SubscriberId, frame: &SharedFrame, bytes: usize) {
+        self.latency
+            .record(Mono::now().saturating_sub(frame.entered));
+        let Some(s) = self.subscribers.get_mut(id) else {
+            return;
+        };
+        s.frames_sent += 1;
+        let d = &mut self.labels[usize::from(s.label.0)].1;
+        d.frames_sent += 1;
+        d.bytes_sent += bytes as u64;
+    }
+
+    /// Bytes of a frame sent outside any subscription (a snapshot of the
+    /// newest frame).
+    pub fn count_bytes(&mut self, label: Label, bytes: usize) {
+        self.labels[usize::from(label.0)].1.bytes_sent += bytes as u64;
+    }
+
+    /// Whether the camera is there (its newest frame is its picture).
+    pub fn camera_present(&self) -> bool {
+        self.present
+    }
+
+    /// The camera went away (its newest frame is no longer its picture) or
+    /// came back.
+    pub fn set_camera_present(&mut self, present: bool) {
+        self.present = present;
+        if !present {
+            self.streams[0].last = None;
+        }
+    }
+
+    /// A frame it took could not be sent (a UDP send error).
+    pub fn lost(&mut self, id: SubscriberId) {
+        let Some(s) = self.subscribers.get_mut(id) else {
+            return;
+        };
+        s.frames_dropped += 1;
+        self.labels[usize::from(s.label.0)].1.frames_dropped += 1;
+    }
+
+    /// Whether a client is active on `stream` (the sub-stream is made only
+    /// while someone watches it).
+    pub fn watched(&self, stream: StreamId) -> bool {
+        self.subscribers
+            .iter()
+            .any(|(_, s)| s.client && s.active && s.stream == stream)
+    }
+
+    /// Streaming clients now, of every stream (max_clients counts them).
+    pub fn clients(&self) -> usize {
+        self.subscribers.iter().filter(|(_, s)| s.client).count()
+    }
+
+    /// The tokens of subscribers given frames since the last call, into
+    /// `out` (emptied first; a token may appear more than once).
+    pub fn take_ready(&mut self, out: &mut Vec<Token>) {
+        out.clear();
+        std::mem::swap(out, &mut self.ready);
+    }
+}
+
+/// Builds `jpeg` into a pooled frame of `stream` and queues it to each of
+/// its active subscribers that is due one.
+fn publish(
+    stream: &mut Stream,
+    subscribers: &mut Table<Subscriber>,
+    ready: &mut Vec<Token>,
+    labels: &mut [(&'static str, Delivery)],
+    jpeg: &Jpeg<'_>,
+    captured: Mono,
+    entered: Mono,
+) {
+    if (jpeg.width, jpeg.height) != (stream.info.width, stream.info.height)
+        && !stream.warned_size_change
+    {
+        log::warn!(
+            "frame size changed from {}x{} to {}x{}; clients keep the size they were told",
+            stream.info.width,
+            stream.info.height,
+            jpeg.width,
+            jpeg.height
+        );
+        stream.warned_size_change = true;
+    }
+    let ts = stream.clock.timestamp(captured);
+    let frame = SharedFrame::build(
+        &stream.pool,
+        &mut stream.packetizer,
+        jpeg,
+        ts,
+        captured,
+        entered,
+    );
+    stream.last = Some(frame.clone());
+    for (_, s) in subscribers.iter_mut() {
+        if !s.active || s.stream != stream.id {
+            continue;
+        }
+        if s.every.is_some() && captured < s.next_due {
+            continue;
+        }
+        advance(s, captured);
+        if s.queue.len() >= s.limit {
+            s.queue.pop_front();
+            s.frames_dropped += 1;
+            labels[usize::from(s.label.0)].1.frames_dropped += 1;
+        }
+        s.queue.push_back(frame.clone());
+        ready.push(s.wake);
+    }
+}
+
+/// After taking a frame captured at `captured`: when the next may go.
+fn advance(s: &mut Subscriber, captured: Mono) {
+    if let Some(every) = s.every {
+        s.next_due = s.next_due.add(every);
+        // After a pause, from now on rather than a burst to catch up.
+        if s.next_due <= captured {
+            s.next_due = captured.add(every);
+        }
+        // Frames come a little early or late: take one within a tenth.
+        s.next_due = Mono(s.next_due.0.saturating_sub((every / 10).as_nanos() as u64));
+    }
+}

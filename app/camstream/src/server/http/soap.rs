@@ -1,0 +1,145 @@
+//! ONVIF's services as a route of the HTTP side: a POST to a service's path
+//! has its body read whole, is handed to ONVIF with what HTTP's gate says
+//! of its credentials, and the answer is written back.
+
+use camstream_http::response::{write_head, write_text};
+
+use super::super::admission::Refusal;
+use super::super::conn::ConnId;
+use super::super::ctx::Ctx;
+use super::super::onvif::{self, Answer, HttpAuth};
+use super::{Handoff, Http, Request, State, digest, write_challenge};
+use crate::clock::Mono;
+use camstream_rtsp::auth::Verdict;
+
+/// Largest SOAP request read (Profile S's largest is about 3 KB).
+const MAX_BODY: usize = 64 << 10;
+const SOAP_TYPE: &str = "application/soap+xml; charset=utf-8";
+
+impl Http {
+    /// A request for an ONVIF service's path: a POST whose body is read
+    /// before it is handed over.
+    pub(super) fn onvif_start(
+        &mut self,
+        ci: ConnId,
+        req: Request,
+        close: bool,
+        ctx: &mut Ctx<'_>,
+    ) -> Option<Handoff> {
+        let conn = ctx.conns.get_mut(ci)?;
+        if req.method != "POST" {
+            write_head(
+                &mut conn.ctrl,
+                405,
+                &[("Allow", "POST"), ("Content-Length", "0")],
+                None,
+                close,
+            );
+            return None;
+        }
+        let (status, why) = match (req.content_length, req.chunked) {
+            (Some(n), false) if n as usize <= MAX_BODY => (0, ""),
+            (Some(_), false) => (413, "a SOAP request over 64 KiB"),
+            _ => (411, "a SOAP request needs Content-Length"),
+        };
+        if status != 0 {
+            write_text(&mut conn.ctrl, status, why, false, true);
+            conn.closing = Some(Mono::now());
+            return None;
+        }
+        let len = req.content_length.unwrap_or(0) as usize;
+        // The body is part of the request: request_timeout runs until it
+        // is all there.
+        conn.request_started = (len > 0).then(Mono::now);
+        conn.body_wanted = Some(len);
+        // Handed over once it is all there (input's next turn: at once
+        // for an empty body).
+        if let Some(h) = self.conns.get_mut(ci) {
+            h.state = State::Soap {
+                req: Box::new(req),
+                len,
+            };
+        }
+        None
+    }
+
+    /// A whole request for ONVIF, with HTTP's verdict on its credentials.
+    pub(super) fn onvif_handoff(
+        &mut self,
+        ci: ConnId,
+        req: Request,
+        body: Vec<u8>,
+        ctx: &mut Ctx<'_>,
+    ) -> Handoff {
+        let peer = ctx
+            .conns
+            .get(ci)
+            .map_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], 0)), |c| c.peer);
+        if let Some(h) = self.conns.get_mut(ci) {
+            h.close_after |= req.close;
+        }
+        let http = if !ctx.gate.open_to(peer) {
+            HttpAuth::Closed
+        } else {
+            match digest(ctx, &req) {
+                None => HttpAuth::Open,
+                Some(Verdict::User(_)) => HttpAuth::User,
+                Some(Verdict::Expired(_)) => HttpAuth::Missing { stale: true },
+                Some(Verdict::Challenge) => HttpAuth::Missing { stale: false },
+                Some(Verdict::Malformed(why)) => HttpAuth::Malformed(why),
+            }
+        };
+        Handoff::Onvif(onvif::Request {
+            peer,
+            body,
+            host: req.host,
+            http,
+        })
+    }
+
+    /// Writes ONVIF's answer to the request `ci` handed over.
+    pub fn onvif_answer(&mut self, ci: ConnId, answer: Answer, ctx: &mut Ctx<'_>) {
+        let close = self.conns.get(ci).is_some_and(|h| h.close_after);
+        let Some(conn) = ctx.conns.get_mut(ci) else {
+            return;
+        };
+        match answer {
+            Answer::Soap {
+                status,
+                xml,
+                admitted,
+            } => {
+                conn.admitted |= admitted;
+                write_head(
+                    &mut conn.ctrl,
+                    status,
+                    &[("Content-Type", SOAP_TYPE)],
+                    Some(xml.len()),
+                    close,
+                );
+                conn.ctrl.extend_from_slice(xml.as_bytes());
+            }
+            Answer::Challenge { stale } => {
+                conn.stale_nonce = stale;
+                write_challenge(&mut conn.ctrl, &ctx.gate.challenges(stale), false, close);
+            }
+            Answer::Forbidden => {
+                let peer = conn.peer;
+                write_text(
+                    &mut conn.ctrl,
+                    403,
+                    "no user is set, so only this machine's clients are served (see `camstream passwd`)",
+                    false,
+                    close,
+                );
+                ctx.admission
+                    .refused(peer, "HTTP request refused: 403", Refusal::NoUserSet);
+            }
+            Answer::BadRequest(why) => {
+                log::info!("{}: HTTP: {why}", conn.peer);
+                write_text(&mut conn.ctrl, 400, why, false, close);
+            }
+        }
+        self.flush(ci, ctx);
+    }
+}

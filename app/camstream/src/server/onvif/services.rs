@@ -1,0 +1,250 @@
+//! ONVIF's device and media services (Profile S): each operation's answer
+//! from the camera's streams, and the one change a client may make (the
+//! sub-stream's encoder).
+
+use camstream_onvif::responses::{self as resp, DeviceInfo, Profile, VideoSource, XAddrs};
+use camstream_onvif::soap::{Fault, Request as Soap, Service};
+
+use super::super::fanout::{Fanout, StreamId};
+use super::super::host::hostname;
+use super::super::substream::SubStream;
+use super::{Context, DEVICE_PATH, MEDIA_PATH, Request, board, clock_synchronised, ifaces, scopes};
+use crate::clock::wall_now;
+
+/// What SetVideoEncoderConfiguration may choose: the main stream is
+/// the camera's as camstream.toml sets it (one size, rate and quality);
+/// the sub-stream any of a few sizes of the main stream's shape, any
+/// rate up to the main stream's, any quality.
+fn encoder_options(ctx: &Context<'_>, p: &Profile) -> resp::EncoderOptions {
+    if !p.settable {
+        return resp::EncoderOptions {
+            sizes: vec![(p.width, p.height)],
+            fps: (p.fps, p.fps),
+            quality: (p.quality, p.quality),
+        };
+    }
+    let main = ctx.fanout.stream(StreamId::MAIN).info;
+    let (mw, mh) = (u32::from(main.width), u32::from(main.height));
+    let mut sizes = vec![(p.width, p.height)];
+    for div in [2, 3, 4, 6, 8] {
+        let w = mw / div / 8 * 8;
+        let h = (w * mh / mw) / 8 * 8;
+        if w >= 16 && h >= 16 && !sizes.contains(&(w, h)) {
+            sizes.push((w, h));
+        }
+    }
+    resp::EncoderOptions {
+        sizes,
+        fps: (1, ctx.cfg.fps),
+        quality: (1, 100),
+    }
+}
+
+/// SetVideoEncoderConfiguration: the sub-stream takes any of its
+/// options; the main stream only what it has (ter:ConfigModify).
+pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> {
+    let bad = |why: &str| Fault::invalid_arg_val("ter:ConfigModify", why);
+    let token = soap.arg_attr(&["Configuration"], "token").unwrap_or("");
+    let num = |path: &[&str]| -> Result<Option<u32>, Fault> {
+        soap.arg(path)
+            .map(|v| {
+                v.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|f| f.is_finite() && *f >= 0.0 && *f <= 1e6)
+                    .map(|f| f.round() as u32)
+                    .ok_or_else(|| bad("a number is not one"))
+            })
+            .transpose()
+    };
+    if soap
+        .arg(&["Configuration", "Encoding"])
+        .is_some_and(|e| e != "JPEG")
+    {
+        return Err(bad("this camera encodes JPEG only"));
+    }
+    let w = num(&["Configuration", "Resolution", "Width"])?;
+    let h = num(&["Configuration", "Resolution", "Height"])?;
+    let q = num(&["Configuration", "Quality"])?;
+    let fps = num(&["Configuration", "RateControl", "FrameRateLimit"])?;
+    let main = ctx.fanout.stream(StreamId::MAIN).info;
+    match (token, ctx.sub.as_deref()) {
+        ("sub", Some(sub)) => {
+            let mut cfg = sub.cfg;
+            let info = ctx.fanout.stream(sub.id).info;
+            let size = (
+                w.unwrap_or(u32::from(info.width)),
+                h.unwrap_or(u32::from(info.height)),
+            );
+            let cur = sub_profile(sub, ctx.fanout);
+            let opts = encoder_options(ctx, &cur);
+            if !opts.sizes.contains(&size) {
+                return Err(bad(
+                    "not one of the sizes GetVideoEncoderConfigurationOptions lists",
+                ));
+            }
+            let fps = fps.unwrap_or(cfg.fps);
+            if fps < opts.fps.0 || fps > opts.fps.1 {
+                return Err(bad("a frame rate outside FrameRateRange"));
+            }
+            let q = q.unwrap_or(u32::from(cfg.quality));
+            if !(1..=100).contains(&q) {
+                return Err(bad("a quality outside QualityRange"));
+            }
+            cfg.width = size.0 as u16;
+            cfg.height = size.1 as u16;
+            cfg.fps = fps;
+            cfg.quality = q as u8;
+            let Some(sub) = ctx.sub.as_deref_mut() else {
+                unreachable!("matched above");
+            };
+            sub.reconfigure(cfg, ctx.fanout)
+                .map_err(|e| Fault::receiver(&["ter:Action"], &format!("{e:#}")))?;
+            Ok(resp::empty("trt", "SetVideoEncoderConfiguration"))
+        }
+        ("main", _) => {
+            let same = w.is_none_or(|w| w == u32::from(main.width))
+                && h.is_none_or(|h| h == u32::from(main.height))
+                && fps.is_none_or(|f| f == ctx.cfg.fps)
+                && q.is_none_or(|q| q == u32::from(ctx.cfg.quality));
+            if same {
+                Ok(resp::empty("trt", "SetVideoEncoderConfiguration"))
+            } else {
+                Err(bad(
+                    "the main stream's size, rate and quality are set in camstream.toml",
+                ))
+            }
+        }
+        _ => Err(Fault::invalid_arg_val(
+            "ter:NoConfig",
+            "no such configuration",
+        )),
+    }
+}
+
+/// The answer to every operation but SetVideoEncoderConfiguration.
+pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, Fault> {
+    let host = req.host.clone().unwrap_or_else(|| "camera".to_owned());
+    let x = XAddrs {
+        device: format!("http://{host}{DEVICE_PATH}"),
+        media: format!("http://{host}{MEDIA_PATH}"),
+    };
+    let op = soap.operation();
+    let media = soap.service == Service::Media;
+    let info = ctx.fanout.stream(StreamId::MAIN).info;
+    let src = VideoSource {
+        token: "camera".into(),
+        width: u32::from(info.width),
+        height: u32::from(info.height),
+        fps: f64::from(ctx.cfg.fps),
+    };
+    let main = Profile {
+        token: "main".into(),
+        name: "main".into(),
+        width: u32::from(info.width),
+        height: u32::from(info.height),
+        fps: ctx.cfg.fps,
+        quality: u32::from(ctx.cfg.quality),
+        settable: false,
+    };
+    let mut profiles = vec![main];
+    if let Some(sub) = ctx.sub.as_deref() {
+        profiles.push(sub_profile(sub, ctx.fanout));
+    }
+    let profile_arg = || -> Result<&Profile, Fault> {
+        let token = soap.arg(&["ProfileToken"]).unwrap_or("");
+        profiles
+            .iter()
+            .find(|p| p.token == token)
+            .ok_or_else(|| Fault::invalid_arg_val("ter:NoProfile", "no such profile"))
+    };
+    let rtsp_host = host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h);
+    Ok(match (media, op) {
+        (false, "GetSystemDateAndTime") => {
+            resp::system_date_and_time((wall_now().0 / 1_000_000_000) as i64, clock_synchronised())
+        }
+        (false, "GetDeviceInformation") => resp::device_information(&DeviceInfo {
+            manufacturer: "camstream".into(),
+            model: "camstream".into(),
+            firmware_version: env!("CARGO_PKG_VERSION").into(),
+            serial_number: hostname(),
+            hardware_id: board(),
+        }),
+        (false, "GetCapabilities") => {
+            let category = soap.arg(&["Category"]).unwrap_or("All");
+            resp::capabilities(&x, category).ok_or_else(|| {
+                Fault::invalid_arg_val("ter:NoSuchService", "no service of that category")
+            })?
+        }
+        (false, "GetServices") => {
+            let caps = soap.arg(&["IncludeCapability"]) == Some("true");
+            resp::services(&x, caps)
+        }
+        (_, "GetServiceCapabilities") => resp::service_capabilities(media),
+        (false, "GetScopes") => resp::scopes(&scopes()),
+        (false, "GetHostname") => resp::hostname(&hostname(), true),
+        (false, "GetWsdlUrl") => resp::wsdl_url(),
+        (false, "GetNetworkInterfaces") => resp::network_interfaces(&ifaces::described()),
+        (true, "GetProfiles") => resp::profiles(&profiles, &src),
+        (true, "GetProfile") => resp::profile_response(profile_arg()?, &src, profiles.len()),
+        (true, "GetVideoSources") => resp::video_sources(&src),
+        (true, "GetVideoSourceConfigurations") => {
+            resp::video_source_configurations(&src, profiles.len(), false)
+        }
+        (true, "GetVideoSourceConfiguration") => {
+            resp::video_source_configurations(&src, profiles.len(), true)
+        }
+        (true, "GetVideoEncoderConfigurations") => resp::video_encoder_configurations(&profiles),
+        (true, "GetVideoEncoderConfiguration") => {
+            let token = soap.arg(&["ConfigurationToken"]).unwrap_or("");
+            let p = profiles
+                .iter()
+                .find(|p| p.token == token)
+                .ok_or_else(|| Fault::invalid_arg_val("ter:NoConfig", "no such configuration"))?;
+            resp::video_encoder_configuration(p)
+        }
+        (true, "GetStreamUri") => {
+            let p = profile_arg()?;
+            let port = match ctx.cfg.rtsp_port {
+                554 => String::new(),
+                p => format!(":{p}"),
+            };
+            let path = match (p.token.as_str(), ctx.sub.as_deref()) {
+                ("sub", Some(sub)) => ctx.fanout.stream(sub.id).name.as_str(),
+                _ => ctx.fanout.stream(StreamId::MAIN).name.as_str(),
+            };
+            resp::media_uri(false, &format!("rtsp://{rtsp_host}{port}/{path}"))
+        }
+        (true, "GetVideoEncoderConfigurationOptions") => {
+            let token = soap
+                .arg(&["ConfigurationToken"])
+                .or(soap.arg(&["ProfileToken"]))
+                .unwrap_or("main");
+            let p = profiles
+                .iter()
+                .find(|p| p.token == token)
+                .ok_or_else(|| Fault::invalid_arg_val("ter:NoConfig", "no such configuration"))?;
+            resp::video_encoder_configuration_options(&encoder_options(ctx, p))
+        }
+        (true, "GetSnapshotUri") => {
+            profile_arg()?;
+            resp::media_uri(true, &format!("http://{host}/snapshot.jpg"))
+        }
+        _ => return Err(Fault::action_not_supported(op)),
+    })
+}
+
+/// The detection sub-stream as ONVIF's profile "sub", the one a client may
+/// change.
+fn sub_profile(sub: &SubStream, fanout: &Fanout) -> Profile {
+    let info = fanout.stream(sub.id).info;
+    Profile {
+        token: "sub".into(),
+        name: "sub".into(),
+        width: u32::from(info.width),
+        height: u32::from(info.height),
+        fps: sub.cfg.fps,
+        quality: u32::from(sub.cfg.quality),
+        settable: true,
+    }
+}

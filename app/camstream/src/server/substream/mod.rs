@@ -1,0 +1,160 @@
+//! The detection sub-stream, in one place: a subscriber of the main stream
+//! (the newest frame, at the sub-stream's rate, only while someone watches
+//! it) whose worker thread ([`encoder`]: scaled decode, box filter, encode)
+//! makes each into a frame of the sub-stream, which it publishes on the
+//! fan-out as a stream of its own, rtsp://CAMERA/sub.
+
+mod encoder;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+use mio::{Registry, Token, Waker};
+
+use super::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
+use super::random::random_u64;
+use crate::clock::Mono;
+use crate::config::SubStream as Settings;
+use crate::source::StreamInfo;
+use encoder::{SubEncoder, Worker, sub_size};
+
+/// Its path: rtsp://CAMERA/sub.
+pub const PATH: &str = "sub";
+
+pub struct SubStream {
+    /// Its stream on the fan-out.
+    pub id: StreamId,
+    pub cfg: Settings,
+    /// Of the main stream.
+    subscription: SubscriberId,
+    worker: Worker,
+    waker: Arc<Waker>,
+    /// CPU time the worker spent, and frames it made.
+    pub cpu: Duration,
+    pub frames: u64,
+    pub failed: u64,
+}
+
+impl SubStream {
+    /// Starts its worker, which wakes the event loop with `done`; main
+    /// frames for it wake it with `wake`.
+    pub fn start(
+        cfg: Settings,
+        mtu: usize,
+        fanout: &mut Fanout,
+        registry: &Registry,
+        done: Token,
+        wake: Token,
+    ) -> Result<SubStream> {
+        let main = fanout.stream(StreamId::MAIN).info;
+        let (w, h) = sub_size(
+            (usize::from(main.width), usize::from(main.height)),
+            (usize::from(cfg.width), usize::from(cfg.height)),
+        );
+        let enc = SubEncoder::new(w, h, cfg.quality)?;
+        let waker = Arc::new(Waker::new(registry, done)?);
+        let info = StreamInfo {
+            width: w as u16,
+            height: h as u16,
+            fps: cfg.fps,
+        };
+        let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
+        let id = fanout.add_stream(Stream::new(PATH, info, mtu, 4, ids)?);
+        let label = fanout.label("sub-stream");
+        let subscription = fanout.subscribe(Subscription {
+            stream: StreamId::MAIN,
+            wake,
+            label,
+            every: Some(Duration::from_secs(1) / cfg.fps),
+            queue: Some(1),
+            client: false,
+            active: false,
+        });
+        log::info!(
+            "sub-stream: {w}x{h} at {} fps, rtsp://CAMERA/{PATH}",
+            cfg.fps
+        );
+        Ok(SubStream {
+            id,
+            cfg,
+            subscription,
+            worker: Worker::start(enc, waker.clone())?,
+            waker,
+            cpu: Duration::ZERO,
+            frames: 0,
+            failed: 0,
+        })
+    }
+
+    /// Made only while someone watches it: its subscription to the main
+    /// stream follows whether the sub-stream has a client playing.
+    pub fn follow_watchers(&mut self, fanout: &mut Fanout) {
+        let watched = fanout.watched(self.id);
+        fanout.set_active(self.subscription, watched);
+    }
+
+    /// A main-stream frame came for it: to the worker, if it is free (else
+    /// it waits, replaced by any newer one, until the worker is done).
+    pub fn frame_ready(&mut self, fanout: &mut Fanout) {
+        if self.worker.busy() {
+            return;
+        }
+        if let Some(frame) = fanout.next(self.subscription) {
+            self.worker.offer(frame.jpeg(), frame.captured);
+        }
+    }
+
+    /// The worker finished a frame: published to the sub-stream's clients.
+    pub fn done(&mut self, fanout: &mut Fanout) {
+        let Some(done) = self.worker.take() else {
+            return;
+        };
+        self.cpu += done.took;
+        match done.jpeg {
+            Ok(jpeg) => match camstream_rtp::jpeg::parse(&jpeg) {
+                Ok(parsed) => {
+                    self.frames += 1;
+                    fanout.publish(self.id, &parsed, done.captured, Mono::now());
+                }
+                Err(e) => {
+                    self.failed += 1;
+                    log::warn!("sub-stream: its own frame does not parse: {e:?}");
+                }
+            },
+            Err(e) => {
+                self.failed += 1;
+                log::debug!("sub-stream: {e}");
+            }
+        }
+        // A frame that came while it worked.
+        self.frame_ready(fanout);
+    }
+
+    /// New size, rate and quality (ONVIF's SetVideoEncoderConfiguration):
+    /// a new encoder on a new worker (the old one finishes its frame and
+    /// ends first); clients already playing get frames of the new size,
+    /// which RTP/JPEG carries in every packet.
+    pub fn reconfigure(&mut self, cfg: Settings, fanout: &mut Fanout) -> Result<()> {
+        let main = fanout.stream(StreamId::MAIN).info;
+        let (w, h) = sub_size(
+            (usize::from(main.width), usize::from(main.height)),
+            (usize::from(cfg.width), usize::from(cfg.height)),
+        );
+        let enc = SubEncoder::new(w, h, cfg.quality)?;
+        self.worker = Worker::start(enc, self.waker.clone())?;
+        fanout.stream_mut(self.id).info = StreamInfo {
+            width: w as u16,
+            height: h as u16,
+            fps: cfg.fps,
+        };
+        fanout.set_every(self.subscription, Duration::from_secs(1) / cfg.fps);
+        self.cfg = cfg;
+        log::info!(
+            "sub-stream now {w}x{h} at {} fps, quality {}",
+            cfg.fps,
+            cfg.quality
+        );
+        Ok(())
+    }
+}

@@ -13,7 +13,9 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use super::conn::Port;
+use std::io::Write;
+
+use super::conn::{After, Conns, Port, close};
 use crate::clock::Mono;
 
 /// Refused connections are logged at most this often (a flood would fill
@@ -133,6 +135,43 @@ impl Admission {
         }
     }
 
+    /// A connection from `peer` on `port`: whether it may be taken (Ok),
+    /// after pushing out a pending one if the port is full; or why not.
+    pub fn admit(
+        &mut self,
+        conns: &mut Conns,
+        after: &mut After,
+        port: Port,
+        peer: SocketAddr,
+    ) -> Result<(), Refusal> {
+        let open: Vec<_> = conns
+            .iter()
+            .map(|(id, c)| Holder {
+                id,
+                port: c.port,
+                peer: c.peer,
+                opened: c.opened,
+                admitted: c.admitted,
+            })
+            .collect();
+        match self.decide(&open, port, peer.ip()) {
+            Decision::Admit => Ok(()),
+            Decision::Refuse(why) => Err(why),
+            Decision::PushOut(old) => {
+                if let Some(c) = conns.get_mut(old) {
+                    // One write into a socket buffer with room does not
+                    // block; then the socket is closed.
+                    let _ = c.socket.write(busy_answer(c.port));
+                    let old_peer = c.peer;
+                    self.refused(old_peer, "connection pushed out: 503", Refusal::PushedOut);
+                }
+                let why = "pushed out by a newer connection before it authenticated";
+                close(conns, after, old, why);
+                Ok(())
+            }
+        }
+    }
+
     /// Whether the connections it counts per address are `open`.
     pub fn counts_match(&self, open: &HashMap<IpAddr, usize>) -> bool {
         &self.open == open
@@ -155,6 +194,16 @@ impl Admission {
             );
             self.logged = (0, Some(now));
         }
+    }
+}
+
+/// What a connection turned away is told before it is closed.
+pub fn busy_answer(port: Port) -> &'static [u8] {
+    match port {
+        Port::Http => {
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        }
+        Port::Rtsp => b"RTSP/1.0 503 Service Unavailable\r\nConnection: close\r\n\r\n",
     }
 }
 

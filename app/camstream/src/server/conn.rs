@@ -7,6 +7,7 @@
 
 use std::io::{self, Write};
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use mio::net::TcpStream;
 
@@ -52,7 +53,7 @@ pub enum Kind {
 }
 
 pub struct Conn {
-    pub stream: TcpStream,
+    pub socket: TcpStream,
     pub peer: SocketAddr,
     pub local: SocketAddr,
     pub port: Port,
@@ -80,10 +81,10 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(stream: TcpStream, peer: SocketAddr, local: SocketAddr, port: Port) -> Conn {
+    pub fn new(socket: TcpStream, peer: SocketAddr, local: SocketAddr, port: Port) -> Conn {
         let now = Mono::now();
         Conn {
-            stream,
+            socket,
             peer,
             local,
             port,
@@ -141,7 +142,7 @@ impl Conn {
     /// full (false).
     pub fn write_ctrl(&mut self) -> io::Result<bool> {
         while self.ctrl_pending() > 0 {
-            match self.stream.write(&self.ctrl[self.ctrl_sent..]) {
+            match self.socket.write(&self.ctrl[self.ctrl_sent..]) {
                 Ok(n) => self.ctrl_sent += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -156,9 +157,100 @@ impl Conn {
         Ok(true)
     }
 
+    /// Its request did not arrive within request_timeout (`secs`): what
+    /// came is dropped and it closes once the answer is out.
+    pub fn timed_out(&mut self, now: Mono, secs: u32) {
+        log::info!(
+            "{}: request not complete after {secs} s (request_timeout); closing",
+            self.peer
+        );
+        self.inbuf.clear();
+        self.request_started = None;
+        self.closing = Some(now);
+    }
+
     /// Most bytes of unhandled input held: a request head's limit, or the
     /// body a request waits for if that is larger.
     pub fn input_cap(&self, max_request_size: usize) -> usize {
         self.body_wanted.unwrap_or(0).max(max_request_size)
     }
+}
+
+/// What the event loop does once a part's call returns: connections to
+/// handle again and connections closed.
+#[derive(Default)]
+pub struct After {
+    /// Connections with input left to handle, after the others' turn.
+    pub resume: Vec<ConnId>,
+    /// Connections taken out of the table: the loop deregisters them and
+    /// tells the part that held them.
+    pub closed: Vec<Closed>,
+}
+
+pub struct Closed {
+    pub id: ConnId,
+    pub conn: Conn,
+    pub why: String,
+}
+
+impl Closed {
+    pub fn kind(&self) -> Kind {
+        self.conn.kind
+    }
+
+    pub fn peer(&self) -> SocketAddr {
+        self.conn.peer
+    }
+}
+
+/// Takes `ci` out of the table (nothing reaches it after this) for the
+/// loop to finish closing.
+pub fn close(conns: &mut Conns, after: &mut After, ci: ConnId, why: &str) {
+    if let Some(conn) = conns.remove(ci) {
+        after.closed.push(Closed {
+            id: ci,
+            conn,
+            why: why.to_owned(),
+        });
+    }
+}
+
+/// Connections past a deadline at a housekeeping pass.
+#[derive(Default)]
+pub struct Overdue {
+    /// Closing after an error for longer than the grace time.
+    pub stuck: Vec<ConnId>,
+    /// A request begun longer ago than request_timeout.
+    pub slow: Vec<ConnId>,
+    /// Nothing read for idle_timeout, carrying no stream.
+    pub idle: Vec<ConnId>,
+}
+
+/// Which connections are past a deadline at `now`; `streaming` tells
+/// whether one carries a stream (then it is never idle).
+pub fn overdue(
+    conns: &Conns,
+    now: Mono,
+    [grace, request, idle]: [Duration; 3],
+    streaming: impl Fn(ConnId, &Conn) -> bool,
+) -> Overdue {
+    let mut o = Overdue::default();
+    for (ci, c) in conns.iter() {
+        if let Some(t) = c.closing {
+            if now.saturating_sub(t) > grace {
+                o.stuck.push(ci);
+            }
+        } else if c
+            .request_started
+            .is_some_and(|t| now.saturating_sub(t) > request)
+        {
+            o.slow.push(ci);
+        } else if !streaming(ci, c)
+            && c.ctrl_pending() == 0
+            && now.saturating_sub(c.last_input) > idle
+        {
+            o.idle.push(ci);
+        }
+    }
+    o
 }

@@ -3,10 +3,8 @@
 //! where it leaves the connections it closed and those to handle again,
 //! for the event loop to finish.
 
-use std::net::SocketAddr;
-
 use super::admission::Admission;
-use super::conn::{Conn, ConnId, Conns, Kind};
+use super::conn::{After, ConnId, Conns, close};
 use super::fanout::Fanout;
 use super::gate::Gate;
 use crate::config::Config;
@@ -20,32 +18,6 @@ pub struct Ctx<'a> {
     pub after: &'a mut After,
 }
 
-/// What the event loop does once a part's call returns.
-#[derive(Default)]
-pub struct After {
-    /// Connections with input left to handle, after the others' turn.
-    pub resume: Vec<ConnId>,
-    /// Connections taken out of the table: the loop deregisters them and
-    /// tells the part that held them.
-    pub closed: Vec<Closed>,
-}
-
-pub struct Closed {
-    pub id: ConnId,
-    pub conn: Conn,
-    pub why: String,
-}
-
-impl Closed {
-    pub fn kind(&self) -> Kind {
-        self.conn.kind
-    }
-
-    pub fn peer(&self) -> SocketAddr {
-        self.conn.peer
-    }
-}
-
 impl Ctx<'_> {
     /// Takes `ci` out of the table (nothing reaches it after this) for the
     /// loop to finish closing.
@@ -55,16 +27,5 @@ impl Ctx<'_> {
 
     pub fn resume(&mut self, ci: ConnId) {
         self.after.resume.push(ci);
-    }
-}
-
-/// [`Ctx::close`] where no Ctx is at hand.
-pub fn close(conns: &mut Conns, after: &mut After, ci: ConnId, why: &str) {
-    if let Some(conn) = conns.remove(ci) {
-        after.closed.push(Closed {
-            id: ci,
-            conn,
-            why: why.to_owned(),
-        });
     }
 }

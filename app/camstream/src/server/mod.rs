@@ -22,8 +22,10 @@ mod fanout;
 mod gate;
 mod host;
 mod http;
+mod listen;
 mod onvif;
 mod random;
+mod report;
 mod rtsp;
 mod signals;
 mod substream;
@@ -33,22 +35,23 @@ use std::io::{self, Read};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use mio::net::TcpListener;
+use anyhow::Result;
 use mio::{Events, Interest, Poll, Token};
 
-use crate::clock::{Mono, WallClockWatch, wall_now};
+use crate::clock::Mono;
 use crate::config::Config;
-use crate::intake::Intake;
 use crate::source::{FrameSource, StreamInfo};
-use admission::{Admission, Holder, Refusal};
+use admission::{Admission, Refusal};
+use conn::After;
 use conn::{Conn, ConnId, Conns, Kind, Port};
-use ctx::{After, Ctx};
-use fanout::{Fanout, Stream, StreamId};
+use ctx::Ctx;
+use fanout::{Fanout, Stream};
 use gate::Gate;
 use http::{Handoff, Http};
+use listen::Listeners;
 use onvif::Onvif;
 use random::{random_fill, random_u64};
+use report::Reports;
 use rtsp::Rtsp;
 use signals::Signals;
 use substream::SubStream;
@@ -78,7 +81,6 @@ const READS_PER_TURN: usize = 16;
 /// stale frames in the kernel; with it, the bounded per-client queue is what
 /// decides, and a slow client gets fresh whole frames.
 const TCP_SEND_BUFFER: usize = 256 << 10;
-const STATS_EVERY: Duration = Duration::from_secs(60);
 
 /// Whether the event loop goes on after a turn.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -104,9 +106,7 @@ macro_rules! ctx {
 pub struct Server {
     cfg: Config,
     poll: Poll,
-    listener: TcpListener,
-    /// None when http_port = 0.
-    http_listener: Option<TcpListener>,
+    listeners: Listeners,
     conns: Conns,
     /// What the parts left the loop to finish after a call.
     after: After,
@@ -127,60 +127,26 @@ pub struct Server {
     /// E.g. "MJPG 1280x720 at 30 fps from /dev/video0 (UVC Camera)".
     camera_mode: String,
     signals: Signals,
-    /// Notices the wall clock being set, once per housekeeping pass.
-    wall_clock: WallClockWatch,
-    started: Mono,
-    /// Unix time of the start, for process_start_time_seconds.
-    started_unix: f64,
-    last_log: Option<Mono>,
-    frames_at_last_log: u64,
-    latency_since: Mono,
+    reports: Reports,
 }
 
 impl Server {
     /// Binds every socket; a port in use is a start-up error.
     pub fn bind(cfg: Config, info: StreamInfo) -> Result<Server> {
-        let addr = SocketAddr::new(cfg.listen, cfg.rtsp_port);
-        let listener = TcpListener::bind(addr)
-            .with_context(|| format!("cannot listen on {addr} (rtsp_port)"))?;
-        let http_listener = match cfg.http_port {
-            0 => None,
-            port => {
-                let addr = SocketAddr::new(cfg.listen, port);
-                Some(
-                    TcpListener::bind(addr)
-                        .with_context(|| format!("cannot listen on {addr} (http_port)"))?,
-                )
-            }
-        };
+        let listeners = Listeners::bind(&cfg)?;
         let udp = rtsp::Udp::bind(cfg.listen, cfg.rtp_port, cfg.mtu)?;
-        // Room for a camera that changes its size (clients keep the first),
-        // none for a header claiming gigapixels; at most the largest size
-        // the config takes.
-        let intake = Intake::new(
-            cfg.quality,
-            (4 * info.width as usize * info.height as usize).min(8192 * 8192),
-        )?;
         let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
-        let main = Stream::new(
-            &cfg.path,
-            info,
-            cfg.mtu,
-            Fanout::pool_size(cfg.client_queue),
-            ids,
-        )?;
-        let mut fanout = Fanout::new(intake, cfg.client_queue, main);
+        let main = Stream::new(&cfg.path, info, cfg.mtu, cfg.client_queue + 2, ids)?;
+        let mut fanout = Fanout::new(cfg.quality, cfg.client_queue, main)?;
         let mut key = [0u8; 32];
         random_fill(&mut key);
         let gate = Gate::new(&cfg, key);
         let rtsp = Rtsp::new(udp, &mut fanout, format!("camstream@{}", host::hostname()));
         let http = Http::new(&mut fanout, cfg.onvif);
-        let (wall, _) = wall_now();
         let poll = Poll::new()?;
         let mut server = Server {
             poll,
-            listener,
-            http_listener,
+            listeners,
             conns: Conns::new(),
             after: After::default(),
             ready: Vec::new(),
@@ -195,61 +161,25 @@ impl Server {
             source: None,
             camera_mode: String::new(),
             signals: Signals::new()?,
-            wall_clock: WallClockWatch::default(),
-            started: Mono::now(),
-            started_unix: wall as f64 / 1e9,
-            last_log: None,
-            frames_at_last_log: 0,
-            latency_since: Mono::now(),
+            reports: Reports::new(),
             cfg,
         };
-        if let Some(sc) = server.cfg.sub {
-            let r = server.poll.registry();
-            match SubStream::start(
-                sc,
-                server.cfg.mtu,
-                &mut server.fanout,
-                r,
-                SUB_DONE,
-                SUB_FRAME,
-            ) {
-                Ok(s) => server.sub = Some(s),
-                // The main stream is what matters; say why there is no other.
-                Err(e) => log::warn!("no sub-stream: {e:#}"),
-            }
-        }
-        // Announced only where NVRs can reach it: not when it listens on
-        // loopback alone (as the tests' cameras do).
-        if server.cfg.onvif && server.cfg.http_port != 0 && !server.cfg.listen.is_loopback() {
-            match onvif::discovery::Discovery::open(
-                onvif::endpoint(),
-                server.cfg.http_port,
-                server.poll.registry(),
-                DISCOVERY,
-                ADDRESS_CHANGES,
-                random_fill,
-            ) {
-                Ok(d) => server.discovery = Some(d),
-                // The camera still streams; NVRs can be given its address.
-                Err(e) => log::warn!("WS-Discovery off: {e}"),
-            }
-        }
         let r = server.poll.registry();
-        r.register(&mut server.listener, LISTENER, Interest::READABLE)?;
-        if let Some(l) = &mut server.http_listener {
-            r.register(l, HTTP_LISTENER, Interest::READABLE)?;
-        }
+        server.sub = substream::start(&server.cfg, &mut server.fanout, r, SUB_DONE, SUB_FRAME);
+        server.discovery = onvif::discovery::start(&server.cfg, r, DISCOVERY, ADDRESS_CHANGES);
+        let r = server.poll.registry();
+        server.listeners.register(r, LISTENER, HTTP_LISTENER)?;
         server.rtsp.register(r, RTP, RTCP)?;
         server.signals.register(r, SIGNAL, REPORT_SIGNAL)?;
         Ok(server)
     }
 
     pub fn rtsp_addr(&self) -> io::Result<SocketAddr> {
-        self.listener.local_addr()
+        self.listeners.rtsp_addr()
     }
 
     pub fn http_addr(&self) -> Option<SocketAddr> {
-        self.http_listener.as_ref()?.local_addr().ok()
+        self.listeners.http_addr()
     }
 
     /// Serves until SIGINT or SIGTERM, or until the source fails.
@@ -328,7 +258,7 @@ impl Server {
                 }
                 REPORT_SIGNAL => {
                     self.signals.take_report();
-                    self.log_send_latency();
+                    self.reports.send_latency(&mut self.fanout);
                 }
                 token => {
                     // A closed connection's events name its generation,
@@ -407,67 +337,26 @@ impl Server {
     }
 
     fn accept(&mut self, port: Port) {
-        loop {
-            let listener = match port {
-                Port::Http => self
-                    .http_listener
-                    .as_ref()
-                    .expect("registered only if bound"),
-                Port::Rtsp => &self.listener,
-            };
-            match listener.accept() {
-                Ok((stream, peer)) => self.connected(stream, peer, port),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    log::warn!("accept: {e}");
-                    return;
-                }
-            }
+        while let Some((stream, peer)) = self.listeners.accept(port) {
+            self.connected(stream, peer, port);
         }
     }
 
     /// A new connection: admitted (maybe in place of one that has not
     /// authenticated), or answered 503 and closed.
     fn connected(&mut self, mut stream: mio::net::TcpStream, peer: SocketAddr, port: Port) {
-        use std::io::Write;
-        let open: Vec<_> = self
-            .conns
-            .iter()
-            .map(|(id, c)| Holder {
-                id,
-                port: c.port,
-                peer: c.peer,
-                opened: c.opened,
-                admitted: c.admitted,
-            })
-            .collect();
-        let refusal = match self.admission.decide(&open, port, peer.ip()) {
-            admission::Decision::Admit => None,
-            admission::Decision::PushOut(old) => {
-                if let Some(c) = self.conns.get_mut(old) {
-                    let _ = c.stream.write(busy_answer(c.port));
-                    let old_peer = c.peer;
-                    self.admission.refused(
-                        old_peer,
-                        "connection pushed out: 503",
-                        Refusal::PushedOut,
-                    );
-                }
-                let why = "pushed out by a newer connection before it authenticated";
-                ctx::close(&mut self.conns, &mut self.after, old, why);
-                self.settle();
-                None
-            }
-            admission::Decision::Refuse(why) => Some(why),
-        };
-        let id = match (refusal, self.conns.next_id()) {
-            (None, Some(id)) => id,
+        let admitted = self
+            .admission
+            .admit(&mut self.conns, &mut self.after, port, peer);
+        self.settle();
+        let id = match (admitted, self.conns.next_id()) {
+            (Ok(()), Some(id)) => id,
             (why, _) => {
                 // One write into an empty socket buffer does not block;
                 // then the socket is dropped (closed).
-                let _ = stream.write(busy_answer(port));
-                let why = why.unwrap_or(Refusal::TooManyConnections);
+                use std::io::Write;
+                let _ = stream.write(admission::busy_answer(port));
+                let why = why.err().unwrap_or(Refusal::TooManyConnections);
                 self.admission.refused(peer, "connection refused: 503", why);
                 return;
             }
@@ -509,7 +398,7 @@ impl Server {
                 return self.input(ci);
             }
             let room = (cap - conn.inbuf.len()).min(buf.len());
-            match conn.stream.read(&mut buf[..room]) {
+            match conn.socket.read(&mut buf[..room]) {
                 Ok(0) => {
                     self.input(ci);
                     return self.close(ci, "closed by peer");
@@ -564,7 +453,17 @@ impl Server {
                 None
             }
             Handoff::Metrics { head_only, close } => {
-                let text = self.metrics_text();
+                let text = self.reports.metrics(&report::Parts {
+                    cfg: &self.cfg,
+                    fanout: &self.fanout,
+                    admission: &self.admission,
+                    rtsp: self.rtsp.counts(&self.conns),
+                    http: self.http.counts(),
+                    sub_path: self.sub.as_ref().map_or("", |_| substream::PATH),
+                    camera_mode: &self.camera_mode,
+                    rtsp_port: self.rtsp_addr().map_or(self.cfg.rtsp_port, |a| a.port()),
+                    http_port: self.http_addr().map_or(self.cfg.http_port, |a| a.port()),
+                });
                 let ctx = &mut ctx!(self);
                 self.http.metrics(ci, &text, head_only, close, ctx);
                 self.http.input(ci, ctx)
@@ -595,7 +494,7 @@ impl Server {
     }
 
     fn close(&mut self, ci: ConnId, why: &str) {
-        ctx::close(&mut self.conns, &mut self.after, ci, why);
+        conn::close(&mut self.conns, &mut self.after, ci, why);
         self.settle();
     }
 
@@ -604,7 +503,7 @@ impl Server {
     /// it (which may close others: a tunnel's other half).
     fn settle(&mut self) {
         while let Some(mut c) = self.after.closed.pop() {
-            let _ = self.poll.registry().deregister(&mut c.conn.stream);
+            let _ = self.poll.registry().deregister(&mut c.conn.socket);
             self.admission.closed(c.peer().ip());
             log::debug!("{}: {}", c.peer(), c.why);
             match c.kind() {
@@ -615,41 +514,19 @@ impl Server {
     }
 
     fn housekeeping(&mut self, now: Mono) {
-        let (wall, mono) = wall_now();
-        let stepped = self.wall_clock.observe(wall, mono);
-        if let Some(step) = stepped {
-            log::info!(
-                "wall clock stepped by {:+.3} s (NTP or set by hand): RTCP sender reports follow it, RTP timestamps go on unchanged",
-                step as f64 / 1e9
-            );
-        }
-        self.rtsp
-            .housekeeping(now, stepped.is_some(), &mut ctx!(self));
+        self.rtsp.housekeeping(now, &mut ctx!(self));
         if let Some(source) = self.source.take() {
             self.note_camera(&*source);
             self.source = Some(source);
         }
         self.http.housekeeping(now, &mut ctx!(self));
-        let request_timeout = Duration::from_secs(u64::from(self.cfg.request_timeout));
-        let idle_timeout = Duration::from_secs(u64::from(self.cfg.idle_timeout));
-        let (mut stuck, mut slow, mut idle) = (Vec::new(), Vec::new(), Vec::new());
-        for (ci, c) in self.conns.iter() {
-            if let Some(t) = c.closing {
-                if now.saturating_sub(t) > CLOSE_GRACE {
-                    stuck.push(ci);
-                }
-            } else if c
-                .request_started
-                .is_some_and(|t| now.saturating_sub(t) > request_timeout)
-            {
-                slow.push(ci);
-            } else if !self.streaming(ci, c)
-                && c.ctrl_pending() == 0
-                && now.saturating_sub(c.last_input) > idle_timeout
-            {
-                idle.push(ci);
-            }
-        }
+        let deadlines = [
+            CLOSE_GRACE,
+            Duration::from_secs(u64::from(self.cfg.request_timeout)),
+            Duration::from_secs(u64::from(self.cfg.idle_timeout)),
+        ];
+        let conn::Overdue { stuck, slow, idle } =
+            conn::overdue(&self.conns, now, deadlines, |ci, c| self.streaming(ci, c));
         for ci in stuck {
             self.close(ci, "did not read the error response");
         }
@@ -657,14 +534,7 @@ impl Server {
             let Some(conn) = self.conns.get_mut(ci) else {
                 continue;
             };
-            log::info!(
-                "{}: request not complete after {} s (request_timeout); closing",
-                conn.peer,
-                self.cfg.request_timeout
-            );
-            conn.inbuf.clear();
-            conn.request_started = None;
-            conn.closing = Some(now);
+            conn.timed_out(now, self.cfg.request_timeout);
             match conn.kind {
                 Kind::Rtsp => Rtsp::timed_out(conn),
                 Kind::Http => Http::timed_out(conn),
@@ -683,7 +553,9 @@ impl Server {
             self.close(ci, "idle without a session or stream");
         }
         self.wake_subscribers();
-        self.log_stats(now);
+        let clients = (self.rtsp.sessions(), self.http.counts().mjpeg_streams);
+        self.reports
+            .minute(now, &self.fanout, clients, self.conns.len());
     }
 
     /// Whether a connection carries a stream (then it is not idle).
@@ -694,107 +566,8 @@ impl Server {
         }
     }
 
-    /// What every part counts, for /metrics.
-    fn metrics_text(&self) -> String {
-        let rtsp = self.rtsp.counts(&self.conns);
-        let http = self.http.counts();
-        let delivery = |label: &str| {
-            let d = self
-                .fanout
-                .deliveries()
-                .iter()
-                .find(|(n, _)| *n == label)
-                .map(|(_, d)| *d)
-                .unwrap_or_default();
-            http::metrics::Delivery {
-                frames_sent: d.frames_sent,
-                frames_dropped: d.frames_dropped,
-                bytes_sent: d.bytes_sent,
-            }
-        };
-        let main = self.fanout.stream(StreamId::MAIN);
-        let rtsp_port = self.rtsp_addr().map_or(self.cfg.rtsp_port, |a| a.port());
-        let http_port = self.http_addr().map_or(self.cfg.http_port, |a| a.port());
-        http::metrics::text(&http::metrics::Figures {
-            path: &self.cfg.path,
-            sub_path: self.sub.as_ref().map_or("", |_| substream::PATH),
-            onvif: self.cfg.onvif,
-            rtsp_port,
-            http_port,
-            width: main.info.width,
-            height: main.info.height,
-            fps: main.info.fps,
-            camera_present: self.fanout.camera_present(),
-            source: self.cfg.source.to_string(),
-            mode: &self.camera_mode,
-            intake: self.fanout.intake_counts(),
-            rtsp: delivery("rtsp"),
-            http: delivery("http"),
-            sessions_udp: rtsp.sessions_udp,
-            sessions_tcp: rtsp.sessions_tcp,
-            sessions_tunnelled: rtsp.sessions_tunnelled,
-            mjpeg_streams: http.mjpeg_streams,
-            rtsp_connections: rtsp.connections,
-            http_connections: http.connections,
-            refusals: Refusal::ALL
-                .iter()
-                .map(|r| (r.name(), self.admission.refusals[*r as usize]))
-                .collect(),
-            http_requests: http.requests,
-            snapshots: http.snapshots,
-            uptime_seconds: Mono::now().saturating_sub(self.started).as_secs_f64(),
-            start_time_seconds: self.started_unix,
-            latency: &self.fanout.latency.total,
-        })
-    }
-
-    fn log_stats(&mut self, now: Mono) {
-        let Some(last) = self.last_log else {
-            self.last_log = Some(now);
-            return;
-        };
-        let elapsed = now.saturating_sub(last);
-        if elapsed < STATS_EVERY {
-            return;
-        }
-        let c = self.fanout.intake_counts();
-        let streamed = c.frames_taken - self.frames_at_last_log;
-        let refused: u64 = c.refused.iter().sum();
-        let repaired: u64 = c.repaired.iter().sum();
-        log::info!(
-            "{:.1} frames/s, {} sessions, {} MJPEG streams, {} connections; of {} frames since start {repaired} repaired, {refused} refused",
-            streamed as f64 / elapsed.as_secs_f64(),
-            self.rtsp.sessions(),
-            self.http.counts().mjpeg_streams,
-            self.conns.len(),
-            c.frames_in
-        );
-        self.last_log = Some(now);
-        self.frames_at_last_log = c.frames_taken;
-    }
-
-    /// The send latency since the last report, then a new measurement.
-    fn log_send_latency(&mut self) {
-        let now = Mono::now();
-        log::info!(
-            "send latency (frame in to its last byte written, per client) over {:.1} s: {}",
-            now.saturating_sub(self.latency_since).as_secs_f64(),
-            self.fanout.latency.window
-        );
-        self.fanout.latency.window.reset();
-        self.latency_since = now;
-    }
-
     fn shutdown(&mut self) {
-        self.log_send_latency();
-        let c = self.fanout.intake_counts();
-        log::info!(
-            "{} frames in, {} streamed; repaired: {}; refused: {}",
-            c.frames_in,
-            c.frames_taken,
-            Intake::summary(&c.repaired),
-            Intake::summary(&c.refused)
-        );
+        self.reports.stopping(&mut self.fanout);
         self.rtsp.shutdown(&mut ctx!(self));
         for ci in self.conns.ids() {
             // Best effort: whatever fits in the socket buffer now.
@@ -816,15 +589,5 @@ impl Server {
             return Err("admission's count of connections per address is off".into());
         }
         Ok(())
-    }
-}
-
-/// What a connection turned away is told before it is closed.
-fn busy_answer(port: Port) -> &'static [u8] {
-    match port {
-        Port::Http => {
-            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        }
-        Port::Rtsp => b"RTSP/1.0 503 Service Unavailable\r\nConnection: close\r\n\r\n",
     }
 }

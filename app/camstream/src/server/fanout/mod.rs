@@ -147,9 +147,16 @@ pub struct Fanout {
 }
 
 impl Fanout {
-    pub fn new(intake: Intake, queue: usize, main: Stream) -> Fanout {
-        Fanout {
-            intake,
+    /// `quality`: what the intake re-encodes repaired frames at; `queue`:
+    /// frames queued per subscriber (client_queue).
+    pub fn new(quality: u8, queue: usize, main: Stream) -> anyhow::Result<Fanout> {
+        let info = main.info;
+        // Room for a camera that changes its size (clients keep the first),
+        // none for a header claiming gigapixels; at most the largest size
+        // the config takes.
+        let max_pixels = (4 * info.width as usize * info.height as usize).min(8192 * 8192);
+        Ok(Fanout {
+            intake: Intake::new(quality, max_pixels)?,
             streams: vec![main],
             subscribers: Table::new(),
             queue,
@@ -157,12 +164,7 @@ impl Fanout {
             labels: Vec::new(),
             latency: SendLatency::default(),
             present: true,
-        }
-    }
-
-    /// Frames a stream's pool keeps: every queue full, one being built.
-    pub fn pool_size(queue: usize) -> usize {
-        queue + 2
+        })
     }
 
     pub fn add_stream(&mut self, mut stream: Stream) -> StreamId {

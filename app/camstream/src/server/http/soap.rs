@@ -8,7 +8,8 @@ use super::super::admission::Refusal;
 use super::super::conn::ConnId;
 use super::super::ctx::Ctx;
 use super::super::onvif::{self, Answer, HttpAuth};
-use super::{Handoff, Http, Request, State, digest, write_challenge};
+use super::auth::{digest, write_challenge};
+use super::{Handoff, Http, Request, State};
 use crate::clock::Mono;
 use camstream_rtsp::auth::Verdict;
 

@@ -13,7 +13,9 @@ use mio::net::UdpSocket;
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 
+use super::super::random::random_fill;
 use super::DEVICE_PATH;
+use crate::config::Config;
 
 pub const PORT: u16 = 3702;
 const GROUP: Ipv4Addr = Ipv4Addr::new(239, 255, 255, 250);
@@ -71,6 +73,29 @@ fn address_watch() -> io::Result<OwnedFd> {
         return Err(io::Error::last_os_error());
     }
     Ok(owned)
+}
+
+/// WS-Discovery where NVRs can reach the camera: not when ONVIF or HTTP
+/// is off, nor when it listens on loopback alone (as the tests' cameras
+/// do). Without it the camera still streams: NVRs can be given its address.
+pub fn start(cfg: &Config, r: &Registry, udp: Token, netlink: Token) -> Option<Discovery> {
+    if !cfg.onvif || cfg.http_port == 0 || cfg.listen.is_loopback() {
+        return None;
+    }
+    match Discovery::open(
+        super::endpoint(),
+        cfg.http_port,
+        r,
+        udp,
+        netlink,
+        random_fill,
+    ) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            log::warn!("WS-Discovery off: {e}");
+            None
+        }
+    }
 }
 
 impl Discovery {

@@ -28,7 +28,7 @@ use super::conn::{CTRL_HIGH_WATER, Conn, ConnId, Conns};
 use super::ctx::Ctx;
 use super::fanout::{Fanout, Label, SharedFrame, SubscriberId};
 use super::table::Secondary;
-use crate::clock::Mono;
+use crate::clock::{Mono, WallClockWatch, wall_now};
 
 use session::{SessionId, Sessions, Transport};
 use tunnel::Tunnels;
@@ -78,6 +78,8 @@ pub struct Rtsp {
     label: Label,
     /// Reused list of ids, so sending a frame allocates nothing.
     scratch: Vec<SessionId>,
+    /// Notices the wall clock being set, once per housekeeping pass.
+    wall_clock: WallClockWatch,
 }
 
 impl Rtsp {
@@ -92,6 +94,7 @@ impl Rtsp {
             cname,
             label: fanout.label("rtsp"),
             scratch: Vec::new(),
+            wall_clock: WallClockWatch::default(),
         }
     }
 
@@ -294,7 +297,7 @@ impl Rtsp {
                 return;
             };
             if let Some(w) = &mut r.writing {
-                match send::write_interleaved(&mut conn.stream, &w.frame, w.channel, w.pos) {
+                match send::write_interleaved(&mut conn.socket, &w.frame, w.channel, w.pos) {
                     Ok(p) if p == w.frame.wire().len() => {
                         ctx.fanout.delivered(w.subscription, &w.frame, p);
                         r.writing = None;
@@ -462,7 +465,7 @@ impl Rtsp {
         }
     }
 
-    pub fn housekeeping(&mut self, now: Mono, wall_stepped: bool, ctx: &mut Ctx<'_>) {
+    pub fn housekeeping(&mut self, now: Mono, ctx: &mut Ctx<'_>) {
         let timeout = Duration::from_secs(u64::from(ctx.cfg.session_timeout));
         let expired: Vec<SessionId> = self
             .sessions
@@ -484,7 +487,12 @@ impl Rtsp {
         // RTP time goes on from the monotonic clock; receivers map it to wall
         // time by the latest sender report, so after a step they get one now
         // rather than up to rtcp_interval later.
-        if wall_stepped {
+        let (wall, mono) = wall_now();
+        if let Some(step) = self.wall_clock.observe(wall, mono) {
+            log::info!(
+                "wall clock stepped by {:+.3} s (NTP or set by hand): RTCP sender reports follow it, RTP timestamps go on unchanged",
+                step as f64 / 1e9
+            );
             for (_, s) in self.sessions.iter_mut() {
                 s.next_report = now;
             }

@@ -15,12 +15,31 @@ use mio::{Registry, Token, Waker};
 use super::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
 use super::random::random_u64;
 use crate::clock::Mono;
-use crate::config::SubStream as Settings;
+use crate::config::{Config, SubStream as Settings};
 use crate::source::StreamInfo;
 use encoder::{SubEncoder, Worker, sub_size};
 
 /// Its path: rtsp://CAMERA/sub.
 pub const PATH: &str = "sub";
+
+/// The sub-stream [streams.sub] asks for, or None (turned off, or it could
+/// not start: the main stream is what matters; the log says why).
+pub fn start(
+    cfg: &Config,
+    fanout: &mut Fanout,
+    registry: &Registry,
+    done: Token,
+    wake: Token,
+) -> Option<SubStream> {
+    let settings = cfg.sub?;
+    match SubStream::start(settings, cfg.mtu, fanout, registry, done, wake) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            log::warn!("no sub-stream: {e:#}");
+            None
+        }
+    }
+}
 
 pub struct SubStream {
     /// Its stream on the fan-out.

@@ -113,6 +113,17 @@ fn check(req: &Request<Vec<u8>>) -> Result<String, Response<Vec<u8>>> {
     Ok(cseq)
 }
 
+/// A request that passed the checks, as its method's answer sees it.
+struct Call<'r> {
+    ci: ConnId,
+    req: &'r Request<Vec<u8>>,
+    cseq: &'r str,
+    /// The session it names, its sender's.
+    session: Option<SessionId>,
+    /// Who sent it (None: no users are set).
+    user: Option<String>,
+}
+
 /// `Session: ID;timeout=SECONDS` (RFC 2326 12.37).
 fn session_header(s: &Session, timeout: u32) -> String {
     format!("{};timeout={timeout}", s.id)
@@ -148,7 +159,16 @@ impl Rtsp {
             Err(status) => return Outcome::status(status, &cseq),
         };
         match self.session_for(ci, named, named_session, user.as_deref(), ctx) {
-            Ok(session) => self.answer(ci, req, &cseq, target, session, user, ctx),
+            Ok(session) => {
+                let call = Call {
+                    ci,
+                    req,
+                    cseq: &cseq,
+                    session,
+                    user,
+                };
+                self.answer(call, target, ctx)
+            }
             Err(status) => Outcome::status(status, &cseq),
         }
     }
@@ -183,17 +203,14 @@ impl Rtsp {
     }
 
     /// Answers a request that passed the checks, by its method.
-    #[allow(clippy::too_many_arguments)]
-    fn answer(
-        &mut self,
-        ci: ConnId,
-        req: &Request<Vec<u8>>,
-        cseq: &str,
-        target: Target,
-        session: Option<SessionId>,
-        user: Option<String>,
-        ctx: &mut Ctx<'_>,
-    ) -> Outcome {
+    fn answer(&mut self, call: Call<'_>, target: Target, ctx: &mut Ctx<'_>) -> Outcome {
+        let Call {
+            ci,
+            req,
+            cseq,
+            session,
+            ..
+        } = call;
         let reply = |status| Outcome::status(status, cseq);
         let timeout = ctx.cfg.session_timeout;
         let with_session = |b: ResponseBuilder, s: &Session| {
@@ -228,7 +245,7 @@ impl Rtsp {
                 Outcome::respond(r)
             }
             Method::Setup => match target {
-                Target::Track(stream) => self.setup(ci, req, cseq, stream, session, user, ctx),
+                Target::Track(stream) => self.setup(call, stream, ctx),
                 // One stream only: SETUP names it, not the presentation.
                 Target::Aggregate(_) => reply(StatusCode::AggregateOperationNotAllowed),
                 _ => reply(StatusCode::NotFound),
@@ -354,17 +371,14 @@ impl Rtsp {
     }
 
     /// SETUP of a stream's one track (`answer` turned away the rest).
-    #[allow(clippy::too_many_arguments)]
-    fn setup(
-        &mut self,
-        ci: ConnId,
-        req: &Request<Vec<u8>>,
-        cseq: &str,
-        stream: StreamId,
-        session: Option<SessionId>,
-        user: Option<String>,
-        ctx: &mut Ctx<'_>,
-    ) -> Outcome {
+    fn setup(&mut self, call: Call<'_>, stream: StreamId, ctx: &mut Ctx<'_>) -> Outcome {
+        let Call {
+            ci,
+            req,
+            cseq,
+            session,
+            user,
+        } = call;
         let reply = |status| Outcome::status(status, cseq);
         let Some(peer) = ctx.conns.get(ci).map(|c| c.peer) else {
             return reply(StatusCode::BadRequest);

@@ -1,4 +1,8 @@
-# Shared by the host scripts: install what a fresh Debian 12 machine lacks.
+# Shared by the host scripts: install what a fresh Debian 12 machine lacks
+# (Debian's packages, Rust, the tests' Python) and download the Debian
+# packages the firmware image is made of; also the timed steps of long
+# commands and two checks of what Kconfig made of a configuration. The
+# builds from source are scripts/lib-build.sh's.
 # The caller sets ROOT (the checkout). A function gives its result on
 # standard output or as its exit status, and sets no variable of its
 # caller's, except where it says so (step's state, PATH).
@@ -107,13 +111,6 @@ ensure_rust() {
         --profile minimal --component clippy,rustfmt
 }
 
-# Builds the release binary of camstream (linked against libturbojpeg).
-build_camstream() {
-    need_packages gcc libc6-dev pkg-config libturbojpeg0-dev
-    ensure_rust
-    (cd "$ROOT/app" && cargo build --release --locked -p camstream)
-}
-
 # The tests' Python (output/venv, with Debian's packages and
 # tests/requirements.txt); prints its path.
 test_venv() (
@@ -122,141 +119,6 @@ test_venv() (
     [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv" >&2
     "$venv/bin/pip" install -q --disable-pip-version-check -r "$ROOT/tests/requirements.txt" >&2
     echo "$venv/bin/python"
-)
-
-# Cross-builds camstream for aarch64 with Debian's Rust (rustup cannot add
-# targets offline), linking libjpeg-turbo statically and libcamera (with
-# glibc) dynamically. Prints its path.
-build_camstream_aarch64() {
-    cargo_aarch64 build --release --locked -p camstream --features libcamera >&2
-    echo "$ROOT/output/target/aarch64-unknown-linux-gnu/release/camstream"
-}
-
-# cargo ARGS... in app/ for aarch64 with Debian's cross Rust (output/target).
-cargo_aarch64() {
-    dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
-    # ca-certificates: cargo fetches crates over HTTPS (Debian's cargo only
-    # recommends it). libcamera: the Pi's Camera Modules (and vimc in the
-    # tests); linked dynamically, as its C++ library is.
-    need_packages rustc-web cargo-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu \
-        g++-aarch64-linux-gnu libc6-dev:arm64 libturbojpeg0-dev:arm64 libcamera-dev:arm64 \
-        pkgconf ca-certificates >&2
-    (
-        cd "$ROOT/app" || exit
-        RUSTC=/usr/bin/rustc \
-            CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
-            CXX_aarch64_unknown_linux_gnu=aarch64-linux-gnu-g++ \
-            PKG_CONFIG_ALLOW_CROSS=1 PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig \
-            TURBOJPEG_SOURCE=explicit TURBOJPEG_LIB_DIR=/usr/lib/aarch64-linux-gnu TURBOJPEG_STATIC=1 \
-            /usr/bin/cargo "$@" --target aarch64-unknown-linux-gnu --target-dir "$ROOT/output/target"
-    )
-}
-
-# RAUC for the QEMU image, cross-built from Debian's source of the rauc
-# package with the features Buildroot's rauc package leaves out by default
-# also left out here: no D-Bus service (so no dbus-daemon on the board), no
-# network, streaming, JSON or bundle creation. Debian's own arm64 build has
-# all of them and needs systemd's and curl's libraries. Prints its path.
-RAUC_VERSION=1.8
-RAUC_SHA256=d233247c1763b1c56c851d0adef2094b7aa2fcd72decf524a8ac0419188e0978
-build_rauc_aarch64() (
-    out="$ROOT/output/rauc/$RAUC_VERSION"
-    if [ ! -x "$out/rauc" ]; then
-        dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
-        need_packages gcc-aarch64-linux-gnu libc6-dev:arm64 make pkgconf libglib2.0-dev:arm64 libssl-dev:arm64 xz-utils
-        src="$ROOT/output/debs/rauc_$RAUC_VERSION.orig.tar.xz"
-        if [ ! -f "$src" ]; then
-            # Where this machine's apt gets the rauc package, the source next to it.
-            pool=$(apt-get download --print-uris -q rauc 2>/dev/null | sed -n "s|^'\([^']*\)/rauc_[^/]*' .*|\1|p")
-            [ -n "$pool" ] || { echo "cannot locate Debian's rauc package" >&2 && return 1; }
-            mkdir -p "$ROOT/output/debs"
-            /usr/lib/apt/apt-helper download-file "$pool/rauc_$RAUC_VERSION.orig.tar.xz" "$src" \
-                "SHA256:$RAUC_SHA256" >&2
-        fi
-        rm -rf "$out.build"
-        mkdir -p "$out.build"
-        tar -xf "$src" -C "$out.build" --strip-components=1
-        (
-            cd "$out.build" &&
-                PKG_CONFIG=aarch64-linux-gnu-pkg-config ./configure -q --host=aarch64-linux-gnu \
-                    --prefix=/usr --sysconfdir=/etc --disable-service --disable-network \
-                    --disable-streaming --disable-json --disable-create --disable-code-coverage &&
-                make -s -j"$(nproc)" rauc
-        ) >"$out.log" 2>&1 || { tail -n 30 "$out.log" >&2 && return 1; }
-        mkdir -p "$out"
-        aarch64-linux-gnu-strip -o "$out/rauc.tmp" "$out.build/rauc"
-        mv "$out/rauc.tmp" "$out/rauc"
-        rm -rf "$out.build"
-    fi
-    echo "$out/rauc"
-)
-
-# BusyBox for the QEMU image, cross-built static from Debian's source of
-# busybox with Debian's security fixes: upstream's default applet set plus
-# board/common/busybox.fragment, the applets the firmware's scripts need
-# beyond Buildroot's default set (the Buildroot images take the same
-# fragment). Debian's own builds leave out ntpd and ifplugd. Prints the
-# directory holding busybox and busybox.links (the applets' paths).
-BUSYBOX_VERSION=1.35.0
-BUSYBOX_DEBIAN=4+deb12u1
-BUSYBOX_SHA256=faeeb244c35a348a334f4a59e44626ee870fb07b6884d68c10ae8bc19f83a694
-BUSYBOX_DEBIAN_SHA256=1cacbe095ef4880ea7879933c8e3c5075d1527cd6fbcb626a9b41e5daefd1a46
-# A static binary, and the full modprobe as Buildroot's config has it (the
-# small one ignores modules.dep and the options the image's coldplug uses;
-# the Buildroot images use kmod's).
-BUSYBOX_QEMU_CONFIG="CONFIG_STATIC=y CONFIG_MODPROBE_SMALL=n CONFIG_MODPROBE=y CONFIG_FEATURE_MODPROBE_BLACKLIST=y
-CONFIG_FEATURE_MODUTILS_ALIAS=y CONFIG_FEATURE_MODUTILS_SYMBOLS=y CONFIG_FEATURE_CMDLINE_MODULE_OPTIONS=y
-CONFIG_INSMOD=y CONFIG_RMMOD=y CONFIG_LSMOD=y CONFIG_DEPMOD=y CONFIG_MODINFO=y"
-build_busybox_aarch64() (
-    fragment="$ROOT/board/common/busybox.fragment"
-    out="$ROOT/output/busybox/$BUSYBOX_VERSION-$({ cat "$fragment" && echo "$BUSYBOX_QEMU_CONFIG"; } |
-        sha256sum | cut -c1-12)"
-    if [ ! -x "$out/busybox" ]; then
-        dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
-        need_packages gcc-aarch64-linux-gnu libc6-dev:arm64 make bzip2 xz-utils patch
-        debs="$ROOT/output/debs"
-        src="$debs/busybox_$BUSYBOX_VERSION.orig.tar.bz2"
-        fixes="$debs/busybox_$BUSYBOX_VERSION-$BUSYBOX_DEBIAN.debian.tar.xz"
-        if [ ! -f "$src" ] || [ ! -f "$fixes" ]; then
-            pool=$(apt-get download --print-uris -q busybox 2>/dev/null | sed -n "s|^'\([^']*\)/busybox_[^/]*' .*|\1|p")
-            [ -n "$pool" ] || { echo "cannot locate Debian's busybox package" >&2 && return 1; }
-            mkdir -p "$debs"
-            /usr/lib/apt/apt-helper download-file "$pool/${src##*/}" "$src" "SHA256:$BUSYBOX_SHA256" >&2
-            /usr/lib/apt/apt-helper download-file "$pool/$(echo "${fixes##*/}" | sed 's/+/%2b/g')" "$fixes" \
-                "SHA256:$BUSYBOX_DEBIAN_SHA256" >&2
-        fi
-        b="$out.build"
-        rm -rf "$b"
-        mkdir -p "$b/debian"
-        tar -xf "$src" -C "$b" --strip-components=1
-        tar -xf "$fixes" -C "$b"
-        (
-            cd "$b" &&
-                grep '^CVE-' debian/patches/series | while read -r f; do
-                    patch -s -p1 <"debian/patches/$f" || exit 1
-                done &&
-                make -s defconfig &&
-                # The fragment's lines, then BUSYBOX_QEMU_CONFIG's, over the
-                # defaults (KEY=n: not set).
-                { grep '^CONFIG_' "$fragment" && echo "$BUSYBOX_QEMU_CONFIG" | tr ' ' '\n'; } |
-                while IFS='=' read -r key value; do
-                    sed -i "/^$key=/d; /^# $key is not set/d" .config
-                    if [ "$value" = n ]; then
-                        echo "# $key is not set" >>.config
-                    else
-                        echo "$key=$value" >>.config
-                    fi
-                done &&
-                yes '' | make -s oldconfig >/dev/null &&
-                make -s -j"$(nproc)" CROSS_COMPILE=aarch64-linux-gnu- busybox busybox.links
-        ) >"$out.log" 2>&1 || { tail -n 30 "$out.log" >&2 && return 1; }
-        mkdir -p "$out"
-        aarch64-linux-gnu-strip -o "$out/busybox.tmp" "$b/busybox"
-        cp "$b/busybox.links" "$out/busybox.links"
-        mv "$out/busybox.tmp" "$out/busybox"
-        rm -rf "$b"
-    fi
-    echo "$out"
 )
 
 # Downloads Debian packages (PACKAGE or PACKAGE:ARCH) into $ROOT/output/debs

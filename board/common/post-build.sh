@@ -10,10 +10,9 @@ set -eu
 target=$1 board=${2:?usage: post-build.sh TARGET_DIR BOARD [VARIANT]} variant=${3:-Buildroot}
 here=$(cd "$(dirname "$0")" && pwd)
 
-# Our S01syslogd starts klogd too; a seed file kept by S*seedrng/S*urandom
-# would sit on the read-only root (the boards have a hardware RNG).
-rm -f "$target/etc/init.d/S02klogd" "$target/etc/init.d/S01seedrng" \
-    "$target/etc/init.d/S20seedrng" "$target/etc/init.d/S20urandom"
+# A seed file kept by S*seedrng/S*urandom would sit on the read-only root
+# (the boards have a hardware RNG).
+rm -f "$target/etc/init.d/S01seedrng" "$target/etc/init.d/S20seedrng" "$target/etc/init.d/S20urandom"
 
 # Mount points: the data partition, the boot partition (U-Boot's A/B state).
 mkdir -p "$target/data" "$target/boot/firmware"

@@ -1,5 +1,5 @@
 """JPEG encoding speed on the emulated board: camstream's unit tests built
-for aarch64 (scripts/lib.sh's cross Rust), and their ignored figure
+for aarch64 (scripts/lib-build.sh's cross Rust), and their ignored figure
 `raw_capture_encode_speed` (720p in every raw layout, 1080p YUV420 and NV12
 as libcamera gives them) run in the firmware under QEMU, its camstream
 service stopped. Emulated (TCG) aarch64 is many times slower than a real
@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def unit_test_binary() -> Path:
     """camstream's unit-test executable for aarch64, as cargo names it."""
-    out = subprocess.run(["sh", "-c", '. scripts/lib.sh && cargo_aarch64 test --release --locked -p camstream '
-                          '--no-run --message-format=json'], cwd=ROOT, env={**os.environ, "ROOT": str(ROOT)},
+    out = subprocess.run(["sh", "-c", '. scripts/lib.sh && . scripts/lib-build.sh && '
+                          'cargo_aarch64 test --release --locked -p camstream --no-run --message-format=json'],
+                         cwd=ROOT, env={**os.environ, "ROOT": str(ROOT)},
                          check=True, capture_output=True, text=True).stdout
     for line in out.splitlines():
         msg = json.loads(line)

@@ -51,20 +51,44 @@ tell() {
     log "$@"
 }
 
-# stop_daemon PIDFILE: ends the daemon PIDFILE names and waits (at most
-# 10 s) until it is gone: one that is still ending would remove the pid
-# file of the one started next, which then nothing could stop.
-stop_daemon() {
-    [ -f "$1" ] || return 0
-    pid=$(cat "$1" 2>/dev/null) || return 0
-    if kill "$pid" 2>/dev/null; then
-        i=0
-        while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do
-            sleep 0.1
-            i=$((i + 1))
-        done
+# The daemons of the init scripts, in the shape of Buildroot's (its
+# package/busybox/S01syslogd): start-stop-daemon starts each, with a pid
+# file where it can have one, and finds it again by its name (the
+# process's comm, which BusyBox's applets and the scripts have however
+# they were started; --exec matches only the path one was started by) and
+# that pid file.
+
+# ok_fail STATUS: ends a "Starting NAME: " line with OK or FAIL, as
+# Buildroot's scripts do; returns STATUS.
+ok_fail() {
+    if [ "$1" -eq 0 ]; then
+        echo "OK"
+    else
+        echo "FAIL"
     fi
-    rm -f "$1"
+    return "$1"
+}
+
+# daemon_running NAME [PIDFILE]: whether a process called NAME runs (the
+# one PIDFILE names, if given).
+daemon_running() {
+    start-stop-daemon --stop --test --quiet --name "$1" ${2:+--pidfile "$2"}
+}
+
+# stop_daemon NAME [PIDFILE]: ends the daemon called NAME (the one PIDFILE
+# names, if given) and waits, at most 10 s, until it is gone: one still
+# ending would remove the pid file of the one started next, which then
+# nothing could stop. Fails if it outlives the wait (its pid file stays:
+# nothing may start beside it); one that was not running is no failure.
+stop_daemon() {
+    start-stop-daemon --stop --quiet --oknodo --name "$1" ${2:+--pidfile "$2"} || return
+    i=0
+    while daemon_running "$@"; do
+        [ $i -lt 100 ] || return 1
+        sleep 0.1
+        i=$((i + 1))
+    done
+    [ -z "${2:-}" ] || rm -f "$2"
 }
 
 # write_atomic FILE [MODE]: standard input becomes FILE (mode MODE; its

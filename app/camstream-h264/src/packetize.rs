@@ -156,59 +156,9 @@ pub struct Packets<'p, 'a> {
     timestamp: u32,
 }
 
-/// One RTP packet: header bytes held inline, payload borrowed from the
-/// access unit.
-#[derive(Clone)]
-pub struct OutgoingPacket<'a> {
-    header: [u8; MAX_HEADER_LEN],
-    header_len: usize,
-    pub payload: &'a [u8],
-}
-
-impl core::fmt::Debug for OutgoingPacket<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("OutgoingPacket")
-            .field("header", &self.header())
-            .field("payload_len", &self.payload.len())
-            .finish()
-    }
-}
-
-impl OutgoingPacket<'_> {
-    /// The RTP header and what RFC 6184 puts before the payload.
-    pub fn header(&self) -> &[u8] {
-        &self.header[..self.header_len]
-    }
-
-    /// Length of the RTP packet.
-    pub fn len(&self) -> usize {
-        self.header_len + self.payload.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    /// RTP payload length (what an RTCP octet count adds up).
-    pub fn payload_len(&self) -> usize {
-        self.len() - HEADER_LEN
-    }
-
-    pub fn marker(&self) -> bool {
-        self.header[1] & 0x80 != 0
-    }
-
-    pub fn sequence(&self) -> u16 {
-        u16::from_be_bytes([self.header[2], self.header[3]])
-    }
-
-    /// Copies the whole packet into `out`, which must hold
-    /// [`OutgoingPacket::len`] bytes.
-    pub fn write_to(&self, out: &mut [u8]) {
-        out[..self.header_len].copy_from_slice(self.header());
-        out[self.header_len..self.len()].copy_from_slice(self.payload);
-    }
-}
+/// One RTP packet of H.264: the RTP header and the FU-A or STAP-A bytes,
+/// then a slice of the access unit.
+pub type OutgoingPacket<'a> = rtp::OutgoingPacket<'a, MAX_HEADER_LEN>;
 
 /// A STAP-A of `units` after `h` bytes of `header`; its length.
 fn stap_a(header: &mut [u8], mut h: usize, units: &[&[u8]]) -> usize {
@@ -292,11 +242,7 @@ impl<'a> Iterator for Packets<'_, 'a> {
         let mut fixed = [0u8; HEADER_LEN];
         rtp_header.write(&mut fixed);
         header[..HEADER_LEN].copy_from_slice(&fixed);
-        Some(OutgoingPacket {
-            header,
-            header_len,
-            payload,
-        })
+        Some(OutgoingPacket::new(header, header_len, payload))
     }
 }
 

@@ -112,58 +112,8 @@ pub struct Packets<'p, 'j> {
     done: bool,
 }
 
-/// One RTP packet: header bytes held inline, payload borrowed from the frame.
-#[derive(Clone)]
-pub struct OutgoingPacket<'a> {
-    header: [u8; MAX_HEADER_LEN],
-    header_len: usize,
-    /// Scan data this packet carries.
-    pub payload: &'a [u8],
-}
-
-impl core::fmt::Debug for OutgoingPacket<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("OutgoingPacket")
-            .field("header", &self.header())
-            .field("payload_len", &self.payload.len())
-            .finish()
-    }
-}
-
-impl OutgoingPacket<'_> {
-    /// RTP header and RTP/JPEG headers.
-    pub fn header(&self) -> &[u8] {
-        &self.header[..self.header_len]
-    }
-
-    /// Length of the RTP packet.
-    pub fn len(&self) -> usize {
-        self.header_len + self.payload.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    /// RTP payload length (what an RTCP octet count adds up).
-    pub fn payload_len(&self) -> usize {
-        self.len() - rtp::HEADER_LEN
-    }
-
-    pub fn marker(&self) -> bool {
-        self.header[1] & 0x80 != 0
-    }
-
-    pub fn sequence(&self) -> u16 {
-        u16::from_be_bytes([self.header[2], self.header[3]])
-    }
-
-    /// Copies the whole packet into `out`, which must hold [`OutgoingPacket::len`] bytes.
-    pub fn write_to(&self, out: &mut [u8]) {
-        out[..self.header_len].copy_from_slice(self.header());
-        out[self.header_len..self.len()].copy_from_slice(self.payload);
-    }
-}
+/// One RTP/JPEG packet (RTP, JPEG, restart and quantization headers).
+pub type OutgoingPacket<'a> = rtp::OutgoingPacket<'a, MAX_HEADER_LEN>;
 
 impl<'j> Iterator for Packets<'_, 'j> {
     type Item = OutgoingPacket<'j>;
@@ -226,11 +176,7 @@ impl<'j> Iterator for Packets<'_, 'j> {
         .write((&mut header[..rtp::HEADER_LEN]).try_into().unwrap());
         p.sequence = p.sequence.wrapping_add(1);
 
-        Some(OutgoingPacket {
-            header,
-            header_len: h,
-            payload,
-        })
+        Some(OutgoingPacket::new(header, h, payload))
     }
 }
 

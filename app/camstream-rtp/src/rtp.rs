@@ -30,6 +30,73 @@ impl Header {
     }
 }
 
+/// One RTP packet to send: its headers (the fixed RTP header, then what
+/// the payload format puts before the payload) held inline in `N` bytes,
+/// the payload borrowed from the frame. A payload format's packetizer makes
+/// them without allocating.
+#[derive(Clone)]
+pub struct OutgoingPacket<'a, const N: usize> {
+    header: [u8; N],
+    header_len: usize,
+    pub payload: &'a [u8],
+}
+
+impl<const N: usize> core::fmt::Debug for OutgoingPacket<'_, N> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("OutgoingPacket")
+            .field("header", &self.header())
+            .field("payload_len", &self.payload.len())
+            .finish()
+    }
+}
+
+impl<'a, const N: usize> OutgoingPacket<'a, N> {
+    /// `header_len` bytes of `header` (the RTP header written at its
+    /// start) before `payload`.
+    pub fn new(header: [u8; N], header_len: usize, payload: &'a [u8]) -> Self {
+        debug_assert!((HEADER_LEN..=N).contains(&header_len));
+        OutgoingPacket {
+            header,
+            header_len,
+            payload,
+        }
+    }
+
+    /// The RTP header and the payload format's headers.
+    pub fn header(&self) -> &[u8] {
+        &self.header[..self.header_len]
+    }
+
+    /// Length of the RTP packet.
+    pub fn len(&self) -> usize {
+        self.header_len + self.payload.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// RTP payload length (what an RTCP octet count adds up).
+    pub fn payload_len(&self) -> usize {
+        self.len() - HEADER_LEN
+    }
+
+    pub fn marker(&self) -> bool {
+        self.header[1] & 0x80 != 0
+    }
+
+    pub fn sequence(&self) -> u16 {
+        u16::from_be_bytes([self.header[2], self.header[3]])
+    }
+
+    /// Copies the whole packet into `out`, which must hold
+    /// [`OutgoingPacket::len`] bytes.
+    pub fn write_to(&self, out: &mut [u8]) {
+        out[..self.header_len].copy_from_slice(self.header());
+        out[self.header_len..self.len()].copy_from_slice(self.payload);
+    }
+}
+
 /// A received RTP packet, borrowing its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IncomingPacket<'a> {

@@ -30,6 +30,85 @@ impl Header {
     }
 }
 
+/// Largest MTU: an RTP packet must fit the 16-bit length of TCP
+/// interleaving.
+pub const MAX_MTU: usize = 65_535;
+
+/// An MTU a payload format cannot use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MtuError {
+    pub mtu: usize,
+    /// The smallest the format takes (room for its largest headers).
+    pub min: usize,
+}
+
+impl core::fmt::Display for MtuError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "MTU {} is outside {}..={MAX_MTU}", self.mtu, self.min)
+    }
+}
+
+impl core::error::Error for MtuError {}
+
+/// One RTP stream as its sender numbers it: SSRC, the next sequence number,
+/// the MTU (the RTP header and payload, not UDP/IP or TCP framing).
+#[derive(Debug, Clone)]
+pub struct Sender {
+    ssrc: u32,
+    sequence: u16,
+    mtu: usize,
+}
+
+impl Sender {
+    /// SSRC and initial sequence should be random (RFC 3550 5.1); `min_mtu`
+    /// is the payload format's smallest.
+    pub fn new(
+        ssrc: u32,
+        initial_sequence: u16,
+        mtu: usize,
+        min_mtu: usize,
+    ) -> Result<Sender, MtuError> {
+        if !(min_mtu..=MAX_MTU).contains(&mtu) {
+            return Err(MtuError { mtu, min: min_mtu });
+        }
+        Ok(Sender {
+            ssrc,
+            sequence: initial_sequence,
+            mtu,
+        })
+    }
+
+    pub fn ssrc(&self) -> u32 {
+        self.ssrc
+    }
+
+    pub fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    /// Sequence number the next packet will carry.
+    pub fn next_sequence(&self) -> u16 {
+        self.sequence
+    }
+
+    /// Writes the next packet's fixed header at the start of `out`.
+    pub fn header(&mut self, out: &mut [u8], marker: bool, payload_type: u8, timestamp: u32) {
+        Header {
+            marker,
+            payload_type,
+            sequence: self.sequence,
+            timestamp,
+            ssrc: self.ssrc,
+        }
+        .write(
+            (&mut out[..HEADER_LEN])
+                .try_into()
+                .expect("HEADER_LEN bytes"),
+        );
+        self.sequence = self.sequence.wrapping_add(1);
+    }
+}
+
 /// One RTP packet to send: its headers (the fixed RTP header, then what
 /// the payload format puts before the payload) held inline in `N` bytes,
 /// the payload borrowed from the frame. A payload format's packetizer makes

@@ -18,6 +18,8 @@ SRC = os.path.join(OFFLINE, "src")
 LOCAL = os.environ.get("LOCAL_SOURCES", "").split()
 OVERRIDES = dict(p.split("=", 1) for p in os.environ.get("SRC_OVERRIDES", "").split())
 PINNED = dict(p.split("=", 1) for p in os.environ.get("DEBIAN_VERSIONS", "").split())
+GIT_MIRRORS = os.environ.get("GIT_MIRRORS", "")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Buildroot's download directory name -> Debian's source package, where
 # they differ.
@@ -271,9 +273,191 @@ def patches_of(pkg):
     return patches
 
 
+def read_list():
+    """scripts/buildroot-offline.sources: package -> (how, from, what, steps)."""
+    given = {}
+    for line in open(os.path.join(ROOT, "scripts", "buildroot-offline.sources")):
+        f = line.split("#", 1)[0].split()
+        if f:
+            given[f[0]] = (f[1], f[2], f[3] if len(f) > 3 else "", f[4:])
+    return given
+
+
+def git_dir(repo):
+    """The git directory of OWNER/NAME under GIT_MIRRORS, or None."""
+    base = os.path.join(GIT_MIRRORS, repo.replace("/", "+"))
+    for d in (os.path.join(base, "repo", ".git"), os.path.join(base, "repo"), os.path.join(base, ".git"), base,
+              os.path.join(GIT_MIRRORS, repo + ".git")):
+        if os.path.exists(os.path.join(d, "HEAD")) and os.path.isdir(os.path.join(d, "objects")):
+            return d
+    return None
+
+
+def git_archive(repo, tag, prefix=None):
+    """`git archive` of the tag as a tar stream (bytes)."""
+    d = git_dir(repo)
+    cmd = ["git", "--git-dir", d, "archive", "--format=tar"] + (["--prefix=" + prefix] if prefix else []) + [tag]
+    return subprocess.run(cmd, check=True, capture_output=True).stdout
+
+
+def debian_candidates(by_pkg, source_pkg, series_prefix):
+    """Debian's versions of a source package in a series (WHAT in the list:
+    6.12 takes 6.12.N, 2024 takes 20241016), newest first."""
+    def in_series(v):
+        return v == series_prefix or v.startswith(series_prefix + ".") or (
+            series_prefix.isdigit() and len(series_prefix) == 4 and v.startswith(series_prefix))
+    cands = [c for c in by_pkg.get(source_pkg, []) if in_series(upstream_of(c[0]))]
+    return sorted(cands, key=lambda c: vkey(upstream_of(c[0])), reverse=True)
+
+
+def debian_orig(cands, label):
+    """The first candidate's original tarball the archive serves: (path,
+    Debian version, directory, name), or None."""
+    for dver, directory, files in cands:
+        origs = [f for f in files if ".orig.tar." in f[2] and not f[2].endswith(".asc") and ".orig-" not in f[2]]
+        if not origs:
+            continue
+        name = origs[0][2]
+        tarball = os.path.join(OFFLINE, "debian", name)
+        os.makedirs(os.path.dirname(tarball), exist_ok=True)
+        if not os.path.exists(tarball):
+            try:
+                fetch(f"{MIRROR}/{directory}/{name}", tarball)
+            except OSError as e:
+                print(f"{label}: {MIRROR}/{directory}/{name}: {e}")
+                continue
+        return tarball, dver, directory, name
+    return None
+
+
+def system_shim(package):
+    """A source tree whose configure and make install put wrappers of the
+    host's own programs of a Debian package in HOST_DIR/bin."""
+    dest = os.path.join(SRC, "system-" + package)
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(dest)
+    progs = [line.strip() for line in subprocess.run(["dpkg", "-L", package], capture_output=True, text=True,
+                                                      check=True).stdout.split("\n")
+             if re.match(r"^/usr/bin/[^/]+$", line.strip())]
+    with open(os.path.join(dest, "configure"), "w") as f:
+        f.write("#!/bin/sh\n# Writes the prefix for make install; no build.\nfor a in \"$@\"; do case $a in "
+                "--prefix=*) echo \"prefix = ${a#--prefix=}\" >config.mk ;; esac; done\n")
+    os.chmod(os.path.join(dest, "configure"), 0o755)
+    with open(os.path.join(dest, "Makefile"), "w") as f:
+        f.write("include config.mk\nall:\ninstall:\n\tmkdir -p $(DESTDIR)$(prefix)/bin\n")
+        for prog in progs:
+            name = os.path.basename(prog)
+            f.write(f"\tprintf '#!/bin/sh\\nexec {prog} \"$$@\"\\n' >$(DESTDIR)$(prefix)/bin/{name}\n")
+            f.write(f"\tchmod 755 $(DESTDIR)$(prefix)/bin/{name}\n")
+    return dest, progs
+
+
+def run_steps(dest, steps, by_pkg):
+    def sh(*cmd):
+        subprocess.run(cmd, cwd=dest, check=True, stdout=subprocess.DEVNULL)
+    for step in steps:
+        if step == "autogen":
+            sh("sh", "autogen.sh")
+        elif step == "bootstrap":
+            sh("sh", "bootstrap.sh")
+        elif step == "gtkdocize":
+            sh("gtkdocize", "--copy", "--docdir", "libkmod/docs")
+        elif step.startswith("gettext-extra="):
+            # What HOST_GETTEXT_TINY_COPY_EXTRA_FILES copies from GNU
+            # gettext's tarball (an override runs no post-patch hook), from
+            # Debian's gettext of the series named (0.23 moved them).
+            got = debian_orig(debian_candidates(by_pkg, "gettext", step.split("=", 1)[1]), "gettext")
+            if not got:
+                raise OSError("no Debian gettext source")
+            work = dest + ".gettext"
+            shutil.rmtree(work, ignore_errors=True)
+            os.makedirs(work)
+            subprocess.run(["tar", "-xf", got[0], "-C", work, "--strip-components=1"], check=True)
+            mk = open(os.path.join(BUILDROOT, "package", "gettext-tiny", "gettext-tiny.mk")).read()
+            files = re.search(r"GETTEXT_TINY_EXTRA_GETTEXT_FILES = \\\n((?:\t.*\n)+)", mk).group(1)
+            os.makedirs(os.path.join(dest, "extra"), exist_ok=True)
+            for f in files.replace("\\", " ").split():
+                shutil.copy(os.path.join(work, f), os.path.join(dest, "extra", os.path.basename(f)))
+            os.makedirs(os.path.join(dest, "build-aux"), exist_ok=True)
+            shutil.copy(os.path.join(work, "build-aux", "config.rpath"), os.path.join(dest, "build-aux"))
+            shutil.rmtree(work)
+        elif step not in ("no-patches", "python-major"):
+            raise ValueError("unknown step " + step)
+
+
+def given_source(entry, pkg, dl_dir, version, source, site_file, want, by_pkg, local_mk):
+    """A download the list names: (origin, check)."""
+    how, frm, what, steps = entry
+    if how == "archive":
+        if not git_dir(frm):
+            return f"missing: git directory of {frm} (GIT_MIRRORS)", "missing", None
+        if not (os.path.exists(site_file) and sha256(site_file) == want):
+            # GitHub's prefix: the repository's name and the tag less a
+            # leading v.
+            prefix = frm.split("/")[1] + "-" + re.sub(r"^v(?=\d)", "", what) + "/"
+            data = git_archive(frm, what, prefix)
+            gz = subprocess.run(["gzip", "-n"], input=data, capture_output=True, check=True).stdout
+            with open(site_file + ".part", "wb") as f:
+                f.write(gz)
+            if hashlib.sha256(gz).hexdigest() != want:
+                os.unlink(site_file + ".part")
+                return f"missing: git archive of {frm} {what} is not Buildroot's {source}", "missing", None
+            os.rename(site_file + ".part", site_file)
+        return f"git archive of {frm} {what}", "hash", None
+    dest = os.path.join(SRC, f"{dl_dir}-{version}")
+    mark = os.path.join(dest, ".offline-given")
+    stamp = " ".join([how, frm, what] + steps)
+    if how == "tree":
+        if not git_dir(frm):
+            return f"missing: git directory of {frm} (GIT_MIRRORS)", "missing", None
+        if not (os.path.exists(mark) and open(mark).read() == stamp):
+            shutil.rmtree(dest, ignore_errors=True)
+            os.makedirs(dest)
+            subprocess.run(["tar", "-x", "-C", dest], input=git_archive(frm, what), check=True)
+            run_steps(dest, steps, by_pkg)
+            apply_patches(dest, [] if "no-patches" in steps else patches_of(pkg))
+            with open(mark, "w") as f:
+                f.write(stamp)
+        origin = f"git archive of {frm} {what}" + (", then " + ", ".join(steps) if steps else "")
+        check = "overridden: given as a source tree (the release tarball is generated)"
+    elif how == "debian":
+        cands = debian_candidates(by_pkg, frm, what)
+        got = None
+        if not (os.path.exists(mark) and open(mark).read().startswith(stamp + "\n")):
+            got = debian_orig(cands, source)
+            if not got:
+                return f"missing: Debian's {frm} {what}.x", "missing", None
+            shutil.rmtree(dest, ignore_errors=True)
+            unpack_with_patches(got[0], dest, [] if "no-patches" in steps else patches_of(pkg))
+            debian_repack_fixup(dl_dir, dest)
+            generate_configure(dest)
+            with open(mark, "w") as f:
+                f.write(stamp + "\n" + f"Debian {got[2]}/{got[3]} (Debian {got[1]})")
+        origin = open(mark).read().split("\n", 1)[1]
+        upstream = upstream_of(origin.rsplit("(Debian ", 1)[1].rstrip(")"))
+        origin += ", no patches (Buildroot's are for " + version + ")" if "no-patches" in steps else \
+            ", Buildroot's patches applied"
+        check = f"overridden: stand-in {upstream} (series {what})" if upstream != re.sub(r"^v", "", version) \
+            else "overridden: same version, other bytes"
+        if "python-major" in steps:
+            # Buildroot names the host Python's paths by its own version.
+            local_mk.append("override PYTHON3_VERSION_MAJOR = " + ".".join(upstream.split(".")[:2]))
+    elif how == "system":
+        dest, progs = system_shim(frm)
+        installed = subprocess.run(["dpkg-query", "-W", "-f=${Version}", frm], capture_output=True,
+                                   text=True).stdout
+        origin = f"system {frm} {installed} (Debian's package: {', '.join(progs)})"
+        check = "overridden: the host's program"
+    else:
+        raise ValueError("unknown kind " + how)
+    return origin, check, dest
+
+
+
 def main():
     info = json.load(open(os.path.join(OUT, "show-info.json")))
     by_hash, by_pkg = debian_index()
+    given_list = read_list()
     # One line per distinct download; the packages sharing it (host and
     # target, linux and its headers) share its override.
     downloads = {}
@@ -290,6 +474,20 @@ def main():
         os.makedirs(os.path.dirname(site_file), exist_ok=True)
         want = expected_hash(pkg, source)
         origin = check = None
+        listed = [given_list[u] for u in users if u in given_list]
+        main_source = source == (pkg.get("downloads") or [{}])[0].get("source")
+        if listed and not main_source and listed[0][0] != "archive":
+            # An extra download (gettext-tiny's gettext): in the tree made.
+            manifest.append("\t".join([",".join(users), version, source, "given: part of the source tree made "
+                                        "for " + users[0], "overridden: given as a source tree", want or ""]))
+            continue
+        if listed and not any(u in OVERRIDES for u in users):
+            origin, check, dest = given_source(listed[0], pkg, dl_dir, version, source, site_file, want, by_pkg,
+                                               local_mk)
+            for u in overridden(users) if dest else []:
+                local_mk.append(f"{var(u)}_OVERRIDE_SRCDIR = {dest}")
+            manifest.append("\t".join([",".join(users), version, source, origin, check, want or ""]))
+            continue
         if uri.startswith("local+"):
             origin, check = "local: the tree itself", "local (no download)"
         elif "rust-bin" in users[0] or any(u == "host-rust-bin" for u in users):

@@ -66,6 +66,14 @@ package_installed() {
         grep -q -e "^$2 installed\$" -e "^all installed\$"
 }
 
+# dpkg's arm64 architecture, with apt's lists of its packages (apt-get
+# download or install of a NAME:arm64 finds nothing before them).
+need_arm64() {
+    dpkg --print-foreign-architectures | grep -qx arm64 && return 0
+    as_root dpkg --add-architecture arm64
+    as_root apt-get update -q >&2
+}
+
 # Installs the Debian packages given (NAME: the host's architecture;
 # NAME:ARCH) that are not installed yet, then checks that each one is.
 need_packages() (
@@ -134,7 +142,7 @@ build_camstream_aarch64() {
 
 # cargo ARGS... in app/ for aarch64 with Debian's cross Rust (output/target).
 cargo_aarch64() {
-    dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
+    need_arm64
     # ca-certificates: cargo fetches crates over HTTPS (Debian's cargo only
     # recommends it). libcamera: the Pi's Camera Modules (and vimc in the
     # tests); linked dynamically, as its C++ library is.
@@ -162,7 +170,7 @@ RAUC_SHA256=d233247c1763b1c56c851d0adef2094b7aa2fcd72decf524a8ac0419188e0978
 build_rauc_aarch64() (
     out="$ROOT/output/rauc/$RAUC_VERSION"
     if [ ! -x "$out/rauc" ]; then
-        dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
+        need_arm64
         need_packages gcc-aarch64-linux-gnu libc6-dev:arm64 make pkgconf libglib2.0-dev:arm64 libssl-dev:arm64 xz-utils
         src="$ROOT/output/debs/rauc_$RAUC_VERSION.orig.tar.xz"
         if [ ! -f "$src" ]; then
@@ -212,7 +220,7 @@ build_busybox_aarch64() (
     out="$ROOT/output/busybox/$BUSYBOX_VERSION-$({ cat "$fragment" && echo "$BUSYBOX_QEMU_CONFIG"; } |
         sha256sum | cut -c1-12)"
     if [ ! -x "$out/busybox" ]; then
-        dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
+        need_arm64
         need_packages gcc-aarch64-linux-gnu libc6-dev:arm64 make bzip2 xz-utils patch
         debs="$ROOT/output/debs"
         src="$debs/busybox_$BUSYBOX_VERSION.orig.tar.bz2"
@@ -262,6 +270,7 @@ build_busybox_aarch64() (
 # Downloads Debian packages (PACKAGE or PACKAGE:ARCH) into $ROOT/output/debs
 # unless a copy is there; records name and version in versions.txt.
 fetch_debs() (
+    case " $* " in *:arm64\ *) need_arm64 ;; esac
     debs="$ROOT/output/debs"
     mkdir -p "$debs"
     for p in "$@"; do
@@ -285,7 +294,7 @@ fetch_debs() (
 
 # The Debian arm64 kernel ABI linux-image-arm64 points at, e.g. 6.1.0-56.
 debian_kernel_abi() {
-    dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
+    need_arm64
     apt-cache show linux-image-arm64:arm64 >/dev/null 2>&1 || as_root apt-get update -q >&2
     apt-cache depends linux-image-arm64:arm64 |
         sed -n 's/.*Depends: linux-image-\(.*\)-arm64:arm64$/\1/p' | head -n 1

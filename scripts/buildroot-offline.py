@@ -34,6 +34,7 @@ DEBIAN_NAMES = {
     "libtasn1": "libtasn1-6", "gmp": "gmp",
     "mpc": "mpclib3", "mpfr": "mpfr4", "autoconf-archive": "autoconf-archive",
     "zstd": "libzstd", "xz": "xz-utils", "gcc": "gcc-14", "ninja": "ninja-build",
+    "libnl": "libnl3", "wpa_supplicant": "wpa",
 }
 
 
@@ -120,7 +121,7 @@ def overridden(users):
     return [u for u in users if not (u == "linux-headers" and "linux" in users)]
 
 
-def unpack_with_patches(tarball, dest, patches):
+def unpack_with_patches(tarball, dest, patches, lenient=False):
     if os.path.exists(os.path.join(dest, ".offline-done")):
         return
     shutil.rmtree(dest, ignore_errors=True)
@@ -149,7 +150,7 @@ def unpack_with_patches(tarball, dest, patches):
         os.rename(inner, dest + ".inner")
         shutil.rmtree(dest)
         os.rename(dest + ".inner", dest)
-    apply_patches(dest, patches)
+    apply_patches(dest, patches, lenient)
     open(os.path.join(dest, ".offline-done"), "w").close()
 
 
@@ -220,7 +221,11 @@ def debian_repack_fixup(dl_dir, dest):
                 f.write(text)
 
 
-def apply_patches(dest, patches):
+def apply_patches(dest, patches, lenient=False):
+    """Applies Buildroot's patches; `lenient` (a stand-in of another
+    version): a patch that does not apply is left out, named in
+    .offline-skipped-patches."""
+    skipped = []
     for p in patches:
         p = os.path.join(BUILDROOT, p) if not os.path.isabs(p) else p
         if not (p.endswith(".patch") or p.endswith(".diff")):
@@ -234,8 +239,14 @@ def apply_patches(dest, patches):
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
         if not dry_run(p, "-N") and dry_run(p, "-R"):
             continue
+        if lenient and not dry_run(p, "-N"):
+            skipped.append(os.path.basename(p))
+            continue
         with open(p, "rb") as f:
             subprocess.run(["patch", "-p1", "-N", "-s", "-d", dest], stdin=f, check=True)
+    if skipped:
+        with open(os.path.join(dest, ".offline-skipped-patches"), "w") as f:
+            f.write(" ".join(skipped))
 
 
 def rust_shim(sources):
@@ -310,6 +321,47 @@ def debian_candidates(by_pkg, source_pkg, series_prefix):
     return sorted(cands, key=lambda c: vkey(upstream_of(c[0])), reverse=True)
 
 
+def debian_binaries():
+    """Debian's arm64 binary packages of non-free-firmware: name ->
+    [(version, filename, sha256)]."""
+    pkgs = {}
+    path = os.path.join(OFFLINE, "apt", "Packages")
+    text = open(path, encoding="utf-8", errors="replace").read() if os.path.exists(path) else ""
+    for stanza in text.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.split("\n") if ": " in line and not line.startswith(" "))
+        if "Package" in fields and "Filename" in fields:
+            pkgs.setdefault(fields["Package"], []).append((fields["Version"], fields["Filename"], fields["SHA256"]))
+    return pkgs
+
+
+def debian_deb(name, series_prefix, label):
+    """The newest binary package NAME of the series the archive serves:
+    (path, version, filename), or None."""
+    cands = [c for c in debian_binaries().get(name, []) if upstream_of(c[0]).startswith(series_prefix)]
+    for dver, filename, sha in sorted(set(cands), key=lambda c: vkey(upstream_of(c[0])), reverse=True):
+        deb = os.path.join(OFFLINE, "debian", os.path.basename(filename))
+        if not os.path.exists(deb):
+            try:
+                fetch(f"{MIRROR}/{filename}", deb)
+            except OSError as e:
+                print(f"{label}: {MIRROR}/{filename}: {e}")
+                continue
+        if sha256(deb) != sha:
+            os.unlink(deb)
+            continue
+        return deb, dver, filename
+    # Else what this machine's own apt serves of it (main: wireless-regdb).
+    work = os.path.join(OFFLINE, "debian")
+    got = subprocess.run(["apt-get", "download", "--print-uris", "-q", name], capture_output=True, text=True)
+    m = re.search(r"'(\S+)' (\S+) \d+ SHA256:(\w+)", got.stdout)
+    if m and upstream_of(m.group(2).split("_")[1]).startswith(series_prefix):
+        deb = os.path.join(work, m.group(2))
+        subprocess.run(["apt-get", "download", "-q", name], cwd=work, check=True, capture_output=True)
+        if os.path.exists(deb) and sha256(deb) == m.group(3):
+            return deb, m.group(2).split("_")[1], m.group(1).split("/debian/", 1)[-1]
+    return None
+
+
 def debian_orig(cands, label):
     """The first candidate's original tarball the archive serves: (path,
     Debian version, directory, name), or None."""
@@ -334,21 +386,27 @@ def system_shim(package):
     """A source tree whose configure and make install put wrappers of the
     host's own programs of a Debian package in HOST_DIR/bin."""
     dest = os.path.join(SRC, "system-" + package)
-    shutil.rmtree(dest, ignore_errors=True)
-    os.makedirs(dest)
+    os.makedirs(dest, exist_ok=True)
     progs = [line.strip() for line in subprocess.run(["dpkg", "-L", package], capture_output=True, text=True,
                                                       check=True).stdout.split("\n")
              if re.match(r"^/usr/bin/[^/]+$", line.strip())]
-    with open(os.path.join(dest, "configure"), "w") as f:
-        f.write("#!/bin/sh\n# Writes the prefix for make install; no build.\nfor a in \"$@\"; do case $a in "
-                "--prefix=*) echo \"prefix = ${a#--prefix=}\" >config.mk ;; esac; done\n")
+    makefile = "include config.mk\nall:\ninstall:\n\tmkdir -p $(DESTDIR)$(prefix)/bin\n"
+    # Debian installs upstream's fakeroot and faked as NAME-sysv (NAME
+    # itself is an alternative): upstream's names too.
+    names = [(p, os.path.basename(p)) for p in progs]
+    names += [(p, n[:-len("-sysv")]) for p, n in names if n.endswith("-sysv")]
+    for prog, name in names:
+        makefile += (f"\tprintf '#!/bin/sh\\nexec {prog} \"$$@\"\\n' >$(DESTDIR)$(prefix)/bin/{name}\n"
+                     f"\tchmod 755 $(DESTDIR)$(prefix)/bin/{name}\n")
+    configure = ("#!/bin/sh\n# Writes the prefix for make install; no build.\nfor a in \"$@\"; do case $a in "
+                 "--prefix=*) echo \"prefix = ${a#--prefix=}\" >config.mk ;; esac; done\n")
+    # Rewritten only when changed: a build may be reading it.
+    for name, text in (("configure", configure), ("Makefile", makefile)):
+        path = os.path.join(dest, name)
+        if not os.path.exists(path) or open(path).read() != text:
+            with open(path, "w") as f:
+                f.write(text)
     os.chmod(os.path.join(dest, "configure"), 0o755)
-    with open(os.path.join(dest, "Makefile"), "w") as f:
-        f.write("include config.mk\nall:\ninstall:\n\tmkdir -p $(DESTDIR)$(prefix)/bin\n")
-        for prog in progs:
-            name = os.path.basename(prog)
-            f.write(f"\tprintf '#!/bin/sh\\nexec {prog} \"$$@\"\\n' >$(DESTDIR)$(prefix)/bin/{name}\n")
-            f.write(f"\tchmod 755 $(DESTDIR)$(prefix)/bin/{name}\n")
     return dest, progs
 
 
@@ -428,20 +486,48 @@ def given_source(entry, pkg, dl_dir, version, source, site_file, want, by_pkg, l
             if not got:
                 return f"missing: Debian's {frm} {what}.x", "missing", None
             shutil.rmtree(dest, ignore_errors=True)
-            unpack_with_patches(got[0], dest, [] if "no-patches" in steps else patches_of(pkg))
+            unpack_with_patches(got[0], dest, [] if "no-patches" in steps else patches_of(pkg),
+                                lenient=upstream_of(got[1]) != re.sub(r"^v", "", version))
             debian_repack_fixup(dl_dir, dest)
             generate_configure(dest)
             with open(mark, "w") as f:
                 f.write(stamp + "\n" + f"Debian {got[2]}/{got[3]} (Debian {got[1]})")
         origin = open(mark).read().split("\n", 1)[1]
         upstream = upstream_of(origin.rsplit("(Debian ", 1)[1].rstrip(")"))
+        skipped_file = os.path.join(dest, ".offline-skipped-patches")
+        skipped = open(skipped_file).read() if os.path.exists(skipped_file) else ""
         origin += ", no patches (Buildroot's are for " + version + ")" if "no-patches" in steps else \
-            ", Buildroot's patches applied"
+            ", Buildroot's patches applied" + (f" but {skipped} (for {version})" if skipped else "")
         check = f"overridden: stand-in {upstream} (series {what})" if upstream != re.sub(r"^v", "", version) \
             else "overridden: same version, other bytes"
         if "python-major" in steps:
             # Buildroot names the host Python's paths by its own version.
             local_mk.append("override PYTHON3_VERSION_MAJOR = " + ".".join(upstream.split(".")[:2]))
+    elif how == "deb":
+        if not (os.path.exists(mark) and open(mark).read().startswith(stamp + "\n")):
+            got = debian_deb(frm, what, source)
+            if not got:
+                return f"missing: Debian's binary package {frm} {what}", "missing", None
+            shutil.rmtree(dest, ignore_errors=True)
+            subprocess.run(["dpkg-deb", "-x", got[0], dest + ".deb"], check=True)
+            for step in steps:
+                # layout=DIR: the package's DIR as the source's boot/ (the
+                # Raspberry Pi firmware repository's layout).
+                if step.startswith("boot="):
+                    os.makedirs(dest, exist_ok=True)
+                    os.rename(os.path.join(dest + ".deb", step.split("=", 1)[1]), os.path.join(dest, "boot"))
+                # file=FROM:TO: the package's FROM as the source's TO.
+                elif step.startswith("file="):
+                    frm_file, to_file = step.split("=", 1)[1].split(":")
+                    os.makedirs(dest, exist_ok=True)
+                    shutil.copy(os.path.join(dest + ".deb", frm_file), os.path.join(dest, to_file))
+            if not os.path.exists(dest):
+                os.rename(dest + ".deb", dest)
+            shutil.rmtree(dest + ".deb", ignore_errors=True)
+            with open(mark, "w") as f:
+                f.write(stamp + "\n" + f"Debian {got[2]} ({got[1]})")
+        origin = open(mark).read().split("\n", 1)[1]
+        check = "overridden: stand-in (Debian's binary package)"
     elif how == "system":
         dest, progs = system_shim(frm)
         installed = subprocess.run(["dpkg-query", "-W", "-f=${Version}", frm], capture_output=True,

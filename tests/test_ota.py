@@ -147,7 +147,7 @@ def pi_ota(tmp_path_factory):
     broken bundles of its root filesystem, from the host's web server (the
     Pi has no second drive)."""
     guest.build(PI)
-    image = ROOT / f"output/image-{PI}"
+    image = guest.image_of(PI)
     work = tmp_path_factory.mktemp("pi-ota")
     drive = work / "drive"
     drive.mkdir()
@@ -415,7 +415,7 @@ def test_readme_update_steps_under_qemu(board_name, tmp_path):
     the emulated Pi that is the Pi's layout: U-Boot for the Pi, boot.cmd's
     A/B state on its FAT partition, slots on the SD card."""
     guest.build(board_name)
-    out = guest.IMAGE if board_name == "qemu_aarch64" else ROOT / f"output/image-{board_name}"
+    out = guest.image_of(board_name)
     made = subprocess.run([str(ROOT / "scripts/bundle"), str(out / "rootfs.ext4")], capture_output=True, text=True,
                           check=True, timeout=300).stdout.strip().splitlines()[-1]
     path = ROOT / made

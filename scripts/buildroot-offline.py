@@ -217,6 +217,13 @@ def debian_repack_fixup(dl_dir, dest):
                 # Its examples come from the manual: not asked for again
                 # (debian/patches/01_keep_stamp_files).
                 text = text.replace("\t@test -f $@ || rm -f examples/extracted.stamp\n", "")
+        # The manual's figures went with it (bison's doc/figs): the empty
+        # manual needs none.
+        figs = re.search(r"^FIGS_GV\s*=\s*\\?\n?\s*(\S+)", text, re.M)
+        if figs and not os.path.exists(os.path.join(top, figs.group(1))):
+            text = re.sub(r"^\S+\.(info|dvi|pdf|html): \$\(FIGS_GV:[^\n]*\n", "", text, flags=re.M)
+            with open(mk, "w") as f:
+                f.write(text)
             with open(mk, "w") as f:
                 f.write(text)
 

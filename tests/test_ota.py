@@ -443,3 +443,33 @@ def test_readme_update_steps_under_qemu(board_name, tmp_path):
         finally:
             if g is not None:
                 g.close()
+
+
+@pytest.mark.slow
+def test_the_release_bundle_installs_on_the_pi(tmp_path):
+    """What a person downloads to update (scripts/release's .raucb, beside the
+    image they flashed) installs on the emulated Pi from a web server, boots
+    slot B and is kept (slow: README's steps above prove the same path with
+    scripts/bundle's bundle)."""
+    guest.build(PI)
+    out = tmp_path / "release"
+    subprocess.run([str(ROOT / "scripts/release"), "--images", str(guest.image_of(PI)), "--output", str(out),
+                    PI], check=True, capture_output=True, timeout=1800)
+    bundle = next(out.glob(f"camstream-{PI}-*.raucb"))
+    g = None
+    with guest.web_server(out) as (port, url):
+        try:
+            g = guest.Guest(board=PI, host_port=port, testdrive=False, wait=False)
+            g.wait_booted(timeout=480)
+            version = g.sh("sed -n 's/^VERSION_ID=//p' /etc/os-release").strip()
+            assert bundle.name == f"camstream-{PI}-{version}.raucb"
+            g.p.sendline(f"camstream-update {url}/{bundle.name}")
+            g.p.expect("rebooting into slot B", timeout=900)
+            g.p.expect("Hit any key to stop autoboot", timeout=300)
+            g.wait_booted(timeout=480)
+            g.wait_for("camstream-update status", "kept", timeout=300)
+            assert f"update to {version} kept (slot B)" in g.sh("camstream-update status")
+            assert re.search(r"rauc\.slot=B", g.sh("cat /proc/cmdline"))
+        finally:
+            if g is not None:
+                g.close()

@@ -263,7 +263,6 @@ def rust_shim(sources):
     compiler wrapper refuses the linker paths under /usr that the system's
     own sysroot would give."""
     dest = os.path.join(SRC, "rust-bin")
-    shutil.rmtree(dest, ignore_errors=True)
     script = (
         "#!/bin/sh\nset -eu\nfor a in \"$@\"; do case $a in --prefix=*) p=${a#--prefix=} ;; esac; done\n"
         "mkdir -p \"$p/bin\" \"$p/lib/rustlib\"\n"
@@ -275,9 +274,12 @@ def rust_shim(sources):
     std = [os.path.join(dest, "std", s.split(".tar")[0]) for s in sources if s.startswith("rust-std-")]
     for d in [dest] + std:
         os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, "install.sh"), "w") as f:
-            f.write(script if d == dest else "#!/bin/sh\n")
-        os.chmod(os.path.join(d, "install.sh"), 0o755)
+        path, text = os.path.join(d, "install.sh"), script if d == dest else "#!/bin/sh\n"
+        # Rewritten only when changed: another board's build may be reading it.
+        if not os.path.exists(path) or open(path).read() != text:
+            with open(path, "w") as f:
+                f.write(text)
+        os.chmod(path, 0o755)
     return dest
 
 

@@ -1,6 +1,13 @@
 //! Pixel conversions into the planar 4:2:0 the JPEG encoder takes. Pure and
 //! allocation-free: callers own the destination planes and reuse them.
 
+/// Sizes of the planes of a 4:2:0 image: Y is `width x height`, U and V are
+/// half that in both directions, rounded up.
+pub fn i420_plane_sizes(width: usize, height: usize) -> [(usize, usize); 3] {
+    let (cw, ch) = (width.div_ceil(2), height.div_ceil(2));
+    [(width, height), (cw, ch), (cw, ch)]
+}
+
 /// Which byte of a packed 4:2:2 macropixel holds what.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Packed422 {

@@ -14,28 +14,19 @@
 
 use anyhow::{Context, Result, bail};
 use camstream_rtp::jpeg::{self, Jpeg, JpegError, Remedy};
-use turbojpeg::{libc, raw};
 
-use crate::convert::resample_plane;
-use crate::jpegenc::{YuvEncoder, i420_plane_sizes, last_error};
+use crate::convert::{i420_plane_sizes, resample_plane};
+use crate::turbo::{Decoder, Encoder, Header, OnWarning};
 
 pub struct Normalizer {
-    handle: raw::tjhandle,
-    encoder: YuvEncoder,
+    decoder: Decoder,
+    encoder: Encoder,
     out: Vec<u8>,
     decoded: [Vec<u8>; 3],
     i420: [Vec<u8>; 3],
     /// Frames with more pixels are refused before any buffer is sized for
     /// them: a corrupt header can claim 65535x65535 (12 GiB of output).
     max_pixels: usize,
-}
-
-impl Drop for Normalizer {
-    fn drop(&mut self) {
-        // SAFETY: the handle came from tjInitTransform (never null here)
-        // and is freed once, here.
-        unsafe { raw::tjDestroy(self.handle) };
-    }
 }
 
 /// What was done to a frame (what the log and /metrics count as repaired);
@@ -59,25 +50,12 @@ impl Repair {
     }
 }
 
-struct Header {
-    width: usize,
-    height: usize,
-    subsamp: libc::c_int,
-    colorspace: libc::c_int,
-}
-
 impl Normalizer {
     /// `max_pixels`: the most a frame may have (the stream's, with room).
     pub fn new(quality: u8, max_pixels: usize) -> Result<Normalizer> {
-        // A transform handle decompresses and compresses too.
-        // SAFETY: no arguments; the handle is checked for null below.
-        let handle = unsafe { raw::tjInitTransform() };
-        if handle.is_null() {
-            bail!("libjpeg-turbo: cannot create a transformer");
-        }
         Ok(Normalizer {
-            handle,
-            encoder: YuvEncoder::new(quality)?,
+            decoder: Decoder::new()?,
+            encoder: Encoder::new(quality)?,
             out: Vec::new(),
             decoded: Default::default(),
             i420: Default::default(),
@@ -85,36 +63,21 @@ impl Normalizer {
         })
     }
 
-    fn error(&self) -> String {
-        last_error(self.handle)
-    }
-
-    fn header(&self, src: &[u8]) -> Result<Header> {
-        let (mut w, mut h, mut ss, mut cs) = (0, 0, 0, 0);
-        // SAFETY: reads `src` only.
-        let r = unsafe {
-            raw::tjDecompressHeader3(
-                self.handle,
-                src.as_ptr(),
-                src.len() as libc::c_ulong,
-                &mut w,
-                &mut h,
-                &mut ss,
-                &mut cs,
-            )
-        };
-        if r != 0 || w <= 0 || h <= 0 {
-            bail!("{}", self.error());
+    /// The frame's header, and its size cropped to whole 8-pixel blocks.
+    fn header(&self, src: &[u8]) -> Result<(Header, (usize, usize))> {
+        let h = self.decoder.header(src)?;
+        if h.width * h.height > self.max_pixels {
+            bail!(
+                "a {}x{} frame is larger than this stream's frames can be",
+                h.width,
+                h.height
+            );
         }
-        if w as usize * h as usize > self.max_pixels {
-            bail!("a {w}x{h} frame is larger than this stream's frames can be");
+        let (w8, h8) = (h.width & !7, h.height & !7);
+        if w8 == 0 || h8 == 0 {
+            bail!("smaller than 8x8");
         }
-        Ok(Header {
-            width: w as usize,
-            height: h as usize,
-            subsamp: ss,
-            colorspace: cs,
-        })
+        Ok((h, (w8, h8)))
     }
 
     /// A frame RTP/JPEG can carry made from `src`, which failed to parse
@@ -158,153 +121,41 @@ impl Normalizer {
         }
     }
 
-    /// Lossless: same coefficients, one baseline scan, Annex K Huffman
-    /// tables (libjpeg's defaults), no APPn/COM markers, cropped to whole
-    /// 8-pixel blocks.
+    /// Lossless: same coefficients, one baseline scan, the standard
+    /// Huffman tables, cropped to whole 8-pixel blocks.
     fn transcode(&mut self, src: &[u8]) -> Result<()> {
-        let h = self.header(src)?;
-        let (w8, h8) = (h.width & !7, h.height & !7);
-        if w8 == 0 || h8 == 0 {
-            bail!("smaller than 8x8");
-        }
-        let mut options = raw::TJXOPT_COPYNONE as libc::c_int;
-        if (w8, h8) != (h.width, h.height) {
-            options |= raw::TJXOPT_CROP as libc::c_int;
-        }
-        let mut t = raw::tjtransform {
-            r: raw::tjregion {
-                x: 0,
-                y: 0,
-                w: w8 as libc::c_int,
-                h: h8 as libc::c_int,
-            },
-            op: raw::TJXOP_TJXOP_NONE as libc::c_int,
-            options,
-            data: std::ptr::null_mut(),
-            customFilter: None,
-        };
-        // TurboJPEG checks against the bound for the frame's own sampling,
-        // which 4:4:4's bound covers.
-        // SAFETY: a pure function of its arguments.
-        let bound = unsafe {
-            raw::tjBufSize(
-                w8 as libc::c_int,
-                h8 as libc::c_int,
-                raw::TJSAMP_TJSAMP_444 as libc::c_int,
-            )
-        };
-        if bound == 0 || bound == libc::c_ulong::MAX {
-            bail!("{}", self.error());
-        }
-        self.out.clear();
-        self.out.reserve(bound as usize);
-        let mut dst = self.out.as_mut_ptr();
-        let mut len = self.out.capacity() as libc::c_ulong;
-        // SAFETY: `dst` has `len` writable bytes; NOREALLOC keeps TurboJPEG
-        // from replacing it. STOPONWARNING: corrupt data is an error, not
-        // a frame patched with grey.
-        let r = unsafe {
-            raw::tjTransform(
-                self.handle,
-                src.as_ptr(),
-                src.len() as libc::c_ulong,
-                1,
-                &mut dst,
-                &mut len,
-                &mut t,
-                (raw::TJFLAG_NOREALLOC | raw::TJFLAG_STOPONWARNING) as libc::c_int,
-            )
-        };
-        if r != 0 {
-            bail!("{}", self.error());
-        }
-        assert!(dst == self.out.as_mut_ptr() && len as usize <= self.out.capacity());
-        // SAFETY: TurboJPEG wrote `len` bytes at the start of the buffer.
-        unsafe { self.out.set_len(len as usize) };
-        Ok(())
+        let (h, size) = self.header(src)?;
+        self.decoder.transcode(src, &h, size, &mut self.out)
     }
 
     /// Decodes to planes and encodes 4:2:0, cropped to whole 8-pixel blocks.
     fn reencode(&mut self, src: &[u8]) -> Result<()> {
-        let h = self.header(src)?;
-        let (w8, h8) = (h.width & !7, h.height & !7);
-        if w8 == 0 || h8 == 0 {
-            bail!("smaller than 8x8");
-        }
-        let flags = raw::TJFLAG_STOPONWARNING as libc::c_int;
-        let i420 = i420_plane_sizes(h.width, h.height);
-        let yuv = h.colorspace == raw::TJCS_TJCS_YCbCr as libc::c_int
-            || h.colorspace == raw::TJCS_TJCS_GRAY as libc::c_int;
-        if !yuv || h.subsamp < 0 {
+        let (h, (w8, h8)) = self.header(src)?;
+        if !h.planar() {
             // RGB-coded (or unclassifiable) frames: through RGB pixels.
-            let pitch = h.width * 3;
-            self.decoded[0].resize(pitch * h.height, 0);
-            // SAFETY: the buffer holds height rows of `pitch` bytes.
-            let r = unsafe {
-                raw::tjDecompress2(
-                    self.handle,
-                    src.as_ptr(),
-                    src.len() as libc::c_ulong,
-                    self.decoded[0].as_mut_ptr(),
-                    h.width as libc::c_int,
-                    pitch as libc::c_int,
-                    h.height as libc::c_int,
-                    raw::TJPF_TJPF_RGB as libc::c_int,
-                    flags,
-                )
-            };
-            if r != 0 {
-                bail!("{}", self.error());
-            }
-            return self
-                .encoder
-                .encode_rgb(&self.decoded[0], pitch, false, w8, h8, &mut self.out);
+            self.decoder
+                .decode_rgb(src, &h, &mut self.decoded[0], OnWarning::Stop)?;
+            return self.encoder.encode_rgb(
+                &self.decoded[0],
+                h.width * 3,
+                false,
+                w8,
+                h8,
+                &mut self.out,
+            );
         }
-        let planes = if h.subsamp == raw::TJSAMP_TJSAMP_GRAY as libc::c_int {
-            1
-        } else {
-            3
-        };
-        let mut sizes = [(0usize, 0usize); 3];
-        for (i, size) in sizes.iter_mut().enumerate().take(planes) {
-            // SAFETY: pure functions of their arguments.
-            let (pw, ph) = unsafe {
-                (
-                    raw::tjPlaneWidth(i as libc::c_int, h.width as libc::c_int, h.subsamp),
-                    raw::tjPlaneHeight(i as libc::c_int, h.height as libc::c_int, h.subsamp),
-                )
-            };
-            if pw <= 0 || ph <= 0 {
-                bail!("{}", self.error());
-            }
-            *size = (pw as usize, ph as usize);
-            self.decoded[i].resize(size.0 * size.1, 0);
-        }
-        let mut ptrs = [std::ptr::null_mut::<u8>(); 3];
-        for (p, buf) in ptrs.iter_mut().zip(&mut self.decoded).take(planes) {
-            *p = buf.as_mut_ptr();
-        }
-        let mut strides = sizes.map(|(w, _)| w as libc::c_int);
-        // SAFETY: each plane buffer holds its width x height bytes.
-        let r = unsafe {
-            raw::tjDecompressToYUVPlanes(
-                self.handle,
-                src.as_ptr(),
-                src.len() as libc::c_ulong,
-                ptrs.as_mut_ptr(),
-                h.width as libc::c_int,
-                strides.as_mut_ptr(),
-                h.height as libc::c_int,
-                flags,
-            )
-        };
-        if r != 0 {
-            bail!("{}", self.error());
-        }
+        let sizes = self.decoder.decode_planes(
+            src,
+            &h,
+            (h.width, h.height),
+            &mut self.decoded,
+            OnWarning::Stop,
+        )?;
+        let i420 = i420_plane_sizes(h.width, h.height);
         for i in 1..3 {
             let (cw, ch) = i420[i];
             self.i420[i].resize(cw * ch, 128);
-            if planes == 1 {
+            if h.gray() {
                 self.i420[i].fill(128);
             } else {
                 let (sw, sh) = sizes[i];

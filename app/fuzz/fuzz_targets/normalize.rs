@@ -9,8 +9,8 @@
 #[path = "../../camstream/src/convert.rs"]
 mod convert;
 #[allow(dead_code)]
-#[path = "../../camstream/src/jpegenc.rs"]
-mod jpegenc;
+#[path = "../../camstream/src/turbo.rs"]
+mod turbo;
 #[allow(dead_code)]
 #[path = "../../camstream/src/normalize.rs"]
 mod normalize;

@@ -13,7 +13,8 @@ use mio::{Registry, Token, Waker};
 
 use super::{CapturedFrame, FrameSource, StreamInfo};
 use crate::clock::Mono;
-use crate::jpegenc::{YuvEncoder, i420_plane_sizes};
+use crate::convert::i420_plane_sizes;
+use crate::turbo::Encoder;
 
 /// Buffers in flight between the encoder thread and the event loop.
 const BUFFERS: usize = 3;
@@ -31,7 +32,7 @@ impl TestPattern {
         // Fail at start-up, not in the thread, if libjpeg-turbo is unusable.
         let mut p = Pattern::new(usize::from(info.width), usize::from(info.height));
         p.render(0, 0);
-        let mut enc = YuvEncoder::new(quality)?;
+        let mut enc = Encoder::new(quality)?;
         let mut out = Vec::new();
         enc.encode_i420(p.planes(), p.w, p.h, &mut out)?;
         Ok(TestPattern {
@@ -109,7 +110,7 @@ fn run(
     recycle: Receiver<Vec<u8>>,
 ) -> Result<()> {
     let mut pattern = Pattern::new(usize::from(info.width), usize::from(info.height));
-    let mut encoder = YuvEncoder::new(quality)?;
+    let mut encoder = Encoder::new(quality)?;
     let mut free: Vec<Vec<u8>> = (0..BUFFERS).map(|_| Vec::new()).collect();
     let period = Duration::from_secs(1) / info.fps;
     // Frames are due on the exact 1/fps grid from `start`: adding the

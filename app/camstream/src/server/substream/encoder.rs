@@ -3,33 +3,20 @@
 //! more than the cost of entropy decoding, so 1/2, 1/4, 1/8 are cheap), the
 //! planes box-filtered down to the sub-stream's size and encoded as 4:2:0.
 
-use anyhow::{Result, bail};
-use turbojpeg::{libc, raw};
+use anyhow::Result;
 
-use crate::convert::resample_plane;
-use crate::jpegenc::{YuvEncoder, i420_plane_sizes, last_error};
+use crate::convert::{i420_plane_sizes, resample_plane};
+use crate::turbo::{Decoder, Encoder, OnWarning};
 
 pub struct SubEncoder {
-    handle: raw::tjhandle,
-    encoder: YuvEncoder,
+    decoder: Decoder,
+    encoder: Encoder,
     /// The sub-stream's size (multiples of 8).
     width: usize,
     height: usize,
     decoded: [Vec<u8>; 3],
     i420: [Vec<u8>; 3],
     out: Vec<u8>,
-}
-
-// SAFETY: a TurboJPEG handle holds no thread-local state and may move
-// between threads; owned by the encoder, it is used by one thread at a time
-// (the encoder lives on the sub-stream's worker thread).
-unsafe impl Send for SubEncoder {}
-
-impl Drop for SubEncoder {
-    fn drop(&mut self) {
-        // SAFETY: the handle came from tjInitDecompress and is freed once.
-        unsafe { raw::tjDestroy(self.handle) };
-    }
 }
 
 /// The smallest size libjpeg-turbo's scaled decode makes (M/8 of the
@@ -55,14 +42,9 @@ pub fn sub_size(src: (usize, usize), configured: (usize, usize)) -> (usize, usiz
 
 impl SubEncoder {
     pub fn new(width: usize, height: usize, quality: u8) -> Result<SubEncoder> {
-        // SAFETY: creates a handle, checked below.
-        let handle = unsafe { raw::tjInitDecompress() };
-        if handle.is_null() {
-            bail!("libjpeg-turbo: cannot create a decompressor");
-        }
         Ok(SubEncoder {
-            handle,
-            encoder: YuvEncoder::new(quality)?,
+            decoder: Decoder::new()?,
+            encoder: Encoder::new(quality)?,
             width,
             height,
             decoded: Default::default(),
@@ -73,71 +55,23 @@ impl SubEncoder {
 
     /// The sub-stream's JPEG made from a main-stream frame.
     pub fn encode(&mut self, jpeg: &[u8]) -> Result<&[u8]> {
-        let (mut w, mut h, mut ss, mut cs) = (0, 0, 0, 0);
-        // SAFETY: reads `jpeg` only.
-        let r = unsafe {
-            raw::tjDecompressHeader3(
-                self.handle,
-                jpeg.as_ptr(),
-                jpeg.len() as libc::c_ulong,
-                &mut w,
-                &mut h,
-                &mut ss,
-                &mut cs,
-            )
-        };
-        if r != 0 || w <= 0 || h <= 0 {
-            bail!("{}", last_error(self.handle));
-        }
-        let (tw, th) = sub_size((w as usize, h as usize), (self.width, self.height));
-        let (dw, dh) = scaled_size((w as usize, h as usize), (tw, th));
-        let planes = if ss == raw::TJSAMP_TJSAMP_GRAY as libc::c_int {
-            1
-        } else {
-            3
-        };
-        let mut sizes = [(0usize, 0usize); 3];
-        for (i, size) in sizes.iter_mut().enumerate().take(planes) {
-            // SAFETY: pure functions of their arguments.
-            let (pw, ph) = unsafe {
-                (
-                    raw::tjPlaneWidth(i as libc::c_int, dw as libc::c_int, ss),
-                    raw::tjPlaneHeight(i as libc::c_int, dh as libc::c_int, ss),
-                )
-            };
-            if pw <= 0 || ph <= 0 {
-                bail!("{}", last_error(self.handle));
-            }
-            *size = (pw as usize, ph as usize);
-            self.decoded[i].resize(size.0 * size.1, 0);
-        }
-        let mut ptrs = [std::ptr::null_mut::<u8>(); 3];
-        for (p, buf) in ptrs.iter_mut().zip(&mut self.decoded).take(planes) {
-            *p = buf.as_mut_ptr();
-        }
-        let mut strides = sizes.map(|(pw, _)| pw as libc::c_int);
-        // SAFETY: each plane buffer holds its width x height bytes at the
-        // scaled size asked for (dw x dh is one of the decoder's M/8 sizes).
-        let r = unsafe {
-            raw::tjDecompressToYUVPlanes(
-                self.handle,
-                jpeg.as_ptr(),
-                jpeg.len() as libc::c_ulong,
-                ptrs.as_mut_ptr(),
-                dw as libc::c_int,
-                strides.as_mut_ptr(),
-                dh as libc::c_int,
-                0,
-            )
-        };
-        if r != 0 {
-            bail!("{}", last_error(self.handle));
-        }
+        let header = self.decoder.header(jpeg)?;
+        let (w, h) = (header.width, header.height);
+        let (tw, th) = sub_size((w, h), (self.width, self.height));
+        // One of the sizes the decoder makes (M/8 of the frame's).
+        let scaled = scaled_size((w, h), (tw, th));
+        let sizes = self.decoder.decode_planes(
+            jpeg,
+            &header,
+            scaled,
+            &mut self.decoded,
+            OnWarning::Continue,
+        )?;
         let target = i420_plane_sizes(tw, th);
         for i in 0..3 {
             let (cw, ch) = target[i];
             self.i420[i].resize(cw * ch, 128);
-            if i > 0 && planes == 1 {
+            if i > 0 && header.gray() {
                 self.i420[i].fill(128);
             } else {
                 let (sw, sh) = sizes[i];

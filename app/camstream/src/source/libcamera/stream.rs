@@ -19,10 +19,10 @@ use super::controls::{self, Resolved};
 use super::describe::{self, CameraDesc};
 use super::ffi::{self, Camera, CompletedRequest, Manager, StreamFormat, Wait};
 use crate::clock::Mono;
-use crate::convert::split_uv;
-use crate::jpegenc::{YuvEncoder, i420_plane_sizes};
+use crate::convert::{i420_plane_sizes, split_uv};
 use crate::source::v4l2::controls::Setting;
 use crate::source::{CapturedFrame, FrameSource, StreamInfo};
+use crate::turbo::Encoder;
 
 /// What the user asked for.
 #[derive(Debug, Clone)]
@@ -103,7 +103,7 @@ impl LibcameraSource {
     /// error (the thread waits for it); an unusable one is.
     pub fn open(req: Request) -> Result<LibcameraSource> {
         // Fail at start-up, not in the thread, if libjpeg-turbo is unusable.
-        YuvEncoder::new(req.quality)?;
+        Encoder::new(req.quality)?;
         let shared = Arc::new(Shared {
             slot: Mutex::new(Slot {
                 jpeg: Vec::new(),
@@ -302,7 +302,7 @@ fn capture(req: Request, shared: &Shared, first: SyncSender<Result<(u16, u16), O
     let mut counts = Counters::default();
     let mut lost_since: Option<Mono> = None;
     let mut said_unusable = false;
-    let mut encoder = match YuvEncoder::new(req.quality) {
+    let mut encoder = match Encoder::new(req.quality) {
         Ok(e) => e,
         Err(e) => {
             if let Some(tx) = first.take() {
@@ -388,7 +388,7 @@ struct Work {
 /// Streams until the camera is lost (Some(why)) or the source stops (None).
 fn stream(
     cam: &mut Open,
-    encoder: &mut YuvEncoder,
+    encoder: &mut Encoder,
     work: &mut Work,
     shared: &Shared,
     counts: &mut Counters,
@@ -469,7 +469,7 @@ fn stream(
 
 /// Encodes the frame's planes as JPEG into `work.out`, cropped to `w` x `h`.
 fn encode(
-    enc: &mut YuvEncoder,
+    enc: &mut Encoder,
     work: &mut Work,
     f: &StreamFormat,
     (w, h): (usize, usize),
@@ -569,7 +569,7 @@ mod tests {
                 nv[r * stride + 2 * x + 1] = v[r * stride / 2 + x];
             }
         }
-        let mut enc = YuvEncoder::new(90).unwrap();
+        let mut enc = Encoder::new(90).unwrap();
         let mut work = Work::default();
         let fmt = |name: &str| StreamFormat {
             width: w,

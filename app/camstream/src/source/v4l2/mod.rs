@@ -27,8 +27,8 @@ use rustix::time::{
 
 use super::{CapturedFrame, FrameSource, StreamInfo};
 use crate::clock::Mono;
-use crate::convert::{Packed422, packed422_to_i420, split_uv};
-use crate::jpegenc::{YuvEncoder, i420_plane_sizes};
+use crate::convert::{Packed422, i420_plane_sizes, packed422_to_i420, split_uv};
+use crate::turbo::Encoder;
 use controls::Setting;
 use device::{Dequeued, Device, PixFormat, Stream};
 use select::{BGR24, NV12, RGB24, UYVY, YUV420, YUYV, fourcc_name};
@@ -250,7 +250,7 @@ pub struct V4l2Source {
     /// Fires once a second while the camera is missing.
     retry: OwnedFd,
     lost_since: Option<Mono>,
-    encoder: YuvEncoder,
+    encoder: Encoder,
     planes: [Vec<u8>; 3],
     out: Vec<u8>,
     /// Buffers dequeued in one turn (reused: no allocation per frame).
@@ -268,7 +268,7 @@ impl V4l2Source {
             TimerfdClockId::Monotonic,
             TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
         )?;
-        let encoder = YuvEncoder::new(req.quality)?;
+        let encoder = Encoder::new(req.quality)?;
         let mut src = V4l2Source {
             info: StreamInfo {
                 width: (req.width & !7) as u16,
@@ -433,7 +433,7 @@ impl V4l2Source {
 
 /// Encodes a raw frame as JPEG into `out`.
 fn encode(
-    enc: &mut YuvEncoder,
+    enc: &mut Encoder,
     planes: &mut [Vec<u8>; 3],
     f: &PixFormat,
     (w, h): (usize, usize),
@@ -746,7 +746,7 @@ mod tests {
                 bytesperline: stride as u32,
                 sizeimage: len as u32,
             };
-            let mut enc = YuvEncoder::new(80).unwrap();
+            let mut enc = Encoder::new(80).unwrap();
             let (mut planes, mut out) = (Default::default(), Vec::new());
             let n = 150;
             let t = std::time::Instant::now();

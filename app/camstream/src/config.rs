@@ -10,8 +10,8 @@ use camstream_rtp::packetize::{MAX_MTU, MIN_MTU};
 use clap::Parser;
 use serde::Deserialize;
 
-use crate::source::SourceSpec;
-use crate::source::v4l2::controls::{Setting, Value};
+use crate::source::controls::{ControlSetting, Value};
+use crate::source::{self, SourceSpec};
 use camstream_rtsp::auth::User;
 
 /// Where the daemon looks for its settings when `--config` is not given.
@@ -102,7 +102,7 @@ pub struct Options {
     /// Camera control, as `camstream probe` lists them, e.g. --control brightness=128 (repeatable; in the file: a [controls] table)
     #[arg(long = "control", value_name = "NAME=VALUE")]
     #[serde(default, deserialize_with = "controls_table")]
-    pub controls: Option<Vec<Setting>>,
+    pub controls: Option<Vec<ControlSetting>>,
 
     #[arg(long, value_name = "ADDRESS", help = concat!("Address to listen on [default: ", default!(listen), "]"))]
     pub listen: Option<IpAddr>,
@@ -249,12 +249,12 @@ pub enum Command {
 /// `[controls]` in the file: `brightness = 128`, `auto_exposure = "Manual Mode"`.
 fn controls_table<'de, D: serde::Deserializer<'de>>(
     d: D,
-) -> Result<Option<Vec<Setting>>, D::Error> {
+) -> Result<Option<Vec<ControlSetting>>, D::Error> {
     let table: std::collections::BTreeMap<String, Value> = Deserialize::deserialize(d)?;
     Ok(Some(
         table
             .into_iter()
-            .map(|(name, value)| Setting { name, value })
+            .map(|(name, value)| ControlSetting { name, value })
             .collect(),
     ))
 }
@@ -318,7 +318,7 @@ pub struct Config {
     pub buffers: u32,
     /// A pixel format the camera must use (fourcc), if the user chose one.
     pub format: Option<u32>,
-    pub controls: Vec<Setting>,
+    pub controls: Vec<ControlSetting>,
     pub listen: IpAddr,
     pub rtsp_port: u16,
     /// 0: no HTTP listener.
@@ -427,6 +427,19 @@ impl Config {
         Config::from_options(opts)
     }
 
+    /// What the source is opened with.
+    pub fn source_settings(&self) -> source::Settings {
+        source::Settings {
+            width: self.width,
+            height: self.height,
+            fps: self.fps,
+            quality: self.quality,
+            buffers: self.buffers,
+            format: self.format,
+            controls: self.controls.clone(),
+        }
+    }
+
     pub fn from_options(o: Options) -> Result<Config> {
         // A setting as given, else its default, checked against its range.
         macro_rules! ranged {
@@ -471,7 +484,11 @@ impl Config {
             fps,
             quality: ranged!(quality, 1, 100)? as u8,
             buffers: ranged!(buffers, 2, 32)?,
-            format: o.format.as_deref().map(parse_format).transpose()?,
+            format: o
+                .format
+                .as_deref()
+                .map(source::v4l2::parse_format)
+                .transpose()?,
             controls: o.controls.unwrap_or_default(),
             listen: o
                 .listen
@@ -513,16 +530,6 @@ impl Config {
                 fps,
             )?,
         })
-    }
-}
-
-fn parse_format(f: &str) -> Result<u32> {
-    use crate::source::v4l2::{select, sys::fourcc};
-    let b = f.as_bytes();
-    let code = (b.len() == 4).then(|| fourcc(&[b[0], b[1], b[2], b[3]]));
-    match code {
-        Some(c) if select::is_supported(c) => Ok(c),
-        _ => bail!("format = {f:?}: use MJPG, JPEG, YU12, NV12, YUYV, UYVY, RGB3 or BGR3"),
     }
 }
 

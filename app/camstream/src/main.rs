@@ -80,7 +80,7 @@ fn run() -> anyhow::Result<()> {
     }
     let cfg = config::Config::load(opts)?;
     logger::init(cfg.log_level);
-    let source = source::open(&cfg)?;
+    let source = source::open(&cfg.source, &cfg.source_settings())?;
     let info = source.info();
     let server = server::Server::bind(cfg.clone(), info)?;
     if let Some(user) = &cfg.user {

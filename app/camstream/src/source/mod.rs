@@ -2,6 +2,7 @@
 //! descriptor the event loop polls (a timer, an eventfd a worker thread
 //! signals, or a V4L2 device) and hands over frames when it is ready.
 
+pub mod controls;
 pub mod file;
 pub mod libcamera;
 pub mod testpattern;
@@ -13,7 +14,7 @@ use anyhow::{Result, bail};
 use mio::{Registry, Token};
 
 use crate::clock::Mono;
-use crate::config::Config;
+use controls::ControlSetting;
 
 /// What `--source` names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +78,26 @@ impl std::fmt::Display for SourceSpec {
             SourceSpec::Auto => f.write_str("the first camera"),
         }
     }
+}
+
+/// What a source is opened with (from the config): the stream's size, rate
+/// and JPEG quality, and how a camera captures it.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Asked for: a camera gives the nearest size it has; frames are
+    /// cropped to a multiple of 8.
+    pub width: u16,
+    pub height: u16,
+    pub fps: u32,
+    /// Of the JPEG camstream encodes (raw camera formats, the test pattern).
+    pub quality: u8,
+    /// Camera buffers the driver fills while frames are sent.
+    pub buffers: u32,
+    /// A pixel format a V4L2 camera must use (fourcc, as
+    /// [`v4l2::parse_format`] checks it), if the user chose one.
+    pub format: Option<u32>,
+    /// Camera controls, in the order given (a later one wins).
+    pub controls: Vec<ControlSetting>,
 }
 
 /// What clients are told about the stream before any frame is sent.
@@ -158,40 +179,32 @@ impl FrameSource for Awaited {
     }
 }
 
-/// Opens the configured source. Errors here are start-up errors (missing
-/// file, unsupported first frame, encoder failure).
-pub fn open(config: &Config) -> Result<Box<dyn FrameSource>> {
-    Ok(match &config.source {
+/// Opens the source `spec` names with `settings`. Errors here are start-up
+/// errors (missing file, unsupported first frame, encoder failure).
+pub fn open(spec: &SourceSpec, settings: &Settings) -> Result<Box<dyn FrameSource>> {
+    Ok(match spec {
         // RTP/JPEG headers count 8-pixel blocks: the pattern is drawn at the
         // multiple of 8 below the size asked for.
         SourceSpec::TestPattern => Box::new(testpattern::TestPattern::new(
             StreamInfo {
-                width: config.width & !7,
-                height: config.height & !7,
-                fps: config.fps,
+                width: settings.width & !7,
+                height: settings.height & !7,
+                fps: settings.fps,
             },
-            config.quality,
+            settings.quality,
         )?),
-        SourceSpec::File(path) => Box::new(file::FileSource::open(path, config.fps)?),
-        SourceSpec::Libcamera(camera) => open_libcamera(config, camera)?,
+        SourceSpec::File(path) => Box::new(file::FileSource::open(path, settings.fps)?),
+        SourceSpec::Libcamera(camera) => open_libcamera(camera, settings)?,
         SourceSpec::Auto if libcamera_has_camera() => {
-            open_libcamera(config, &libcamera::CameraSpec::Auto)?
+            open_libcamera(&libcamera::CameraSpec::Auto, settings)?
         }
-        SourceSpec::V4l2(_) | SourceSpec::Auto => {
-            Box::new(v4l2::V4l2Source::open(v4l2::Request {
-                device: match &config.source {
-                    SourceSpec::V4l2(device) => device.clone(),
-                    _ => v4l2::DeviceSpec::Auto,
-                },
-                width: config.width.into(),
-                height: config.height.into(),
-                fps: config.fps,
-                quality: config.quality,
-                buffers: config.buffers,
-                format: config.format,
-                controls: config.controls.clone(),
-            })?)
+        SourceSpec::V4l2(device) => {
+            Box::new(v4l2::V4l2Source::open(device.clone(), settings.clone())?)
         }
+        SourceSpec::Auto => Box::new(v4l2::V4l2Source::open(
+            v4l2::DeviceSpec::Auto,
+            settings.clone(),
+        )?),
     })
 }
 
@@ -206,22 +219,18 @@ fn libcamera_has_camera() -> bool {
 }
 
 #[cfg(feature = "libcamera")]
-fn open_libcamera(config: &Config, camera: &libcamera::CameraSpec) -> Result<Box<dyn FrameSource>> {
+fn open_libcamera(
+    camera: &libcamera::CameraSpec,
+    settings: &Settings,
+) -> Result<Box<dyn FrameSource>> {
     Ok(Box::new(libcamera::LibcameraSource::open(
-        libcamera::stream::Request {
-            camera: camera.clone(),
-            width: config.width.into(),
-            height: config.height.into(),
-            fps: config.fps,
-            quality: config.quality,
-            buffers: config.buffers,
-            controls: config.controls.clone(),
-        },
+        camera.clone(),
+        settings.clone(),
     )?))
 }
 
 #[cfg(not(feature = "libcamera"))]
-fn open_libcamera(_: &Config, camera: &libcamera::CameraSpec) -> Result<Box<dyn FrameSource>> {
+fn open_libcamera(camera: &libcamera::CameraSpec, _: &Settings) -> Result<Box<dyn FrameSource>> {
     bail!("{camera}: this camstream was built without libcamera (cargo feature `libcamera`)")
 }
 

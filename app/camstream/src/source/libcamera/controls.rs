@@ -11,7 +11,7 @@
 use anyhow::{Result, bail};
 
 use super::describe::ControlDesc;
-use crate::source::v4l2::controls::{Setting, Value};
+use crate::source::controls::{ControlSetting, Value};
 
 /// Names of the values of libcamera's enumerated controls (control_ids.yaml,
 /// unchanged from 0.0.3 to 0.7), without their prefixes.
@@ -61,7 +61,7 @@ pub struct Resolved {
 
 /// Matches `settings` to the camera's controls; an unknown name lists the
 /// controls the camera has.
-pub fn resolve(settings: &[Setting], have: &[ControlDesc]) -> Result<Vec<Resolved>> {
+pub fn resolve(settings: &[ControlSetting], have: &[ControlDesc]) -> Result<Vec<Resolved>> {
     let mut out: Vec<Resolved> = Vec::new();
     for s in settings {
         let Some(c) = have.iter().find(|c| fold(&c.name) == fold(&s.name)) else {
@@ -199,8 +199,8 @@ mod tests {
         ]
     }
 
-    fn set(name: &str, value: Value) -> Setting {
-        Setting {
+    fn set(name: &str, value: Value) -> ControlSetting {
+        ControlSetting {
             name: name.into(),
             value,
         }

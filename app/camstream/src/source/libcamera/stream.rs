@@ -20,21 +20,8 @@ use super::describe::{self, CameraDesc};
 use super::ffi::{self, Camera, CompletedRequest, Manager, StreamFormat, Wait};
 use crate::clock::Mono;
 use crate::convert::{i420_plane_sizes, split_uv};
-use crate::source::v4l2::controls::Setting;
-use crate::source::{CapturedFrame, FrameSource, StreamInfo};
+use crate::source::{CapturedFrame, FrameSource, Settings, StreamInfo};
 use crate::turbo::Encoder;
-
-/// What the user asked for.
-#[derive(Debug, Clone)]
-pub struct Request {
-    pub camera: CameraSpec,
-    pub width: u32,
-    pub height: u32,
-    pub fps: u32,
-    pub quality: u8,
-    pub buffers: u32,
-    pub controls: Vec<Setting>,
-}
 
 /// How often a missing camera is looked for.
 const RETRY: Duration = Duration::from_secs(1);
@@ -101,9 +88,9 @@ pub struct LibcameraSource {
 impl LibcameraSource {
     /// Opens the camera on the capture thread. A missing camera is not an
     /// error (the thread waits for it); an unusable one is.
-    pub fn open(req: Request) -> Result<LibcameraSource> {
+    pub fn open(camera: CameraSpec, settings: Settings) -> Result<LibcameraSource> {
         // Fail at start-up, not in the thread, if libjpeg-turbo is unusable.
-        Encoder::new(req.quality)?;
+        Encoder::new(settings.quality)?;
         let shared = Arc::new(Shared {
             slot: Mutex::new(Slot {
                 jpeg: Vec::new(),
@@ -115,20 +102,20 @@ impl LibcameraSource {
             mode: Mutex::new(None),
         });
         let mut info = StreamInfo {
-            width: (req.width & !7) as u16,
-            height: (req.height & !7) as u16,
-            fps: req.fps,
+            width: settings.width & !7,
+            height: settings.height & !7,
+            fps: settings.fps,
         };
         let (tx, rx) = sync_channel(1);
         let worker = {
-            let (req, shared) = (req.clone(), shared.clone());
+            let (camera, shared) = (camera.clone(), shared.clone());
             std::thread::Builder::new()
                 .name("libcamera".into())
-                .spawn(move || capture(req, &shared, tx))?
+                .spawn(move || capture(camera, settings, &shared, tx))?
         };
         match rx.recv() {
             Ok(Ok(size)) => (info.width, info.height) = size,
-            Ok(Err(OpenError::Absent(why))) => log::warn!("{why}; waiting for {}", req.camera),
+            Ok(Err(OpenError::Absent(why))) => log::warn!("{why}; waiting for {camera}"),
             Ok(Err(OpenError::Unusable(e))) => {
                 let _ = worker.join();
                 return Err(e);
@@ -140,7 +127,7 @@ impl LibcameraSource {
         }
         Ok(LibcameraSource {
             info,
-            camera: req.camera.clone(),
+            camera,
             shared,
             held: Vec::new(),
             worker: Some(worker),
@@ -229,21 +216,30 @@ struct Open {
 }
 
 impl Open {
-    fn start(req: &Request) -> Result<Open, OpenError> {
+    fn start(camera: &CameraSpec, settings: &Settings) -> Result<Open, OpenError> {
         // Without udev, libcamera's manager fails to start while there is
         // no media device at all: a camera yet to come.
         let manager = Manager::start().map_err(|e| OpenError::Absent(format!("{e:#}")))?;
         let cams = manager.cameras();
-        let desc = match &req.camera {
+        let desc = match camera {
             CameraSpec::Auto => cams.into_iter().find(|c| !c.is_external()),
             CameraSpec::Id(id) => cams.into_iter().find(|c| c.id == *id),
         }
-        .ok_or_else(|| OpenError::Absent(format!("no {}", req.camera)))?;
+        .ok_or_else(|| OpenError::Absent(format!("no {camera}")))?;
         let mut wanted =
-            controls::resolve(&req.controls, &desc.controls).map_err(OpenError::Unusable)?;
-        wanted.extend(controls::frame_duration(req.fps, &desc.controls, &wanted));
+            controls::resolve(&settings.controls, &desc.controls).map_err(OpenError::Unusable)?;
+        wanted.extend(controls::frame_duration(
+            settings.fps,
+            &desc.controls,
+            &wanted,
+        ));
         let mut camera = manager
-            .open(&desc.id, req.width, req.height, req.buffers)
+            .open(
+                &desc.id,
+                settings.width.into(),
+                settings.height.into(),
+                settings.buffers,
+            )
             .map_err(OpenError::Unusable)?;
         let format = camera.format();
         let (w, h) = (format.width, format.height);
@@ -269,7 +265,7 @@ impl Open {
         })
     }
 
-    fn describe(&self, req: &Request) -> String {
+    fn describe(&self, settings: &Settings) -> String {
         let f = &self.format;
         let crop = if self.out_size != (f.width, f.height) {
             format!(" (cropped to {}x{})", self.out_size.0, self.out_size.1)
@@ -289,20 +285,25 @@ impl Open {
             f.format,
             f.width,
             f.height,
-            req.fps,
-            req.quality
+            settings.fps,
+            settings.quality
         )
     }
 }
 
 /// The capture thread: opens the camera (the first result goes to `first`),
 /// streams, and reopens it after a loss until told to stop.
-fn capture(req: Request, shared: &Shared, first: SyncSender<Result<(u16, u16), OpenError>>) {
+fn capture(
+    camera: CameraSpec,
+    settings: Settings,
+    shared: &Shared,
+    first: SyncSender<Result<(u16, u16), OpenError>>,
+) {
     let mut first = Some(first);
     let mut counts = Counters::default();
     let mut lost_since: Option<Mono> = None;
     let mut said_unusable = false;
-    let mut encoder = match Encoder::new(req.quality) {
+    let mut encoder = match Encoder::new(settings.quality) {
         Ok(e) => e,
         Err(e) => {
             if let Some(tx) = first.take() {
@@ -313,10 +314,10 @@ fn capture(req: Request, shared: &Shared, first: SyncSender<Result<(u16, u16), O
     };
     let mut work = Work::default();
     while !shared.stop.load(Ordering::Relaxed) {
-        match Open::start(&req) {
+        match Open::start(&camera, &settings) {
             Ok(mut cam) => {
                 let away = lost_since.take().map(|t| Mono::now().saturating_sub(t));
-                let mode = cam.describe(&req);
+                let mode = cam.describe(&settings);
                 if let Ok(mut m) = shared.mode.lock() {
                     *m = Some(mode.clone());
                 }

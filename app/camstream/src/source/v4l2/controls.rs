@@ -5,85 +5,10 @@
 
 use std::fmt::Write;
 
-use anyhow::{Result, bail};
-use serde::Deserialize;
-
 use super::device::Control;
 use super::sys::*;
-
-/// A value as the config gives it. Fractions and lists are for libcamera's
-/// controls (`AnalogueGain = 2.5`, `ScalerCrop = [0, 0, 1920, 1080]`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
-pub enum Value {
-    Bool(bool),
-    Int(i64),
-    Float(f64),
-    Text(String),
-    List(Vec<f64>),
-}
-
-impl std::str::FromStr for Value {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Value, Self::Err> {
-        Ok(match s {
-            "true" => Value::Bool(true),
-            "false" => Value::Bool(false),
-            _ => {
-                if let Ok(i) = s.parse() {
-                    Value::Int(i)
-                } else if let Ok(x) = s.parse() {
-                    Value::Float(x)
-                } else if let Some(l) = s
-                    .split(',')
-                    .map(|x| x.trim().parse().ok())
-                    .collect::<Option<Vec<f64>>>()
-                    .filter(|l| l.len() > 1)
-                {
-                    // --control ScalerCrop=0,0,1920,1080
-                    Value::List(l)
-                } else {
-                    Value::Text(s.to_string())
-                }
-            }
-        })
-    }
-}
-
-impl std::fmt::Display for Value {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Value::Bool(b) => write!(f, "{b}"),
-            Value::Int(i) => write!(f, "{i}"),
-            Value::Float(x) => write!(f, "{x}"),
-            Value::Text(s) => write!(f, "{s:?}"),
-            Value::List(l) => {
-                let l: Vec<String> = l.iter().map(f64::to_string).collect();
-                write!(f, "[{}]", l.join(", "))
-            }
-        }
-    }
-}
-
-/// `NAME=VALUE` from the command line.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Setting {
-    pub name: String,
-    pub value: Value,
-}
-
-impl std::str::FromStr for Setting {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Setting, String> {
-        let (name, value) = s
-            .split_once('=')
-            .ok_or_else(|| format!("{s:?}: use NAME=VALUE, e.g. brightness=128"))?;
-        Ok(Setting {
-            name: name.trim().to_string(),
-            value: value.trim().parse().unwrap(),
-        })
-    }
-}
+use crate::source::controls::{ControlSetting, Value};
+use anyhow::{Result, bail};
 
 /// The name `v4l2-ctl` gives a control: "White Balance, Automatic" ->
 /// `white_balance_automatic`.
@@ -149,7 +74,7 @@ pub fn describe(c: &Control, current: Option<i64>) -> String {
 /// Automatic modes come first, so that `auto_exposure = "Manual Mode"` is in
 /// effect before `exposure_time_absolute` is written.
 pub fn resolve<'c>(
-    settings: &[Setting],
+    settings: &[ControlSetting],
     controls: &'c [Control],
 ) -> Result<Vec<(&'c Control, i64)>> {
     let mut out: Vec<(&Control, i64)> = Vec::new();
@@ -299,7 +224,7 @@ mod tests {
         ]
     }
 
-    fn set(s: &str) -> Setting {
+    fn set(s: &str) -> ControlSetting {
         s.parse().unwrap()
     }
 
@@ -359,7 +284,6 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.ends_with("use a number"), "{e}");
-        assert!("brightness".parse::<Setting>().is_err());
         assert!(
             resolve(&[set("sharpness=3")], &[])
                 .unwrap_err()

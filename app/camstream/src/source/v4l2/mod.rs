@@ -6,10 +6,12 @@
 //! open, the source looks for the device once a second, and streaming
 //! resumes on the same sessions when it is back.
 
-pub mod controls;
-pub mod device;
-pub mod select;
-pub mod sys;
+mod controls;
+mod device;
+mod select;
+mod sys;
+
+pub use select::parse_format;
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -25,11 +27,10 @@ use rustix::time::{
     timerfd_settime,
 };
 
-use super::{CapturedFrame, FrameSource, StreamInfo};
+use super::{CapturedFrame, FrameSource, Settings, StreamInfo};
 use crate::clock::Mono;
 use crate::convert::{Packed422, i420_plane_sizes, packed422_to_i420, split_uv};
 use crate::turbo::Encoder;
-use controls::Setting;
 use device::{Dequeued, Device, PixFormat, Stream};
 use select::{BGR24, NV12, RGB24, UYVY, YUV420, YUYV, fourcc_name};
 
@@ -48,20 +49,6 @@ impl std::fmt::Display for DeviceSpec {
             DeviceSpec::Path(p) => write!(f, "{}", p.display()),
         }
     }
-}
-
-/// What the user asked for.
-#[derive(Debug, Clone)]
-pub struct Request {
-    pub device: DeviceSpec,
-    pub width: u32,
-    pub height: u32,
-    pub fps: u32,
-    pub quality: u8,
-    pub buffers: u32,
-    /// Only this pixel format, if set.
-    pub format: Option<u32>,
-    pub controls: Vec<Setting>,
 }
 
 /// How often a missing camera is looked for; the first look comes sooner,
@@ -98,15 +85,16 @@ struct Camera {
 }
 
 impl Camera {
-    fn open(req: &Request) -> Result<Camera, OpenError> {
-        let dev = match &req.device {
+    fn open(device: &DeviceSpec, settings: &Settings) -> Result<Camera, OpenError> {
+        let size = (u32::from(settings.width), u32::from(settings.height));
+        let dev = match device {
             DeviceSpec::Path(p) => open_node(p)?,
             DeviceSpec::Auto => device::list()
                 .iter()
                 .filter_map(|p| open_node(p).ok())
                 .find(|d| {
                     d.caps.can_capture()
-                        && d.formats((req.width, req.height))
+                        && d.formats(size)
                             .is_ok_and(|f| f.iter().any(|f| select::is_supported(f.fourcc)))
                 })
                 .ok_or_else(|| OpenError::Absent("no V4L2 capture device".into()))?,
@@ -124,10 +112,10 @@ impl Camera {
             return Err(anyhow!("{name} ({}) cannot stream (no mmap I/O)", dev.caps.card).into());
         }
         let formats = dev
-            .formats((req.width, req.height))
+            .formats(size)
             .with_context(|| format!("{name}: listing formats"))?;
         let mut modes = Device::modes(&formats);
-        if let Some(only) = req.format {
+        if let Some(only) = settings.format {
             modes.retain(|m| m.fourcc == only);
             if modes.is_empty() {
                 let offered: Vec<String> = formats.iter().map(|f| fourcc_name(f.fourcc)).collect();
@@ -140,7 +128,7 @@ impl Camera {
                 .into());
             }
         }
-        let Some(mode) = select::choose(&modes, (req.width, req.height), req.fps) else {
+        let Some(mode) = select::choose(&modes, size, settings.fps) else {
             let offered: Vec<String> = formats.iter().map(|f| fourcc_name(f.fourcc)).collect();
             return Err(anyhow!(
                 "{name} ({}) offers {}; camstream captures MJPEG, JPEG, YU12, NV12, YUYV, UYVY, RGB3 or BGR3",
@@ -161,13 +149,15 @@ impl Camera {
             .into());
         }
         let fps = dev
-            .set_fps(req.fps)
+            .set_fps(settings.fps)
             .with_context(|| format!("{name}: setting the frame rate"))?;
-        if !req.controls.is_empty() {
+        if !settings.controls.is_empty() {
             let all = dev
                 .controls()
                 .with_context(|| format!("{name}: listing controls"))?;
-            for (c, v) in controls::resolve(&req.controls, &all).with_context(|| name.clone())? {
+            for (c, v) in
+                controls::resolve(&settings.controls, &all).with_context(|| name.clone())?
+            {
                 dev.set_control(c, v)
                     .with_context(|| format!("{name}: setting {} = {v}", controls::key(&c.name)))?;
             }
@@ -177,7 +167,7 @@ impl Camera {
             return Err(anyhow!("{name}: {w}x{h} is too small to encode").into());
         }
         let stream = dev
-            .start(req.buffers)
+            .start(settings.buffers)
             .with_context(|| format!("{name}: starting to stream"))?;
         Ok(Camera {
             stream,
@@ -242,7 +232,8 @@ struct Counters {
 }
 
 pub struct V4l2Source {
-    req: Request,
+    device: DeviceSpec,
+    settings: Settings,
     info: StreamInfo,
     cam: Option<Camera>,
     registry: Option<Registry>,
@@ -263,19 +254,20 @@ pub struct V4l2Source {
 impl V4l2Source {
     /// Opens the camera. A missing camera is not an error (the source waits
     /// for it); an unusable one is.
-    pub fn open(req: Request) -> Result<V4l2Source> {
+    pub fn open(device: DeviceSpec, settings: Settings) -> Result<V4l2Source> {
         let retry = timerfd_create(
             TimerfdClockId::Monotonic,
             TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
         )?;
-        let encoder = Encoder::new(req.quality)?;
+        let encoder = Encoder::new(settings.quality)?;
         let mut src = V4l2Source {
             info: StreamInfo {
-                width: (req.width & !7) as u16,
-                height: (req.height & !7) as u16,
-                fps: req.fps,
+                width: settings.width & !7,
+                height: settings.height & !7,
+                fps: settings.fps,
             },
-            req,
+            device,
+            settings,
             cam: None,
             registry: None,
             token: Token(0),
@@ -289,18 +281,20 @@ impl V4l2Source {
             reported: (0, 0, 0),
             reported_at: None,
         };
-        match Camera::open(&src.req) {
+        match Camera::open(&src.device, &src.settings) {
             Ok(cam) => {
-                log::info!("{}", cam.describe(src.req.quality));
+                log::info!("{}", cam.describe(src.settings.quality));
                 src.info = StreamInfo {
                     width: cam.out_size.0 as u16,
                     height: cam.out_size.1 as u16,
-                    fps: cam.fps.map_or(src.req.fps, |f| f.round().max(1.0) as u32),
+                    fps: cam
+                        .fps
+                        .map_or(src.settings.fps, |f| f.round().max(1.0) as u32),
                 };
                 src.cam = Some(cam);
             }
             Err(OpenError::Absent(why)) => {
-                log::warn!("{why}; waiting for {}", src.req.device);
+                log::warn!("{why}; waiting for {}", src.device);
                 src.lost_since = Some(Mono::now());
             }
             Err(OpenError::Unusable(e)) => return Err(e),
@@ -362,7 +356,7 @@ impl V4l2Source {
     fn try_reopen(&mut self) {
         let mut buf = [0u8; 8];
         let _ = rustix::io::read(&self.retry, &mut buf);
-        match Camera::open(&self.req) {
+        match Camera::open(&self.device, &self.settings) {
             Ok(cam) => {
                 let away = self
                     .lost_since
@@ -370,7 +364,7 @@ impl V4l2Source {
                     .map(|t| Mono::now().saturating_sub(t));
                 log::info!(
                     "{}{}",
-                    cam.describe(self.req.quality),
+                    cam.describe(self.settings.quality),
                     away.map_or(String::new(), |d| format!(
                         " (camera back after {:.1} s)",
                         d.as_secs_f32()
@@ -502,8 +496,8 @@ impl FrameSource for V4l2Source {
 
     fn mode(&self) -> String {
         match &self.cam {
-            Some(cam) => cam.describe(self.req.quality),
-            None => format!("absent: looking for {}", self.req.device),
+            Some(cam) => cam.describe(self.settings.quality),
+            None => format!("absent: looking for {}", self.device),
         }
     }
 

@@ -26,6 +26,17 @@ pub fn is_supported(fourcc: u32) -> bool {
     PREFERENCE.contains(&fourcc)
 }
 
+/// The format `format = NAME` names (`MJPG`, `YUYV`, ... as `camstream
+/// probe` lists them), if camstream captures it.
+pub fn parse_format(name: &str) -> anyhow::Result<u32> {
+    match <[u8; 4]>::try_from(name.as_bytes()) {
+        Ok(b) if is_supported(fourcc(&b)) => Ok(fourcc(&b)),
+        _ => {
+            anyhow::bail!("format = {name:?}: use MJPG, JPEG, YU12, NV12, YUYV, UYVY, RGB3 or BGR3")
+        }
+    }
+}
+
 /// `MJPG`, `YUYV`, ... for logs.
 pub fn fourcc_name(f: u32) -> String {
     f.to_le_bytes()

@@ -194,9 +194,10 @@ pub struct SubOptions {
     pub quality: Option<u8>,
 }
 
-/// The detection sub-stream, made from the main stream's frames.
+/// The detection sub-stream's settings (it is made from the main stream's
+/// frames).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SubStream {
+pub struct SubSettings {
     pub width: u16,
     pub height: u16,
     pub fps: u32,
@@ -344,7 +345,7 @@ pub struct Config {
     pub anonymous: bool,
     pub onvif: bool,
     /// None: `[streams.sub]` says enabled = false.
-    pub sub: Option<SubStream>,
+    pub sub: Option<SubSettings>,
     /// The users given a password for ONVIF (`camstream passwd --onvif`):
     /// name, password.
     pub onvif_passwords: Vec<(String, String)>,
@@ -382,7 +383,7 @@ fn users(table: Option<std::collections::BTreeMap<String, UserHashes>>) -> Resul
         .collect()
 }
 
-fn sub_stream(o: SubOptions, main_fps: u32) -> Result<Option<SubStream>> {
+fn sub_settings(o: SubOptions, main_fps: u32) -> Result<Option<SubSettings>> {
     if o.enabled == Some(false) {
         return Ok(None);
     }
@@ -394,7 +395,7 @@ fn sub_stream(o: SubOptions, main_fps: u32) -> Result<Option<SubStream>> {
     // At most the main stream's rate: its frames are what it is made of.
     let fps = in_range("streams.sub.fps", o.fps.unwrap_or(5).min(main_fps), 1, 120)?;
     let quality = in_range("streams.sub.quality", o.quality.unwrap_or(70), 1, 100)?;
-    Ok(Some(SubStream {
+    Ok(Some(SubSettings {
         width,
         height,
         fps,
@@ -525,7 +526,7 @@ impl Config {
             nonce_lifetime: ranged!(nonce_lifetime, 30, 86_400)?,
             anonymous: o.anonymous.unwrap_or(default!(anonymous)),
             onvif: o.onvif.unwrap_or(default!(onvif)),
-            sub: sub_stream(
+            sub: sub_settings(
                 o.streams.clone().and_then(|s| s.sub).unwrap_or_default(),
                 fps,
             )?,
@@ -942,7 +943,7 @@ mod tests {
         let c = Config::from_options(parse("").unwrap()).unwrap();
         assert_eq!(
             c.sub,
-            Some(SubStream {
+            Some(SubSettings {
                 width: 640,
                 height: 360,
                 fps: 5,

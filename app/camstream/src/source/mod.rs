@@ -243,9 +243,9 @@ mod tests {
     /// logger: main sets the daemon's).
     static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-    struct Capture;
+    struct Recorder;
 
-    impl log::Log for Capture {
+    impl log::Log for Recorder {
         fn enabled(&self, _: &log::Metadata<'_>) -> bool {
             true
         }
@@ -293,7 +293,7 @@ mod tests {
 
     #[test]
     fn an_awaited_camera_is_said_to_stream_once_when_it_is_there() {
-        static LOGGER: Capture = Capture;
+        static LOGGER: Recorder = Recorder;
         log::set_logger(&LOGGER).unwrap();
         log::set_max_level(log::LevelFilter::Info);
         let line =

@@ -15,7 +15,7 @@ use mio::{Registry, Token, Waker};
 use super::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
 use super::random::random_u64;
 use crate::clock::Mono;
-use crate::config::{Config, SubStream as Settings};
+use crate::config::{Config, SubSettings as Settings};
 use crate::source::StreamInfo;
 use encoder::{SubEncoder, Worker, sub_size};
 

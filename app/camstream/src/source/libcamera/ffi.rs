@@ -45,7 +45,7 @@ impl RawFrame {
 
 #[repr(C)]
 #[derive(Default)]
-struct RawStreamInfo {
+struct RawPixFormat {
     width: u32,
     height: u32,
     stride: u32,
@@ -67,7 +67,7 @@ unsafe extern "C" {
         err: *mut c_char,
         len: usize,
     ) -> *mut RawCamera;
-    fn cs_lc_stream_info(c: *const RawCamera, info: *mut RawStreamInfo);
+    fn cs_lc_pix_format(c: *const RawCamera, info: *mut RawPixFormat);
     fn cs_lc_control(
         c: *mut RawCamera,
         id: u32,
@@ -178,14 +178,14 @@ impl Manager {
 impl Drop for Manager {
     fn drop(&mut self) {
         // SAFETY: started by cs_lc_manager_start; its owner closes its
-        // cameras first (stream.rs: `Open` declares the camera first).
+        // cameras first (capture.rs: `Capture` declares the camera first).
         unsafe { cs_lc_manager_stop(self.0) }
     }
 }
 
-/// The stream a camera was configured for.
+/// What a camera was configured to capture: size, row stride, format.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StreamFormat {
+pub struct PixFormat {
     pub width: usize,
     pub height: usize,
     pub stride: usize,
@@ -224,15 +224,15 @@ pub struct CompletedRequest<'a> {
 }
 
 impl Camera {
-    pub fn format(&self) -> StreamFormat {
-        let mut i = RawStreamInfo::default();
+    pub fn format(&self) -> PixFormat {
+        let mut i = RawPixFormat::default();
         // SAFETY: valid camera, valid out pointer.
-        unsafe { cs_lc_stream_info(self.raw, &mut i) };
+        unsafe { cs_lc_pix_format(self.raw, &mut i) };
         // SAFETY: snprintf wrote a NUL-terminated name into the array.
         let format = unsafe { CStr::from_ptr(i.format.as_ptr()) }
             .to_string_lossy()
             .into_owned();
-        StreamFormat {
+        PixFormat {
             width: i.width as usize,
             height: i.height as usize,
             stride: i.stride as usize,

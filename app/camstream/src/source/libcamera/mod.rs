@@ -10,15 +10,15 @@
 //! camera manager (libcamera sees new cameras only then without udev), and
 //! streaming resumes on the same sessions.
 
+#[cfg(feature = "libcamera")]
+pub mod capture;
 pub mod controls;
 pub mod describe;
 #[cfg(feature = "libcamera")]
 mod ffi;
-#[cfg(feature = "libcamera")]
-pub mod stream;
 
 #[cfg(feature = "libcamera")]
-pub use stream::{LibcameraSource, init, probe, usable_camera};
+pub use capture::{LibcameraSource, init, probe, usable_camera};
 
 /// Which camera `source = "libcamera:..."` names.
 #[derive(Debug, Clone, PartialEq, Eq)]

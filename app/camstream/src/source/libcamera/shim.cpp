@@ -120,7 +120,7 @@ struct cs_lc_frame {
 	size_t length[3];
 };
 
-struct cs_lc_stream_info {
+struct cs_lc_pix_format {
 	uint32_t width;
 	uint32_t height;
 	uint32_t stride;
@@ -346,7 +346,7 @@ cs_lc_camera *cs_lc_open(cs_lc_manager *m, const char *id, uint32_t width, uint3
 	return c.release();
 }
 
-void cs_lc_stream_info(const cs_lc_camera *c, cs_lc_stream_info *info)
+void cs_lc_pix_format(const cs_lc_camera *c, cs_lc_pix_format *info)
 {
 	const StreamConfiguration &sc = c->config->at(0);
 	info->width = sc.size.width;

@@ -34,11 +34,11 @@ unsafe fn update<const OPCODE: Opcode, T>(fd: BorrowedFd<'_>, arg: &mut T) -> io
 }
 
 /// STREAMON/STREAMOFF: an `int` buffer type passed by pointer.
-struct StreamSwitch<const OPCODE: Opcode>(u32);
+struct BufTypeArg<const OPCODE: Opcode>(u32);
 
 // SAFETY: STREAMON and STREAMOFF take a pointer to the 4-byte buffer type
 // `as_ptr` gives, which the kernel only reads; nothing comes back.
-unsafe impl<const OPCODE: Opcode> Ioctl for StreamSwitch<OPCODE> {
+unsafe impl<const OPCODE: Opcode> Ioctl for BufTypeArg<OPCODE> {
     type Output = ();
     const IS_MUTATING: bool = false;
     fn opcode(&self) -> Opcode {
@@ -450,7 +450,7 @@ impl Device {
 
     /// Allocates `count` driver buffers, maps them, queues them and starts
     /// streaming.
-    pub fn start(&self, count: u32) -> io::Result<Stream> {
+    pub fn start(&self, count: u32) -> io::Result<Buffers> {
         let mut req: v4l2_requestbuffers = zeroed();
         req.count = count;
         req.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
@@ -463,7 +463,7 @@ impl Device {
                 req.count
             )));
         }
-        let mut stream = Stream {
+        let mut buffers = Buffers {
             maps: Vec::new(),
             fd: self.raw_fd(),
             streaming: false,
@@ -475,7 +475,7 @@ impl Device {
             unsafe { update::<VIDIOC_QUERYBUF, _>(self.fd(), &mut b)? };
             let len = b.length as usize;
             // SAFETY: maps the buffer the driver just described; unmapped in
-            // Stream's Drop.
+            // Buffers's Drop.
             let ptr = unsafe {
                 mmap(
                     std::ptr::null_mut(),
@@ -486,20 +486,20 @@ impl Device {
                     u64::from(b.m.offset),
                 )?
             };
-            stream.maps.push((NonNull::new(ptr.cast()).unwrap(), len));
+            buffers.maps.push((NonNull::new(ptr.cast()).unwrap(), len));
         }
         for index in 0..req.count {
-            stream.queue(self.fd(), index)?;
+            buffers.queue(self.fd(), index)?;
         }
-        // SAFETY: a StreamSwitch is STREAMON's argument (its impl above).
+        // SAFETY: a BufTypeArg is STREAMON's argument (its impl above).
         unsafe {
             ioctl(
                 self.fd(),
-                StreamSwitch::<VIDIOC_STREAMON>(V4L2_BUF_TYPE_VIDEO_CAPTURE),
+                BufTypeArg::<VIDIOC_STREAMON>(V4L2_BUF_TYPE_VIDEO_CAPTURE),
             )?
         };
-        stream.streaming = true;
-        Ok(stream)
+        buffers.streaming = true;
+        Ok(buffers)
     }
 }
 
@@ -530,7 +530,7 @@ fn end_of_list(e: &io::Error) -> bool {
     code == Some(Errno::INVAL.raw_os_error()) || code == Some(Errno::NOTTY.raw_os_error())
 }
 
-/// A dequeued buffer: read `data`, then give it back with [`Stream::queue`].
+/// A dequeued buffer: read `data`, then give it back with [`Buffers::queue`].
 #[derive(Debug, Clone, Copy)]
 pub struct Dequeued {
     pub index: u32,
@@ -546,14 +546,14 @@ pub struct Dequeued {
 
 /// The mapped buffers of a streaming device. Dropping it stops streaming and
 /// unmaps; the device must outlive it.
-pub struct Stream {
+pub struct Buffers {
     maps: Vec<(NonNull<u8>, usize)>,
     fd: RawFd,
     streaming: bool,
     next_sequence: Option<u32>,
 }
 
-impl Stream {
+impl Buffers {
     pub fn queue(&mut self, fd: BorrowedFd<'_>, index: u32) -> io::Result<()> {
         let mut b = buffer(index);
         // SAFETY: VIDIOC_QBUF takes a v4l2_buffer, as `update` asks.
@@ -599,17 +599,17 @@ impl Stream {
     }
 }
 
-impl Drop for Stream {
+impl Drop for Buffers {
     fn drop(&mut self) {
-        // SAFETY: the device fd outlives the stream (the source drops the
-        // stream first); on an unplugged device these fail harmlessly.
+        // SAFETY: the device fd outlives the buffers (the source drops
+        // them first); on an unplugged device these fail harmlessly.
         let fd = unsafe { BorrowedFd::borrow_raw(self.fd) };
         if self.streaming {
-            // SAFETY: a StreamSwitch is STREAMOFF's argument (its impl above).
+            // SAFETY: a BufTypeArg is STREAMOFF's argument (its impl above).
             let _ = unsafe {
                 ioctl(
                     fd,
-                    StreamSwitch::<VIDIOC_STREAMOFF>(V4L2_BUF_TYPE_VIDEO_CAPTURE),
+                    BufTypeArg::<VIDIOC_STREAMOFF>(V4L2_BUF_TYPE_VIDEO_CAPTURE),
                 )
             };
         }

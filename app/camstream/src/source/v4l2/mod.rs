@@ -31,7 +31,7 @@ use super::{CapturedFrame, FrameSource, Settings, StreamInfo};
 use crate::clock::Mono;
 use crate::convert::{Packed422, i420_plane_sizes, packed422_to_i420, split_uv};
 use crate::turbo::Encoder;
-use device::{Dequeued, Device, PixFormat, Stream};
+use device::{Buffers, Dequeued, Device, PixFormat};
 use select::{BGR24, NV12, RGB24, UYVY, YUV420, YUYV, fourcc_name};
 
 /// Which device `--source v4l2:...` names.
@@ -72,10 +72,10 @@ impl From<anyhow::Error> for OpenError {
     }
 }
 
-/// An open, streaming camera. `stream` is declared first so it is dropped
+/// An open camera, capturing. `buffers` is declared first so it is dropped
 /// (STREAMOFF, munmap) before the device's descriptor is closed.
-struct Camera {
-    stream: Stream,
+struct Capture {
+    buffers: Buffers,
     dev: Device,
     format: PixFormat,
     fps: Option<f64>,
@@ -84,8 +84,8 @@ struct Camera {
     out_size: (usize, usize),
 }
 
-impl Camera {
-    fn open(device: &DeviceSpec, settings: &Settings) -> Result<Camera, OpenError> {
+impl Capture {
+    fn open(device: &DeviceSpec, settings: &Settings) -> Result<Capture, OpenError> {
         let size = (u32::from(settings.width), u32::from(settings.height));
         let dev = match device {
             DeviceSpec::Path(p) => open_node(p)?,
@@ -166,11 +166,11 @@ impl Camera {
         if !select::is_jpeg(format.fourcc) && (w < 16 || h < 16) {
             return Err(anyhow!("{name}: {w}x{h} is too small to encode").into());
         }
-        let stream = dev
+        let buffers = dev
             .start(settings.buffers)
             .with_context(|| format!("{name}: starting to stream"))?;
-        Ok(Camera {
-            stream,
+        Ok(Capture {
+            buffers,
             dev,
             format,
             fps,
@@ -235,7 +235,7 @@ pub struct V4l2Source {
     device: DeviceSpec,
     settings: Settings,
     info: StreamInfo,
-    cam: Option<Camera>,
+    capture: Option<Capture>,
     registry: Option<Registry>,
     token: Token,
     /// Fires once a second while the camera is missing.
@@ -268,7 +268,7 @@ impl V4l2Source {
             },
             device,
             settings,
-            cam: None,
+            capture: None,
             registry: None,
             token: Token(0),
             retry,
@@ -281,17 +281,17 @@ impl V4l2Source {
             reported: (0, 0, 0),
             reported_at: None,
         };
-        match Camera::open(&src.device, &src.settings) {
-            Ok(cam) => {
-                log::info!("{}", cam.describe(src.settings.quality));
+        match Capture::open(&src.device, &src.settings) {
+            Ok(cap) => {
+                log::info!("{}", cap.describe(src.settings.quality));
                 src.info = StreamInfo {
-                    width: cam.out_size.0 as u16,
-                    height: cam.out_size.1 as u16,
-                    fps: cam
+                    width: cap.out_size.0 as u16,
+                    height: cap.out_size.1 as u16,
+                    fps: cap
                         .fps
                         .map_or(src.settings.fps, |f| f.round().max(1.0) as u32),
                 };
-                src.cam = Some(cam);
+                src.capture = Some(cap);
             }
             Err(OpenError::Absent(why)) => {
                 log::warn!("{why}; waiting for {}", src.device);
@@ -324,9 +324,9 @@ impl V4l2Source {
     }
 
     fn watch(&mut self) -> io::Result<()> {
-        if let (Some(cam), Some(reg)) = (&self.cam, &self.registry) {
+        if let (Some(cap), Some(reg)) = (&self.capture, &self.registry) {
             reg.register(
-                &mut SourceFd(&cam.dev.raw_fd()),
+                &mut SourceFd(&cap.dev.raw_fd()),
                 self.token,
                 Interest::READABLE,
             )?;
@@ -336,13 +336,13 @@ impl V4l2Source {
 
     /// The camera failed: close it and start looking for it.
     fn lose(&mut self, why: &io::Error) {
-        if let Some(cam) = self.cam.take() {
+        if let Some(cap) = self.capture.take() {
             if let Some(reg) = &self.registry {
-                let _ = reg.deregister(&mut SourceFd(&cam.dev.raw_fd()));
+                let _ = reg.deregister(&mut SourceFd(&cap.dev.raw_fd()));
             }
             log::warn!(
                 "{}: camera lost ({why}); sessions stay open, looking for it every {} s",
-                cam.dev.path.display(),
+                cap.dev.path.display(),
                 RETRY.as_secs()
             );
         }
@@ -356,21 +356,21 @@ impl V4l2Source {
     fn try_reopen(&mut self) {
         let mut buf = [0u8; 8];
         let _ = rustix::io::read(&self.retry, &mut buf);
-        match Camera::open(&self.device, &self.settings) {
-            Ok(cam) => {
+        match Capture::open(&self.device, &self.settings) {
+            Ok(cap) => {
                 let away = self
                     .lost_since
                     .take()
                     .map(|t| Mono::now().saturating_sub(t));
                 log::info!(
                     "{}{}",
-                    cam.describe(self.settings.quality),
+                    cap.describe(self.settings.quality),
                     away.map_or(String::new(), |d| format!(
                         " (camera back after {:.1} s)",
                         d.as_secs_f32()
                     ))
                 );
-                let size = (cam.out_size.0 as u16, cam.out_size.1 as u16);
+                let size = (cap.out_size.0 as u16, cap.out_size.1 as u16);
                 if size != (self.info.width, self.info.height) {
                     log::warn!(
                         "the camera now gives {}x{}; clients were told {}x{}",
@@ -380,7 +380,7 @@ impl V4l2Source {
                         self.info.height
                     );
                 }
-                self.cam = Some(cam);
+                self.capture = Some(cap);
                 let _ = self.arm_retry(false);
                 if let Err(e) = self.watch() {
                     self.lose(&e);
@@ -491,12 +491,12 @@ impl FrameSource for V4l2Source {
     }
 
     fn present(&self) -> bool {
-        self.cam.is_some()
+        self.capture.is_some()
     }
 
     fn mode(&self) -> String {
-        match &self.cam {
-            Some(cam) => cam.describe(self.settings.quality),
+        match &self.capture {
+            Some(cap) => cap.describe(self.settings.quality),
             None => format!("absent: looking for {}", self.device),
         }
     }
@@ -509,7 +509,7 @@ impl FrameSource for V4l2Source {
             token,
             Interest::READABLE,
         )?;
-        if self.cam.is_some() {
+        if self.capture.is_some() {
             self.watch()?;
         } else {
             self.arm_retry(true)?;
@@ -518,11 +518,11 @@ impl FrameSource for V4l2Source {
     }
 
     fn ready(&mut self, sink: &mut dyn FnMut(CapturedFrame<'_>)) -> Result<()> {
-        if self.cam.is_none() {
+        if self.capture.is_none() {
             self.try_reopen();
         }
         let mut failure = None;
-        if let Some(cam) = &mut self.cam {
+        if let Some(cap) = &mut self.capture {
             // Edge-triggered: take every buffer that is ready now, and only
             // then work on them, so one call does bounded work. Encoding
             // buffer by buffer while the driver keeps filling them never
@@ -531,7 +531,7 @@ impl FrameSource for V4l2Source {
             let ready = &mut self.ready;
             ready.clear();
             loop {
-                match cam.stream.dequeue(cam.dev.fd()) {
+                match cap.buffers.dequeue(cap.dev.fd()) {
                     Ok(Some(d)) => ready.push(d),
                     Ok(None) => break,
                     Err(e) => {
@@ -540,7 +540,7 @@ impl FrameSource for V4l2Source {
                     }
                 }
             }
-            let jpeg = select::is_jpeg(cam.format.fourcc);
+            let jpeg = select::is_jpeg(cap.format.fourcc);
             // Raw frames cost an encode each: only the newest is worth it.
             let newest_good = ready.iter().rposition(|d| !d.error);
             for (i, d) in ready.iter().enumerate() {
@@ -562,7 +562,7 @@ impl FrameSource for V4l2Source {
                     continue;
                 }
                 let captured = d.captured.unwrap_or_else(Mono::now);
-                let data = cam.stream.data(d);
+                let data = cap.buffers.data(d);
                 if jpeg {
                     // Checked (and made conformant if need be) by the
                     // server, which copies it once into its pool.
@@ -575,8 +575,8 @@ impl FrameSource for V4l2Source {
                 match encode(
                     &mut self.encoder,
                     &mut self.planes,
-                    &cam.format,
-                    cam.out_size,
+                    &cap.format,
+                    cap.out_size,
                     data,
                     &mut self.out,
                 ) {
@@ -591,22 +591,22 @@ impl FrameSource for V4l2Source {
                 }
             }
             for d in ready.iter() {
-                if let Err(e) = cam.stream.queue(cam.dev.fd(), d.index) {
+                if let Err(e) = cap.buffers.queue(cap.dev.fd(), d.index) {
                     failure.get_or_insert(e);
                 }
             }
         }
         if let Some(e) = failure {
             self.lose(&e);
-        } else if let (Some(cam), Some(reg)) = (&self.cam, &self.registry) {
-            if cam.dev.caps.driver == "v4l2 loopback" {
+        } else if let (Some(cap), Some(reg)) = (&self.capture, &self.registry) {
+            if cap.dev.caps.driver == "v4l2 loopback" {
                 // v4l2loopback (0.12.x) only hooks a poller onto its wait
                 // queue when no frame is pending at the time it is polled,
                 // so an epoll registration made while a frame was pending
                 // never hears of later ones. Registering again now, with
                 // the queue drained, hooks it (and if a frame slipped in,
                 // the new registration reports it and we come back here).
-                let fd = cam.dev.raw_fd();
+                let fd = cap.dev.raw_fd();
                 reg.deregister(&mut SourceFd(&fd))?;
                 reg.register(&mut SourceFd(&fd), self.token, Interest::READABLE)?;
             }

@@ -17,7 +17,7 @@ use rustix::event::{EventfdFlags, eventfd};
 use super::CameraSpec;
 use super::controls::{self, Resolved};
 use super::describe::{self, CameraDesc};
-use super::ffi::{self, Camera, CompletedRequest, Manager, StreamFormat, Wait};
+use super::ffi::{self, Camera, CompletedRequest, Manager, PixFormat, Wait};
 use crate::clock::Mono;
 use crate::convert::{i420_plane_sizes, split_uv};
 use crate::source::{CapturedFrame, FrameSource, Settings, StreamInfo};
@@ -111,7 +111,7 @@ impl LibcameraSource {
             let (camera, shared) = (camera.clone(), shared.clone());
             std::thread::Builder::new()
                 .name("libcamera".into())
-                .spawn(move || capture(camera, settings, &shared, tx))?
+                .spawn(move || run(camera, settings, &shared, tx))?
         };
         match rx.recv() {
             Ok(Ok(size)) => (info.width, info.height) = size,
@@ -204,19 +204,19 @@ struct Counters {
     lost: u64,
 }
 
-/// An open, streaming camera and the manager it came from (declared in
+/// An open camera, capturing, and the manager it came from (declared in
 /// that order: the camera closes first).
-struct Open {
+struct Capture {
     camera: Camera,
     _manager: Manager,
     desc: CameraDesc,
-    format: StreamFormat,
-    /// What is sent: the stream's size cropped to a multiple of 8.
+    format: PixFormat,
+    /// What is sent: the capture size cropped to a multiple of 8.
     out_size: (usize, usize),
 }
 
-impl Open {
-    fn start(camera: &CameraSpec, settings: &Settings) -> Result<Open, OpenError> {
+impl Capture {
+    fn open(camera: &CameraSpec, settings: &Settings) -> Result<Capture, OpenError> {
         // Without udev, libcamera's manager fails to start while there is
         // no media device at all: a camera yet to come.
         let manager = Manager::start().map_err(|e| OpenError::Absent(format!("{e:#}")))?;
@@ -256,7 +256,7 @@ impl Open {
                 .map_err(OpenError::Unusable)?;
         }
         camera.start().map_err(OpenError::Unusable)?;
-        Ok(Open {
+        Ok(Capture {
             camera,
             _manager: manager,
             desc,
@@ -293,7 +293,7 @@ impl Open {
 
 /// The capture thread: opens the camera (the first result goes to `first`),
 /// streams, and reopens it after a loss until told to stop.
-fn capture(
+fn run(
     camera: CameraSpec,
     settings: Settings,
     shared: &Shared,
@@ -314,10 +314,10 @@ fn capture(
     };
     let mut work = Work::default();
     while !shared.stop.load(Ordering::Relaxed) {
-        match Open::start(&camera, &settings) {
-            Ok(mut cam) => {
+        match Capture::open(&camera, &settings) {
+            Ok(mut cap) => {
                 let away = lost_since.take().map(|t| Mono::now().saturating_sub(t));
-                let mode = cam.describe(&settings);
+                let mode = cap.describe(&settings);
                 if let Ok(mut m) = shared.mode.lock() {
                     *m = Some(mode.clone());
                 }
@@ -329,21 +329,21 @@ fn capture(
                     ))
                 );
                 said_unusable = false;
-                let size = (cam.out_size.0 as u16, cam.out_size.1 as u16);
+                let size = (cap.out_size.0 as u16, cap.out_size.1 as u16);
                 if let Some(tx) = first.take() {
                     let _ = tx.send(Ok(size));
                 }
-                let why = stream(&mut cam, &mut encoder, &mut work, shared, &mut counts);
+                let why = capture_frames(&mut cap, &mut encoder, &mut work, shared, &mut counts);
                 if let Ok(mut m) = shared.mode.lock() {
                     *m = None;
                 }
                 let Some(why) = why else { return };
-                cam.camera.mark_lost();
+                cap.camera.mark_lost();
                 counts.lost += 1;
                 lost_since = Some(Mono::now());
                 log::warn!(
                     "libcamera:{}: camera lost ({why}); sessions stay open, looking for it every {} s",
-                    cam.desc.id,
+                    cap.desc.id,
                     RETRY.as_secs()
                 );
             }
@@ -386,9 +386,9 @@ struct Work {
     out: Vec<u8>,
 }
 
-/// Streams until the camera is lost (Some(why)) or the source stops (None).
-fn stream(
-    cam: &mut Open,
+/// Captures until the camera is lost (Some(why)) or the source stops (None).
+fn capture_frames(
+    cap: &mut Capture,
     encoder: &mut Encoder,
     work: &mut Work,
     shared: &Shared,
@@ -398,13 +398,13 @@ fn stream(
     let mut sequence: Option<u32> = None;
     let mut reported = (0, 0, 0);
     let mut reported_at: Option<Mono> = None;
-    let (format, out_size) = (cam.format.clone(), cam.out_size);
+    let (format, out_size) = (cap.format.clone(), cap.out_size);
     loop {
         if shared.stop.load(Ordering::Relaxed) {
             return None;
         }
         let now = Mono::now();
-        let frame = match cam.camera.wait(WAIT_MS) {
+        let frame = match cap.camera.wait(WAIT_MS) {
             Wait::Gone => return Some("disconnected".into()),
             Wait::Nothing if now.saturating_sub(last) > STALL => {
                 return Some(format!("no frame for {} s", STALL.as_secs()));
@@ -433,7 +433,7 @@ fn stream(
         };
         let index = frame.index;
         let encoded = encode(encoder, work, &format, out_size, &frame);
-        if let Err(e) = cam.camera.requeue(index) {
+        if let Err(e) = cap.camera.requeue(index) {
             return Some(format!("{e:#}"));
         }
         match encoded {
@@ -472,7 +472,7 @@ fn stream(
 fn encode(
     enc: &mut Encoder,
     work: &mut Work,
-    f: &StreamFormat,
+    f: &PixFormat,
     (w, h): (usize, usize),
     frame: &CompletedRequest<'_>,
 ) -> Result<()> {
@@ -572,7 +572,7 @@ mod tests {
         }
         let mut enc = Encoder::new(90).unwrap();
         let mut work = Work::default();
-        let fmt = |name: &str| StreamFormat {
+        let fmt = |name: &str| PixFormat {
             width: w,
             height: h,
             stride,
@@ -616,7 +616,7 @@ mod tests {
         )
         .unwrap();
         assert_ne!(work.out, three);
-        let rgb = StreamFormat {
+        let rgb = PixFormat {
             stride: w * 3,
             ..fmt("BGR888")
         };

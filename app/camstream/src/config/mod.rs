@@ -1,0 +1,387 @@
+//! Settings: a TOML file (`/etc/camstream.toml` on the target) overridden by
+//! command-line flags of the same names. One struct describes both, so
+//! `--help`, the file format and the defaults cannot drift apart.
+//!
+//! - [`options`]: the settings as given, flags and keys ([`Options`]), and
+//!   the commands besides serving;
+//! - [`file`]: reading the file, an error naming its line and key;
+//! - [`users`]: who may stream, and `camstream passwd`'s edit of the file;
+//! - here: the checked [`Config`] the daemon runs with.
+
+/// The built-in defaults, each written once: `Config::from_options` falls
+/// back to them and `--help` shows them (a macro, so that `concat!` can put
+/// them into the help text).
+#[rustfmt::skip]
+macro_rules! default {
+    (width) => { 1280 };
+    (height) => { 720 };
+    (rtp_port) => { 0 };
+    (fps) => { 30 };
+    (quality) => { 80 };
+    (buffers) => { 4 };
+    (rtsp_port) => { 8554 };
+    (http_port) => { 8080 };
+    (mtu) => { 1400 };
+    (max_clients) => { 32 };
+    (client_queue) => { 3 };
+    (session_timeout) => { 60 };
+    (rtcp_interval) => { 5 };
+    (max_request_size) => { 8192 };
+    (max_connections_per_ip) => { 16 };
+    (request_timeout) => { 10 };
+    (idle_timeout) => { 60 };
+    (basic_auth) => { false };
+    (nonce_lifetime) => { 600 };
+    (anonymous) => { false };
+    (onvif) => { true };
+    (path) => { "stream" };
+    (log_level) => { "info" };
+    (source) => { "testpattern" };
+    (listen) => { "0.0.0.0" };
+}
+
+mod file;
+mod options;
+mod users;
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use camstream_rtp::packetize::{MAX_MTU, MIN_MTU};
+use camstream_rtsp::auth::User;
+
+use crate::source::controls::ControlSetting;
+use crate::source::{self, SourceSpec};
+
+pub use file::DEFAULT_CONFIG;
+pub use options::{Command, Options, StreamsOptions, SubOptions, UserHashes};
+pub use users::{REALM, set_user, valid_user_name, with_user};
+
+/// The validated settings the daemon runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub source: SourceSpec,
+    pub width: u16,
+    pub height: u16,
+    pub fps: u32,
+    pub quality: u8,
+    pub buffers: u32,
+    /// A pixel format the camera must use (fourcc), if the user chose one.
+    pub format: Option<u32>,
+    pub controls: Vec<ControlSetting>,
+    pub listen: IpAddr,
+    pub rtsp_port: u16,
+    /// 0: no HTTP listener.
+    pub http_port: u16,
+    pub rtp_port: u16,
+    pub path: String,
+    pub mtu: usize,
+    pub max_clients: usize,
+    pub client_queue: usize,
+    pub session_timeout: u32,
+    pub rtcp_interval: u32,
+    pub max_request_size: usize,
+    pub max_connections_per_ip: usize,
+    pub request_timeout: u32,
+    pub idle_timeout: u32,
+    pub user: Option<String>,
+    pub log_level: log::LevelFilter,
+    /// Who may stream; empty: this machine's clients, or anyone if
+    /// `anonymous`.
+    pub users: Vec<User>,
+    pub basic_auth: bool,
+    pub nonce_lifetime: u32,
+    pub anonymous: bool,
+    pub onvif: bool,
+    /// None: `[streams.sub]` says enabled = false.
+    pub sub: Option<SubSettings>,
+    /// The users given a password for ONVIF (`camstream passwd --onvif`):
+    /// name, password.
+    pub onvif_passwords: Vec<(String, String)>,
+}
+
+/// The detection sub-stream's settings (it is made from the main stream's
+/// frames).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubSettings {
+    pub width: u16,
+    pub height: u16,
+    pub fps: u32,
+    pub quality: u8,
+}
+
+fn sub_settings(o: SubOptions, main_fps: u32) -> Result<Option<SubSettings>> {
+    if o.enabled == Some(false) {
+        return Ok(None);
+    }
+    let width = in_range("streams.sub.width", o.width.unwrap_or(640), 16, 8192)?;
+    let height = in_range("streams.sub.height", o.height.unwrap_or(360), 16, 8192)?;
+    if width % 2 != 0 || height % 2 != 0 {
+        bail!("streams.sub: width and height must be even (got {width}x{height})");
+    }
+    // At most the main stream's rate: its frames are what it is made of.
+    let fps = in_range("streams.sub.fps", o.fps.unwrap_or(5).min(main_fps), 1, 120)?;
+    let quality = in_range("streams.sub.quality", o.quality.unwrap_or(70), 1, 100)?;
+    Ok(Some(SubSettings {
+        width,
+        height,
+        fps,
+        quality,
+    }))
+}
+
+fn in_range<T: PartialOrd + std::fmt::Display + Copy>(name: &str, v: T, lo: T, hi: T) -> Result<T> {
+    if v < lo || v > hi {
+        bail!("{name} = {v} is out of range ({lo}..={hi})");
+    }
+    Ok(v)
+}
+
+impl Config {
+    /// Reads the config file (the one named by `--config`, else the default
+    /// one if present) and applies the flags over it.
+    pub fn load(cli: Options) -> Result<Config> {
+        let file = match &cli.config {
+            Some(path) => Some(file::read_file(path)?),
+            None if Path::new(DEFAULT_CONFIG).exists() => {
+                Some(file::read_file(Path::new(DEFAULT_CONFIG))?)
+            }
+            None => None,
+        };
+        let opts = match file {
+            Some(file) => cli.or(file),
+            None => cli,
+        };
+        Config::from_options(opts)
+    }
+
+    /// What the source is opened with.
+    pub fn source_settings(&self) -> source::Settings {
+        source::Settings {
+            width: self.width,
+            height: self.height,
+            fps: self.fps,
+            quality: self.quality,
+            buffers: self.buffers,
+            format: self.format,
+            controls: self.controls.clone(),
+        }
+    }
+
+    pub fn from_options(o: Options) -> Result<Config> {
+        // A setting as given, else its default, checked against its range.
+        macro_rules! ranged {
+            ($key:ident, $lo:expr, $hi:expr) => {
+                in_range(stringify!($key), o.$key.unwrap_or(default!($key)), $lo, $hi)
+            };
+        }
+        let width = ranged!(width, 16, 8192)?;
+        let height = ranged!(height, 16, 8192)?;
+        if width % 2 != 0 || height % 2 != 0 {
+            bail!("width and height must be even (got {width}x{height})");
+        }
+        let path = o.path.unwrap_or_else(|| default!(path).into());
+        let path = path.trim_matches('/').to_string();
+        if path.is_empty()
+            || !path
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./".contains(&b))
+            || path
+                .split('/')
+                .any(|s| s.is_empty() || s == "." || s == "..")
+        {
+            bail!("path = {path:?}: use letters, digits, '-', '_', '.' and '/' between names");
+        }
+        let rtp_port = o.rtp_port.unwrap_or(default!(rtp_port));
+        if rtp_port % 2 != 0 || rtp_port == u16::MAX - 1 {
+            bail!("rtp_port = {rtp_port}: must be even (RTCP uses the next port), or 0");
+        }
+        let level = o.log_level.unwrap_or_else(|| default!(log_level).into());
+        let log_level = level
+            .parse()
+            .ok()
+            .filter(|l| *l != log::LevelFilter::Off)
+            .with_context(|| {
+                format!("log_level = {level:?}: use error, warn, info, debug or trace")
+            })?;
+        let fps = ranged!(fps, 1, 120)?;
+        Ok(Config {
+            source: SourceSpec::parse(o.source.as_deref().unwrap_or(default!(source)))?,
+            width: width as u16,
+            height: height as u16,
+            fps,
+            quality: ranged!(quality, 1, 100)? as u8,
+            buffers: ranged!(buffers, 2, 32)?,
+            format: o
+                .format
+                .as_deref()
+                .map(source::v4l2::parse_format)
+                .transpose()?,
+            controls: o.controls.unwrap_or_default(),
+            listen: o
+                .listen
+                .unwrap_or(default!(listen).parse().expect("an address")),
+            rtsp_port: o.rtsp_port.unwrap_or(default!(rtsp_port)),
+            http_port: o.http_port.unwrap_or(default!(http_port)),
+            rtp_port,
+            path,
+            mtu: ranged!(mtu, MIN_MTU as u32, MAX_MTU as u32)? as usize,
+            max_clients: ranged!(max_clients, 1, 100_000)? as usize,
+            client_queue: ranged!(client_queue, 1, 64)? as usize,
+            session_timeout: ranged!(session_timeout, 5, 3600)?,
+            rtcp_interval: ranged!(rtcp_interval, 1, 60)?,
+            max_request_size: ranged!(max_request_size, 1024, 1 << 20)? as usize,
+            max_connections_per_ip: ranged!(max_connections_per_ip, 1, 100_000)? as usize,
+            request_timeout: ranged!(request_timeout, 1, 600)?,
+            idle_timeout: ranged!(idle_timeout, 5, 3600)?,
+            user: o.user.filter(|u| !u.is_empty()),
+            log_level,
+            onvif_passwords: o
+                .users
+                .iter()
+                .flatten()
+                .filter_map(|(n, h)| Some((n.clone(), h.onvif_password.clone()?)))
+                .collect(),
+            users: {
+                let u = users::from_table(o.users)?;
+                if u.is_empty() && o.basic_auth == Some(true) {
+                    bail!("basic_auth = true needs users (see `camstream passwd`)");
+                }
+                u
+            },
+            basic_auth: o.basic_auth.unwrap_or(default!(basic_auth)),
+            nonce_lifetime: ranged!(nonce_lifetime, 30, 86_400)?,
+            anonymous: o.anonymous.unwrap_or(default!(anonymous)),
+            onvif: o.onvif.unwrap_or(default!(onvif)),
+            sub: sub_settings(
+                o.streams.clone().and_then(|s| s.sub).unwrap_or_default(),
+                fps,
+            )?,
+        })
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::source::controls::Value;
+    use clap::Parser;
+    use file::read_file;
+
+    pub(super) fn parse(toml_text: &str) -> Result<Options> {
+        toml::from_str(toml_text).map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    #[test]
+    fn defaults() {
+        let c = Config::from_options(Options::default()).unwrap();
+        assert_eq!(
+            (c.width, c.height, c.fps, c.rtsp_port, c.mtu),
+            (1280, 720, 30, 8554, 1400)
+        );
+        assert_eq!(c.path, "stream");
+        assert!(matches!(c.source, SourceSpec::TestPattern));
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let file = parse("rtsp_port = 554\nfps = 15\nsource = \"file:/a.mjpeg\"").unwrap();
+        let cli = Options::try_parse_from(["camstream", "--fps", "25"]).unwrap();
+        let c = Config::from_options(cli.or(file)).unwrap();
+        assert_eq!((c.rtsp_port, c.fps), (554, 25));
+        assert!(matches!(c.source, SourceSpec::File(ref p) if p == Path::new("/a.mjpeg")));
+    }
+
+    #[test]
+    fn controls_add_up_and_flags_come_last() {
+        let file = parse(
+            "source = \"v4l2:auto\"\n[controls]\nbrightness = 100\nwhite_balance_automatic = false\npower_line_frequency = \"50 Hz\"\n",
+        )
+        .unwrap();
+        let cli = Options::try_parse_from(["camstream", "--control", "brightness=120"]).unwrap();
+        let c = Config::from_options(cli.or(file)).unwrap();
+        assert!(matches!(
+            c.source,
+            SourceSpec::V4l2(crate::source::v4l2::DeviceSpec::Auto)
+        ));
+        let got: Vec<(&str, &Value)> = c
+            .controls
+            .iter()
+            .map(|s| (s.name.as_str(), &s.value))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("brightness", &Value::Int(100)),
+                ("power_line_frequency", &Value::Text("50 Hz".into())),
+                ("white_balance_automatic", &Value::Bool(false)),
+                ("brightness", &Value::Int(120)),
+            ]
+        );
+        assert_eq!(c.buffers, 4);
+        assert_eq!(c.format, None);
+        let c = Config::from_options(parse("format = \"YUYV\"").unwrap()).unwrap();
+        assert_eq!(c.format, Some(u32::from_le_bytes(*b"YUYV")));
+        assert!(Config::from_options(parse("format = \"H264\"").unwrap()).is_err());
+        assert!(Config::from_options(parse("buffers = 1").unwrap()).is_err());
+        let o = parse("source = \"v4l2:/dev/video2\"").unwrap();
+        let c = Config::from_options(o).unwrap();
+        assert!(
+            matches!(c.source, SourceSpec::V4l2(crate::source::v4l2::DeviceSpec::Path(ref p)) if p == Path::new("/dev/video2"))
+        );
+        assert!(Config::from_options(parse("source = \"v4l2:\"").unwrap()).is_err());
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors() {
+        let e = parse("rtsp_prot = 1").unwrap_err().to_string();
+        let dir =
+            std::env::temp_dir().join(format!("camstream-config-test-{}", std::process::id()));
+        std::fs::write(&dir, "fps = 10\nrtsp_prot = 1\n").unwrap();
+        let one_line = read_file(&dir).unwrap_err().to_string();
+        std::fs::remove_file(&dir).unwrap();
+        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `http_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`, `anonymous`, `onvif`, `streams`"), "{one_line}");
+        assert!(!one_line.contains('\n'));
+        assert!(e.contains("unknown field `rtsp_prot`"), "{e}");
+        let e = parse("fps = \"fast\"").unwrap_err().to_string();
+        assert!(e.contains("invalid type"), "{e}");
+        let o = parse("fps = 500").unwrap();
+        let e = Config::from_options(o).unwrap_err().to_string();
+        assert!(e.contains("fps = 500 is out of range"), "{e}");
+        let o = parse("rtp_port = 5001").unwrap();
+        assert!(Config::from_options(o).is_err());
+        let o = parse("path = \"../x\"").unwrap();
+        assert!(Config::from_options(o).is_err());
+        let o = parse("source = \"webcam\"").unwrap();
+        assert!(Config::from_options(o).is_err());
+    }
+
+    #[test]
+    fn the_sub_stream() {
+        let c = Config::from_options(parse("").unwrap()).unwrap();
+        assert_eq!(
+            c.sub,
+            Some(SubSettings {
+                width: 640,
+                height: 360,
+                fps: 5,
+                quality: 70
+            })
+        );
+        let c = Config::from_options(
+            parse("fps = 3\n[streams.sub]\nwidth = 320\nheight = 180\n").unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            c.sub.map(|s| (s.width, s.height, s.fps)),
+            Some((320, 180, 3))
+        );
+        let c = Config::from_options(parse("[streams.sub]\nenabled = false\n").unwrap()).unwrap();
+        assert_eq!(c.sub, None);
+        let e = Config::from_options(parse("[streams.sub]\nwidth = 321\n").unwrap()).unwrap_err();
+        assert!(e.to_string().contains("even"), "{e}");
+        assert!(parse("[streams.sub]\nsize = 1\n").is_err());
+        assert!(parse("[streams.main]\nwidth = 1\n").is_err());
+    }
+}

@@ -1,0 +1,260 @@
+//! The settings as given: the flags and the config file's keys, one struct
+//! for both ([`Options`]), not yet checked; and the commands besides
+//! serving.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+use serde::Deserialize;
+
+use crate::source::controls::{ControlSetting, Value};
+
+/// Every setting. In the file, keys are the flag names with `_` for `-`.
+#[derive(Parser, Deserialize, Debug, Default, Clone)]
+#[command(
+    name = "camstream",
+    version,
+    about = "RTSP server for cameras: MJPEG as RFC 2435 RTP/JPEG to VLC, FFmpeg, GStreamer and NVRs",
+    after_help = "Settings come from the config file, then from flags, then from built-in defaults.\n\
+                  The file uses the flag names as keys, with '_' for '-', e.g. rtsp_port = 554.\n\
+                  Sections of the file:\n  \
+                  [users.NAME]   who may stream: the password's digests, as\n                 \
+                  `camstream passwd NAME` prints them (and sets them with\n                 \
+                  --config); with no user, only this machine's clients may\n                 \
+                  stream, unless anonymous = true\n  \
+                  [streams.sub]  the detection sub-stream (rtsp://CAMERA/sub, ONVIF's second\n                 \
+                  profile): width, height, fps, quality, or enabled = false\n  \
+                  [controls]     camera controls, NAME = VALUE (as --control)"
+)]
+#[serde(deny_unknown_fields)]
+pub struct Options {
+    #[command(subcommand)]
+    #[serde(skip)]
+    pub command: Option<Command>,
+
+    /// Config file (TOML) [default: /etc/camstream.toml, if it exists]
+    #[arg(long, value_name = "FILE", global = true)]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+
+    #[arg(long, value_name = "SOURCE", help = concat!("Frame source: auto (a libcamera camera, else the first V4L2 one), libcamera:auto, libcamera:ID, v4l2:/dev/videoN, v4l2:auto, testpattern, or file:PATH (a concatenated MJPEG stream, looped) [default: ", default!(source), "]"))]
+    pub source: Option<String>,
+
+    #[arg(long, help = concat!("Width in pixels, even (a camera gives the nearest size it has; frames are cropped to a multiple of 8) [default: ", default!(width), "]"))]
+    pub width: Option<u32>,
+
+    #[arg(long, help = concat!("Height in pixels, even (a camera gives the nearest size it has; frames are cropped to a multiple of 8) [default: ", default!(height), "]"))]
+    pub height: Option<u32>,
+
+    #[arg(long, help = concat!("Frames per second, 1-120 (a camera gives the nearest rate it has) [default: ", default!(fps), "]"))]
+    pub fps: Option<u32>,
+
+    #[arg(long, help = concat!("Quality of the JPEG camstream encodes (test pattern, raw camera formats, frames it must re-encode), 1-100 [default: ", default!(quality), "]"))]
+    pub quality: Option<u32>,
+
+    /// Camera pixel format, as `camstream probe` lists it: MJPG, JPEG, YU12, NV12, YUYV, UYVY, RGB3 or BGR3 [default: MJPEG if the camera has it at the size and rate, else the cheapest raw one]
+    #[arg(long, value_name = "FOURCC")]
+    pub format: Option<String>,
+
+    #[arg(long, value_name = "COUNT", help = concat!("Camera buffers the driver fills while frames are sent, 2-32 [default: ", default!(buffers), "]"))]
+    pub buffers: Option<u32>,
+
+    /// Camera control, as `camstream probe` lists them, e.g. --control brightness=128 (repeatable; in the file: a [controls] table)
+    #[arg(long = "control", value_name = "NAME=VALUE")]
+    #[serde(default, deserialize_with = "controls_table")]
+    pub controls: Option<Vec<ControlSetting>>,
+
+    #[arg(long, value_name = "ADDRESS", help = concat!("Address to listen on [default: ", default!(listen), "]"))]
+    pub listen: Option<IpAddr>,
+
+    #[arg(long, value_name = "PORT", help = concat!("RTSP port [default: ", default!(rtsp_port), "]"))]
+    pub rtsp_port: Option<u16>,
+
+    #[arg(long, value_name = "PORT", help = concat!("HTTP port: snapshot, MJPEG stream, RTSP over HTTP, metrics and the status page; 0 turns HTTP off [default: ", default!(http_port), "]"))]
+    pub http_port: Option<u16>,
+
+    #[arg(long, value_name = "PORT", help = concat!("UDP port for RTP (even; RTCP uses the next one); 0 picks a free pair [default: ", default!(rtp_port), "]"))]
+    pub rtp_port: Option<u16>,
+
+    #[arg(long, help = concat!("Stream path: rtsp://HOST:PORT/PATH [default: ", default!(path), "]"))]
+    pub path: Option<String>,
+
+    #[arg(long, help = concat!("Largest RTP packet (header and payload) in bytes [default: ", default!(mtu), "]"))]
+    pub mtu: Option<u32>,
+
+    #[arg(long, help = concat!("Most RTSP sessions at once; more are refused with 453 [default: ", default!(max_clients), "]"))]
+    pub max_clients: Option<u32>,
+
+    #[arg(long, value_name = "FRAMES", help = concat!("Frames queued per client; a slower client loses whole frames [default: ", default!(client_queue), "]"))]
+    pub client_queue: Option<u32>,
+
+    #[arg(long, value_name = "SECONDS", help = concat!("Seconds without a request or RTCP before a session expires [default: ", default!(session_timeout), "]"))]
+    pub session_timeout: Option<u32>,
+
+    #[arg(long, value_name = "SECONDS", help = concat!("Seconds between RTCP sender reports [default: ", default!(rtcp_interval), "]"))]
+    pub rtcp_interval: Option<u32>,
+
+    #[arg(long, value_name = "BYTES", help = concat!("Largest RTSP request in bytes; larger ones get 400 [default: ", default!(max_request_size), "]"))]
+    pub max_request_size: Option<u32>,
+
+    #[arg(long, value_name = "COUNT", help = concat!("Connections at once from one address; more are answered 503 and closed [default: ", default!(max_connections_per_ip), "]"))]
+    pub max_connections_per_ip: Option<u32>,
+
+    #[arg(long, value_name = "SECONDS", help = concat!("Seconds a request may take to arrive once it has begun; slower ones get 408 and the connection closes [default: ", default!(request_timeout), "]"))]
+    pub request_timeout: Option<u32>,
+
+    #[arg(long, value_name = "SECONDS", help = concat!("Seconds a connection without a session may stay silent before it is closed [default: ", default!(idle_timeout), "]"))]
+    pub idle_timeout: Option<u32>,
+
+    /// Started as root: become this user once the ports are bound and the camera is open (its groups, e.g. video, give access to the camera) [default: none: stay as started]
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+
+    #[arg(long, value_name = "LEVEL", help = concat!("Log level: error, warn, info, debug or trace [default: ", default!(log_level), "]"))]
+    pub log_level: Option<String>,
+
+    /// Users allowed to stream, in the file only: `[users.NAME]` tables with
+    /// `md5` and `sha256`, the lines `camstream passwd NAME` prints. With none,
+    /// only this machine's clients may stream, unless `anonymous`.
+    #[arg(skip)]
+    pub users: Option<std::collections::BTreeMap<String, UserHashes>>,
+
+    #[arg(long, value_name = "BOOL", help = concat!("Also take Basic authentication (the password crosses the network in the clear; for clients without Digest) [default: ", default!(basic_auth), "]"))]
+    pub basic_auth: Option<bool>,
+
+    #[arg(long, value_name = "SECONDS", help = concat!("Seconds a Digest nonce stays valid; after that clients are asked to retry with a new one (stale=true) [default: ", default!(nonce_lifetime), "]"))]
+    pub nonce_lifetime: Option<u32>,
+
+    #[arg(long, value_name = "BOOL", help = concat!("Without users, let clients on other machines stream without a password too (a network you trust) [default: ", default!(anonymous), ": without users, only this machine's clients (127.0.0.1, ::1)]"))]
+    pub anonymous: Option<bool>,
+
+    #[arg(long, value_name = "BOOL", help = concat!("ONVIF: device and media services on the HTTP port and WS-Discovery on UDP 3702, for NVRs to find and add the camera [default: ", default!(onvif), "]"))]
+    pub onvif: Option<bool>,
+
+    /// Streams besides the main one, in the file only: `[streams.sub]`, the
+    /// detection sub-stream (rtsp://CAMERA/sub, ONVIF's second profile).
+    #[arg(skip)]
+    pub streams: Option<StreamsOptions>,
+}
+
+#[derive(Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StreamsOptions {
+    pub sub: Option<SubOptions>,
+}
+
+/// `[streams.sub]`: its size, rate and quality, or `enabled = false`.
+#[derive(Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SubOptions {
+    pub enabled: Option<bool>,
+    pub width: Option<u16>,
+    pub height: Option<u16>,
+    pub fps: Option<u32>,
+    pub quality: Option<u8>,
+}
+
+/// A user's password digests, H(name:camstream:password), lower-case hex;
+/// and, for a user who uses ONVIF, the password itself (ONVIF's
+/// UsernameToken digest cannot be checked from a stored digest).
+#[derive(Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct UserHashes {
+    pub md5: String,
+    pub sha256: String,
+    pub onvif_password: Option<String>,
+}
+
+/// Commands besides serving.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum Command {
+    /// List libcamera's cameras (sensor modes, streams, controls), then V4L2
+    /// devices with their formats, sizes, frame rates and controls
+    Probe {
+        /// Only this device, e.g. /dev/video0
+        device: Option<PathBuf>,
+    },
+    /// Read a password from standard input and print the config lines that
+    /// let user NAME stream with it (its digests; the password is not kept);
+    /// with --config, set them in that file instead
+    Passwd {
+        /// User name (no ':' or '"')
+        name: String,
+        /// Also keep the password itself, for ONVIF clients (their
+        /// UsernameToken digest needs it); without this, any kept for the
+        /// user is removed
+        #[arg(long)]
+        onvif: bool,
+    },
+    /// Receive one frame from an RTSP server (RTP over TCP) and decode it;
+    /// exit status 0 if that works within the timeout
+    Check {
+        /// Stream to check (rtsp://USER:PASSWORD@HOST:PORT/PATH if it asks for one) [default: this device's, from the config: rtsp://127.0.0.1:RTSP_PORT/PATH, answering a password request with a configured user's stored digests]
+        url: Option<String>,
+        /// Give up after this many seconds
+        #[arg(long, default_value_t = 30)]
+        timeout: u64,
+    },
+}
+
+/// `[controls]` in the file: `brightness = 128`, `auto_exposure = "Manual Mode"`.
+fn controls_table<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<ControlSetting>>, D::Error> {
+    let table: std::collections::BTreeMap<String, Value> = Deserialize::deserialize(d)?;
+    Ok(Some(
+        table
+            .into_iter()
+            .map(|(name, value)| ControlSetting { name, value })
+            .collect(),
+    ))
+}
+
+impl Options {
+    /// Fills every field not set here from `other`. Controls add up: the
+    /// file's first, then the flags', so a flag wins over the file.
+    pub(super) fn or(self, other: Options) -> Options {
+        let controls = match (other.controls, self.controls) {
+            (Some(mut a), Some(b)) => {
+                a.extend(b);
+                Some(a)
+            }
+            (a, b) => b.or(a),
+        };
+        Options {
+            command: self.command.or(other.command),
+            controls,
+            buffers: self.buffers.or(other.buffers),
+            format: self.format.or(other.format),
+            config: self.config.or(other.config),
+            source: self.source.or(other.source),
+            width: self.width.or(other.width),
+            height: self.height.or(other.height),
+            fps: self.fps.or(other.fps),
+            quality: self.quality.or(other.quality),
+            listen: self.listen.or(other.listen),
+            rtsp_port: self.rtsp_port.or(other.rtsp_port),
+            http_port: self.http_port.or(other.http_port),
+            rtp_port: self.rtp_port.or(other.rtp_port),
+            path: self.path.or(other.path),
+            mtu: self.mtu.or(other.mtu),
+            max_clients: self.max_clients.or(other.max_clients),
+            client_queue: self.client_queue.or(other.client_queue),
+            session_timeout: self.session_timeout.or(other.session_timeout),
+            rtcp_interval: self.rtcp_interval.or(other.rtcp_interval),
+            max_request_size: self.max_request_size.or(other.max_request_size),
+            max_connections_per_ip: self.max_connections_per_ip.or(other.max_connections_per_ip),
+            request_timeout: self.request_timeout.or(other.request_timeout),
+            idle_timeout: self.idle_timeout.or(other.idle_timeout),
+            user: self.user.or(other.user),
+            log_level: self.log_level.or(other.log_level),
+            users: self.users.or(other.users),
+            basic_auth: self.basic_auth.or(other.basic_auth),
+            nonce_lifetime: self.nonce_lifetime.or(other.nonce_lifetime),
+            anonymous: self.anonymous.or(other.anonymous),
+            onvif: self.onvif.or(other.onvif),
+            streams: self.streams.or(other.streams),
+        }
+    }
+}

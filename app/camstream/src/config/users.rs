@@ -1,0 +1,261 @@
+//! Who may stream: the `[users.NAME]` tables of password digests, checked;
+//! and `camstream passwd`'s edit of the file, which keeps every other line
+//! as written.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use camstream_rtsp::auth::User;
+
+use super::file::parse_file;
+use super::{Config, Options, UserHashes};
+
+/// The realm users' digests are made with (part of every stored digest, so
+/// fixed: changing it would lock every user out).
+pub const REALM: &str = "camstream";
+
+/// A user name the config and the Authorization header can carry.
+pub fn valid_user_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.contains([':', '"', '\\'])
+        && !name.chars().any(char::is_control)
+}
+
+/// The users `[users.NAME]` tables give, checked.
+pub(super) fn from_table(table: Option<BTreeMap<String, UserHashes>>) -> Result<Vec<User>> {
+    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+    table
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, h)| {
+            if !valid_user_name(&name) {
+                bail!("users.{name:?}: a user name has 1-64 characters, none of them ':', '\"', '\\' or control");
+            }
+            if !hex(&h.md5, 32) || !hex(&h.sha256, 64) {
+                bail!("users.{name}: md5 must be 32 and sha256 64 hex digits (as `camstream passwd {name}` prints them)");
+            }
+            if h.onvif_password.as_deref().is_some_and(str::is_empty) {
+                bail!("users.{name}: onvif_password is empty (set it with `camstream passwd {name} --onvif`)");
+            }
+            Ok(User { name, md5: h.md5.to_ascii_lowercase(), sha256: h.sha256.to_ascii_lowercase() })
+        })
+        .collect()
+}
+
+/// A config file's text with `user`'s table set (added, or replacing the one
+/// there); comments and every other line stay as written.
+pub fn with_user(text: &str, user: &User, onvif_password: Option<&str>) -> Result<String> {
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let empty = text.trim().is_empty();
+    let users = doc.entry("users").or_insert_with(|| {
+        let mut t = toml_edit::Table::new();
+        // [users.NAME] headers only, no bare [users].
+        t.set_implicit(true);
+        toml_edit::Item::Table(t)
+    });
+    let Some(users) = users.as_table_like_mut() else {
+        bail!("users is not a table of [users.NAME] tables");
+    };
+    if let Some(t) = users
+        .get_mut(&user.name)
+        .and_then(|t| t.as_table_like_mut())
+    {
+        // Where it is, with its comments.
+        t.insert("md5", toml_edit::value(&user.md5));
+        t.insert("sha256", toml_edit::value(&user.sha256));
+        // A password kept for ONVIF is the old one's: replaced or dropped.
+        match onvif_password {
+            Some(p) => {
+                t.insert("onvif_password", toml_edit::value(p));
+            }
+            None => {
+                t.remove("onvif_password");
+            }
+        }
+    } else {
+        let mut t = toml_edit::Table::new();
+        t["md5"] = toml_edit::value(&user.md5);
+        t["sha256"] = toml_edit::value(&user.sha256);
+        if let Some(p) = onvif_password {
+            t["onvif_password"] = toml_edit::value(p);
+        }
+        // A new table goes last, after the comments that end the file (the
+        // commented defaults): a setting uncommented there later must not
+        // land inside it.
+        let mut end = doc.trailing().as_str().unwrap_or("").trim_end().to_string();
+        if !end.is_empty() {
+            end.push_str("\n\n");
+        } else if !empty {
+            end.push('\n');
+        }
+        t.decor_mut().set_prefix(end);
+        doc.set_trailing("");
+        let users = doc["users"].as_table_like_mut().expect("checked above");
+        users.insert(&user.name, toml_edit::Item::Table(t));
+    }
+    let mut out = doc.to_string();
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    // What is written must load: a daemon that cannot start shows nothing.
+    let opts: Options = toml::from_str(&out).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Config::from_options(opts)?;
+    Ok(out)
+}
+
+/// Sets `user` in the config file at `path` (created if missing): written
+/// beside it with the old file's owner and mode, synced, then renamed over
+/// it, so a power cut leaves the old file or the new one. A file that holds
+/// a password kept for ONVIF is its owner's alone (at most 0600), whatever
+/// the old one's mode.
+pub fn set_user(path: &Path, user: &User, onvif_password: Option<&str>) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("cannot read config {}", path.display())),
+    };
+    // Its mistakes as the daemon would say them (the file's line, the key).
+    parse_file(path, &text)?;
+    let out = with_user(&text, user, onvif_password)
+        .with_context(|| format!("config {}", path.display()))?;
+    // This user's or another's (with_user checked that it parses).
+    let holds_password = toml::from_str::<Options>(&out)
+        .ok()
+        .and_then(|o| o.users)
+        .is_some_and(|u| u.values().any(|h| h.onvif_password.is_some()));
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".new");
+    let tmp = PathBuf::from(tmp);
+    let write = || -> std::io::Result<()> {
+        // A leftover of an interrupted run may be anyone's to read: a new
+        // file (0600 until the mode below is set), never that one.
+        match std::fs::remove_file(&tmp) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        if let Ok(old) = std::fs::metadata(path) {
+            std::os::unix::fs::fchown(&f, Some(old.uid()), Some(old.gid()))?;
+            let mode = old.mode() & if holds_password { 0o600 } else { 0o7777 };
+            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        }
+        f.write_all(out.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        std::fs::File::open(dir.unwrap_or(Path::new(".")))?.sync_all()
+    };
+    write().with_context(|| format!("cannot write config {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::tests::parse;
+
+    #[test]
+    fn users_from_the_file() {
+        let u = camstream_rtsp::auth::User::from_password("admin", REALM, "pw");
+        let text = format!(
+            "[users.\"admin\"]\nmd5 = \"{}\"\nsha256 = \"{}\"\n",
+            u.md5,
+            u.sha256.to_uppercase()
+        );
+        let c = Config::from_options(parse(&text).unwrap()).unwrap();
+        assert_eq!(c.users, vec![u.clone()]);
+        assert!(!c.basic_auth);
+        let short = format!("[users.admin]\nmd5 = \"{}\"\nsha256 = \"abc\"\n", u.md5);
+        let e = Config::from_options(parse(&short).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sha256 64 hex digits"), "{e}");
+        let colon = format!(
+            "[users.\"a:b\"]\nmd5 = \"{}\"\nsha256 = \"{}\"\n",
+            u.md5, u.sha256
+        );
+        assert!(Config::from_options(parse(&colon).unwrap()).is_err());
+        let e = Config::from_options(parse("basic_auth = true").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("needs users"), "{e}");
+    }
+
+    #[test]
+    fn passwd_sets_a_user_and_keeps_the_rest() {
+        let alice = User::from_password("alice", REALM, "one");
+        let text = "# a comment\nfps = 15 # why 15\n\n[controls]\nbrightness = 100\n";
+        let out = with_user(text, &alice, None).unwrap();
+        assert!(out.starts_with(text), "{out}");
+        let c = Config::from_options(parse(&out).unwrap()).unwrap();
+        assert_eq!((c.fps, c.users.clone()), (15, vec![alice.clone()]));
+        assert_eq!(c.controls.len(), 1);
+        // Again with another password and a name TOML must quote: one table
+        // per user, the new digests.
+        let alice2 = User::from_password("alice", REALM, "two");
+        let bob = User::from_password("bob smith", REALM, "three");
+        let out = with_user(&with_user(&out, &alice2, None).unwrap(), &bob, None).unwrap();
+        assert_eq!(out.matches("[users.").count(), 2, "{out}");
+        assert!(out.contains("[users.\"bob smith\"]"), "{out}");
+        let c = Config::from_options(parse(&out).unwrap()).unwrap();
+        assert_eq!(c.users, vec![alice2.clone(), bob.clone()]);
+        assert!(!out.contains("one") && !out.contains("two"));
+        // After the comments that end a file, where uncommenting a default
+        // must not put it inside the user's table.
+        let out = with_user("fps = 15\n# defaults\n#fps = 30\n", &alice, None).unwrap();
+        assert!(
+            out.starts_with("fps = 15\n# defaults\n#fps = 30\n\n[users.alice]\n"),
+            "{out}"
+        );
+        // Users written as inline tables: updated and added in that form.
+        let inline = format!(
+            "users = {{ alice = {{ md5 = \"{}\", sha256 = \"{}\" }} }}\n",
+            alice.md5, alice.sha256
+        );
+        let out = with_user(&with_user(&inline, &bob, None).unwrap(), &alice2, None).unwrap();
+        let c = Config::from_options(parse(&out).unwrap()).unwrap();
+        assert_eq!(c.users, vec![alice2.clone(), bob.clone()], "{out}");
+        // From nothing; and a file that is not a config is left alone.
+        assert!(
+            with_user("", &alice, None)
+                .unwrap()
+                .starts_with("[users.alice]\n")
+        );
+        assert!(with_user("users = 3\n", &alice, None).is_err());
+        assert!(with_user("fps = 1000\n", &alice, None).is_err());
+    }
+
+    #[test]
+    fn passwd_keeps_the_password_for_onvif_only_when_asked() {
+        let alice = User::from_password("alice", REALM, "one");
+        let out = with_user("", &alice, Some("one")).unwrap();
+        let c = Config::from_options(parse(&out).unwrap()).unwrap();
+        assert!(c.onvif);
+        assert_eq!(
+            c.onvif_passwords,
+            vec![("alice".to_owned(), "one".to_owned())]
+        );
+        assert_eq!(c.users, vec![alice]);
+        // A new password without --onvif: the old one is not kept.
+        let alice2 = User::from_password("alice", REALM, "two");
+        let out = with_user(&out, &alice2, None).unwrap();
+        assert!(!out.contains("onvif_password"), "{out}");
+        let c = Config::from_options(parse(&out).unwrap()).unwrap();
+        assert!(c.onvif_passwords.is_empty());
+        let out = with_user(&out, &alice2, Some("two")).unwrap();
+        let c = Config::from_options(parse(&format!("onvif = false\n{out}")).unwrap()).unwrap();
+        assert_eq!((c.onvif, c.onvif_passwords.len()), (false, 1));
+        let empty = out.replace("onvif_password = \"two\"", "onvif_password = \"\"");
+        let e = Config::from_options(parse(&empty).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("onvif_password is empty"), "{e}");
+    }
+}

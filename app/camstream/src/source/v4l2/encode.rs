@@ -1,0 +1,122 @@
+//! Raw camera frames (YUV 4:2:0, NV12, packed 4:2:2, RGB) as JPEG: into
+//! the encoder's planes where they are not already, then encoded.
+
+use anyhow::{Result, bail};
+
+use super::device::PixFormat;
+use super::select::{BGR24, NV12, RGB24, UYVY, YUV420, YUYV, fourcc_name};
+use crate::convert::{Packed422, i420_plane_sizes, packed422_to_i420, split_uv};
+use crate::turbo::Encoder;
+
+/// Encodes a raw frame as JPEG into `out`.
+pub(super) fn encode(
+    enc: &mut Encoder,
+    planes: &mut [Vec<u8>; 3],
+    f: &PixFormat,
+    (w, h): (usize, usize),
+    data: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let stride = f.bytesperline as usize;
+    let rows = f.height as usize;
+    let sizes = i420_plane_sizes(w, h);
+    let need = |len: usize| -> Result<()> {
+        if data.len() < len {
+            bail!("short buffer: {} bytes, expected {len}", data.len());
+        }
+        Ok(())
+    };
+    match f.fourcc {
+        YUV420 => {
+            let cs = stride / 2;
+            let (ch_full, y_len) = (rows.div_ceil(2), stride * rows);
+            need(y_len + 2 * cs * ch_full)?;
+            let (y, rest) = data.split_at(y_len);
+            let (u, v) = rest.split_at(cs * ch_full);
+            enc.encode_planes([y, u, v], [stride, cs, cs], w, h, out)
+        }
+        NV12 => {
+            let y_len = stride * rows;
+            need(y_len + stride * rows.div_ceil(2))?;
+            let (cw, ch) = sizes[1];
+            for p in &mut planes[1..] {
+                p.resize(cw * ch, 0);
+            }
+            let [_, u, v] = planes;
+            split_uv(&data[y_len..], stride, cw, ch, u, v);
+            enc.encode_planes([&data[..y_len], u, v], [stride, cw, cw], w, h, out)
+        }
+        YUYV | UYVY => {
+            need(stride * rows)?;
+            for (p, (pw, ph)) in planes.iter_mut().zip(sizes) {
+                p.resize(pw * ph, 0);
+            }
+            let layout = if f.fourcc == YUYV {
+                Packed422::Yuyv
+            } else {
+                Packed422::Uyvy
+            };
+            let [y, u, v] = planes;
+            packed422_to_i420(data, stride, w, h, layout, [y, u, v]);
+            enc.encode_i420([y, u, v], w, h, out)
+        }
+        RGB24 | BGR24 => {
+            need(stride * rows)?;
+            enc.encode_rgb(data, stride, f.fourcc == BGR24, w, h, out)
+        }
+        other => bail!("cannot encode {}", fourcc_name(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Conversion + encoding throughput for a raw camera format on this
+    /// machine (a figure, not a check):
+    /// `cargo test --release -p camstream -- --ignored --nocapture raw_capture_encode_speed`
+    #[test]
+    #[ignore]
+    fn raw_capture_encode_speed() {
+        // 720p in every raw layout; 1080p in the two libcamera hands over
+        // (the Pi's ISP gives YUV420 or NV12), encoded the same way.
+        let cases = [(YUYV, 2), (NV12, 0), (YUV420, 0), (RGB24, 3)]
+            .map(|(f, bpp)| (f, bpp, 1280usize, 720usize))
+            .into_iter()
+            .chain([(YUV420, 0, 1920, 1080), (NV12, 0, 1920, 1080)]);
+        for (fourcc, bpp, w, h) in cases {
+            let stride = if bpp > 0 { w * bpp } else { w };
+            let len = if bpp > 0 { stride * h } else { w * h * 3 / 2 };
+            // Gradients with some sensor-like noise: about what a camera's
+            // frame costs the entropy coder.
+            let mut frame: Vec<u8> = (0..len)
+                .map(|i| {
+                    ((i % stride) / 8 + (i / stride) / 4 + ((i * 2_654_435_761) >> 13) % 12) as u8
+                })
+                .collect();
+            let f = PixFormat {
+                fourcc,
+                width: w as u32,
+                height: h as u32,
+                bytesperline: stride as u32,
+                sizeimage: len as u32,
+            };
+            let mut enc = Encoder::new(80).unwrap();
+            let (mut planes, mut out) = (Default::default(), Vec::new());
+            let n = 150;
+            let t = std::time::Instant::now();
+            for i in 0..n {
+                frame[i] = frame[i].wrapping_add(1);
+                encode(&mut enc, &mut planes, &f, (w, h), &frame, &mut out).unwrap();
+            }
+            let s = t.elapsed().as_secs_f64();
+            println!(
+                "{} {w}x{h}: {:.0} frames/s on one core ({:.2} ms/frame, {} KB/frame)",
+                fourcc_name(fourcc),
+                n as f64 / s,
+                s * 1000.0 / n as f64,
+                out.len() / 1000
+            );
+        }
+    }
+}

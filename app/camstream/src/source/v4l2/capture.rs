@@ -8,8 +8,9 @@ use anyhow::{Context, anyhow};
 use rustix::io::Errno;
 
 use super::DeviceSpec;
+use super::buffers::Buffers;
 use super::controls;
-use super::device::{self, Buffers, Device, PixFormat};
+use super::device::{self, Device, PixFormat};
 use super::select::{self, fourcc_name};
 use super::sys;
 use crate::source::Settings;
@@ -122,8 +123,7 @@ impl Capture {
         if !select::is_jpeg(format.fourcc) && (w < 16 || h < 16) {
             return Err(anyhow!("{name}: {w}x{h} is too small to encode").into());
         }
-        let buffers = dev
-            .start(settings.buffers)
+        let buffers = Buffers::start(&dev, settings.buffers)
             .with_context(|| format!("{name}: starting to stream"))?;
         Ok(Capture {
             buffers,

@@ -1,20 +1,17 @@
-//! A V4L2 capture device: ioctls and mmap streaming. Thin and unsafe only
-//! where the kernel API is; choices live in `select` and the source.
+//! A V4L2 capture device: what it is, offers and is set to, through its
+//! ioctls (its buffers are `buffers`). Thin and unsafe only where the
+//! kernel API is; choices live in `select` and the source.
 
-use std::ffi::c_void;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::ptr::NonNull;
 
 use rustix::fs::{Mode, OFlags, open};
 use rustix::io::Errno;
-use rustix::ioctl::{Ioctl, IoctlOutput, Opcode, Updater, ioctl};
-use rustix::mm::{MapFlags, ProtFlags, mmap, munmap};
+use rustix::ioctl::{Opcode, Updater, ioctl};
 
 use super::select::{self, Mode as CaptureMode, Sizes};
 use super::sys::*;
-use crate::clock::Mono;
 
 /// An ioctl whose argument the kernel reads and writes.
 ///
@@ -22,7 +19,10 @@ use crate::clock::Mono;
 ///
 /// `T` must be the argument type OPCODE was built for (sys.rs builds each
 /// opcode from its type's size), and any pointer in it valid for the call.
-unsafe fn update<const OPCODE: Opcode, T>(fd: BorrowedFd<'_>, arg: &mut T) -> io::Result<()> {
+pub(super) unsafe fn update<const OPCODE: Opcode, T>(
+    fd: BorrowedFd<'_>,
+    arg: &mut T,
+) -> io::Result<()> {
     loop {
         // SAFETY: the caller pairs OPCODE with its argument type (above);
         // the opcode encodes `size_of::<T>()`, so the kernel copies exactly T.
@@ -30,25 +30,6 @@ unsafe fn update<const OPCODE: Opcode, T>(fd: BorrowedFd<'_>, arg: &mut T) -> io
             Err(rustix::io::Errno::INTR) => continue,
             r => return r.map_err(io::Error::from),
         }
-    }
-}
-
-/// STREAMON/STREAMOFF: an `int` buffer type passed by pointer.
-struct BufTypeArg<const OPCODE: Opcode>(u32);
-
-// SAFETY: STREAMON and STREAMOFF take a pointer to the 4-byte buffer type
-// `as_ptr` gives, which the kernel only reads; nothing comes back.
-unsafe impl<const OPCODE: Opcode> Ioctl for BufTypeArg<OPCODE> {
-    type Output = ();
-    const IS_MUTATING: bool = false;
-    fn opcode(&self) -> Opcode {
-        OPCODE
-    }
-    fn as_ptr(&mut self) -> *mut c_void {
-        (&mut self.0 as *mut u32).cast()
-    }
-    unsafe fn output_from_ptr(_: IoctlOutput, _: *mut c_void) -> rustix::io::Result<()> {
-        Ok(())
     }
 }
 
@@ -447,60 +428,6 @@ impl Device {
         }
         Ok(ctrl.value64)
     }
-
-    /// Allocates `count` driver buffers, maps them, queues them and starts
-    /// streaming.
-    pub fn start(&self, count: u32) -> io::Result<Buffers> {
-        let mut req: v4l2_requestbuffers = zeroed();
-        req.count = count;
-        req.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
-        req.memory = V4L2_MEMORY_MMAP;
-        // SAFETY: VIDIOC_REQBUFS takes a v4l2_requestbuffers, as `update` asks.
-        unsafe { update::<VIDIOC_REQBUFS, _>(self.fd(), &mut req)? };
-        if req.count < 2 {
-            return Err(io::Error::other(format!(
-                "the driver gave {} buffer(s); streaming needs at least 2",
-                req.count
-            )));
-        }
-        let mut buffers = Buffers {
-            maps: Vec::new(),
-            fd: self.raw_fd(),
-            streaming: false,
-            next_sequence: None,
-        };
-        for index in 0..req.count {
-            let mut b = buffer(index);
-            // SAFETY: VIDIOC_QUERYBUF takes a v4l2_buffer, as `update` asks.
-            unsafe { update::<VIDIOC_QUERYBUF, _>(self.fd(), &mut b)? };
-            let len = b.length as usize;
-            // SAFETY: maps the buffer the driver just described; unmapped in
-            // Buffers's Drop.
-            let ptr = unsafe {
-                mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    ProtFlags::READ,
-                    MapFlags::SHARED,
-                    self.fd(),
-                    u64::from(b.m.offset),
-                )?
-            };
-            buffers.maps.push((NonNull::new(ptr.cast()).unwrap(), len));
-        }
-        for index in 0..req.count {
-            buffers.queue(self.fd(), index)?;
-        }
-        // SAFETY: a BufTypeArg is STREAMON's argument (its impl above).
-        unsafe {
-            ioctl(
-                self.fd(),
-                BufTypeArg::<VIDIOC_STREAMON>(V4L2_BUF_TYPE_VIDEO_CAPTURE),
-            )?
-        };
-        buffers.streaming = true;
-        Ok(buffers)
-    }
 }
 
 fn pix(f: &v4l2_format) -> PixFormat {
@@ -515,116 +442,11 @@ fn pix(f: &v4l2_format) -> PixFormat {
     }
 }
 
-fn buffer(index: u32) -> v4l2_buffer {
-    let mut b: v4l2_buffer = zeroed();
-    b.index = index;
-    b.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
-    b.memory = V4L2_MEMORY_MMAP;
-    b
-}
-
 /// How an enumeration ioctl says "no more" (EINVAL past the last index) or
 /// "not supported by this driver" (ENOTTY), both meaning: stop listing.
 fn end_of_list(e: &io::Error) -> bool {
     let code = e.raw_os_error();
     code == Some(Errno::INVAL.raw_os_error()) || code == Some(Errno::NOTTY.raw_os_error())
-}
-
-/// A dequeued buffer: read `data`, then give it back with [`Buffers::queue`].
-#[derive(Debug, Clone, Copy)]
-pub struct Dequeued {
-    pub index: u32,
-    pub bytesused: usize,
-    /// When the sensor captured the frame, if the driver stamps with
-    /// CLOCK_MONOTONIC (all current drivers do).
-    pub captured: Option<Mono>,
-    /// The driver flagged the frame as corrupt (V4L2_BUF_FLAG_ERROR).
-    pub error: bool,
-    /// Frames the driver dropped before this one (sequence-number gap).
-    pub dropped: u32,
-}
-
-/// The mapped buffers of a streaming device. Dropping it stops streaming and
-/// unmaps; the device must outlive it.
-pub struct Buffers {
-    maps: Vec<(NonNull<u8>, usize)>,
-    fd: RawFd,
-    streaming: bool,
-    next_sequence: Option<u32>,
-}
-
-impl Buffers {
-    pub fn queue(&mut self, fd: BorrowedFd<'_>, index: u32) -> io::Result<()> {
-        let mut b = buffer(index);
-        // SAFETY: VIDIOC_QBUF takes a v4l2_buffer, as `update` asks.
-        unsafe { update::<VIDIOC_QBUF, _>(fd, &mut b) }
-    }
-
-    /// The next filled buffer, or None when none is ready.
-    pub fn dequeue(&mut self, fd: BorrowedFd<'_>) -> io::Result<Option<Dequeued>> {
-        let mut b = buffer(0);
-        // SAFETY: VIDIOC_DQBUF takes a v4l2_buffer, as `update` asks.
-        match unsafe { update::<VIDIOC_DQBUF, _>(fd, &mut b) } {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
-            Err(e) => return Err(e),
-        }
-        let captured = (b.flags & V4L2_BUF_FLAG_TIMESTAMP_MASK
-            == V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC
-            && (b.timestamp.tv_sec != 0 || b.timestamp.tv_usec != 0))
-            .then(|| {
-                Mono(b.timestamp.tv_sec as u64 * 1_000_000_000 + b.timestamp.tv_usec as u64 * 1000)
-            });
-        let dropped = self
-            .next_sequence
-            .map_or(0, |n| b.sequence.wrapping_sub(n))
-            .min(1_000_000);
-        self.next_sequence = Some(b.sequence.wrapping_add(1));
-        let len = self.maps.get(b.index as usize).map_or(0, |m| m.1);
-        Ok(Some(Dequeued {
-            index: b.index,
-            bytesused: (b.bytesused as usize).min(len),
-            captured,
-            error: b.flags & V4L2_BUF_FLAG_ERROR != 0,
-            dropped,
-        }))
-    }
-
-    /// The bytes of a dequeued buffer.
-    pub fn data(&self, d: &Dequeued) -> &[u8] {
-        let (ptr, len) = self.maps[d.index as usize];
-        // SAFETY: the mapping lives as long as `self`; the driver does not
-        // write a buffer while it is dequeued.
-        unsafe { std::slice::from_raw_parts(ptr.as_ptr(), d.bytesused.min(len)) }
-    }
-}
-
-impl Drop for Buffers {
-    fn drop(&mut self) {
-        // SAFETY: the device fd outlives the buffers (the source drops
-        // them first); on an unplugged device these fail harmlessly.
-        let fd = unsafe { BorrowedFd::borrow_raw(self.fd) };
-        if self.streaming {
-            // SAFETY: a BufTypeArg is STREAMOFF's argument (its impl above).
-            let _ = unsafe {
-                ioctl(
-                    fd,
-                    BufTypeArg::<VIDIOC_STREAMOFF>(V4L2_BUF_TYPE_VIDEO_CAPTURE),
-                )
-            };
-        }
-        for &(ptr, len) in &self.maps {
-            // SAFETY: each mapping came from mmap in `start` with this length
-            // and is unmapped once; the slices `data` lends borrow `self`, so
-            // none outlives it.
-            let _ = unsafe { munmap(ptr.as_ptr().cast(), len) };
-        }
-        let mut req: v4l2_requestbuffers = zeroed();
-        req.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
-        req.memory = V4L2_MEMORY_MMAP;
-        // SAFETY: VIDIOC_REQBUFS takes a v4l2_requestbuffers, as `update` asks.
-        let _ = unsafe { update::<VIDIOC_REQBUFS, _>(fd, &mut req) };
-    }
 }
 
 /// Capture device nodes, in numeric order (/dev/video0, video1, ...).

@@ -6,6 +6,7 @@
 //! open, the source looks for the device once a second, and streaming
 //! resumes on the same sessions when it is back.
 
+mod buffers;
 mod capture;
 mod controls;
 mod device;
@@ -33,8 +34,8 @@ use rustix::time::{
 use super::{CapturedFrame, FrameSource, Settings, StreamInfo};
 use crate::clock::Mono;
 use crate::turbo::Encoder;
+use buffers::Dequeued;
 use capture::{Capture, OpenError};
-use device::Dequeued;
 use encode::encode;
 
 /// Which device `--source v4l2:...` names.

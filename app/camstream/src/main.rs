@@ -80,7 +80,7 @@ fn run() -> anyhow::Result<()> {
     }
     let cfg = config::Config::load(opts)?;
     logger::init(cfg.log_level);
-    let source = source::open(&cfg.source, &cfg.source_settings())?;
+    let source = source::open(&cfg.source)?;
     let info = source.info();
     let server = server::Server::bind(cfg.clone(), info)?;
     if let Some(user) = &cfg.user {
@@ -95,7 +95,7 @@ fn run() -> anyhow::Result<()> {
     let url = format!("rtsp://{host}:{}/{}", addr.port(), cfg.path);
     let streaming = format!(
         "streaming {}x{} at {} fps from {} on {url}",
-        info.width, info.height, info.fps, cfg.source
+        info.width, info.height, info.fps, cfg.source.spec
     );
     // A camera not there yet: said when it is, not before.
     let source = if source.present() {
@@ -105,7 +105,7 @@ fn run() -> anyhow::Result<()> {
         log::info!(
             "waiting for {}: streaming on {url} starts once it is there \
              (clients may connect meanwhile)",
-            cfg.source
+            cfg.source.spec
         );
         Box::new(source::Awaited::new(source, streaming))
     };

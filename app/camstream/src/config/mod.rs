@@ -51,7 +51,6 @@ use anyhow::{Context, Result, bail};
 use camstream_rtp::packetize::{MAX_MTU, MIN_MTU};
 use camstream_rtsp::auth::User;
 
-use crate::source::controls::ControlSetting;
 use crate::source::{self, SourceSpec};
 
 pub use file::DEFAULT_CONFIG;
@@ -61,15 +60,9 @@ pub use users::{REALM, set_user, valid_user_name, with_user};
 /// The validated settings the daemon runs with.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub source: SourceSpec,
-    pub width: u16,
-    pub height: u16,
-    pub fps: u32,
-    pub quality: u8,
-    pub buffers: u32,
-    /// A pixel format the camera must use (fourcc), if the user chose one.
-    pub format: Option<u32>,
-    pub controls: Vec<ControlSetting>,
+    /// The source and what it is asked for: the main stream's size, rate
+    /// and quality, a camera's buffers, format and controls.
+    pub source: source::Settings,
     pub listen: IpAddr,
     pub rtsp_port: u16,
     /// 0: no HTTP listener.
@@ -156,19 +149,6 @@ impl Config {
         Config::from_options(opts)
     }
 
-    /// What the source is opened with.
-    pub fn source_settings(&self) -> source::Settings {
-        source::Settings {
-            width: self.width,
-            height: self.height,
-            fps: self.fps,
-            quality: self.quality,
-            buffers: self.buffers,
-            format: self.format,
-            controls: self.controls.clone(),
-        }
-    }
-
     pub fn from_options(o: Options) -> Result<Config> {
         // A setting as given, else its default, checked against its range.
         macro_rules! ranged {
@@ -207,18 +187,20 @@ impl Config {
             })?;
         let fps = ranged!(fps, 1, 120)?;
         Ok(Config {
-            source: SourceSpec::parse(o.source.as_deref().unwrap_or(default!(source)))?,
-            width: width as u16,
-            height: height as u16,
-            fps,
-            quality: ranged!(quality, 1, 100)? as u8,
-            buffers: ranged!(buffers, 2, 32)?,
-            format: o
-                .format
-                .as_deref()
-                .map(source::v4l2::parse_format)
-                .transpose()?,
-            controls: o.controls.unwrap_or_default(),
+            source: source::Settings {
+                spec: SourceSpec::parse(o.source.as_deref().unwrap_or(default!(source)))?,
+                width: width as u16,
+                height: height as u16,
+                fps,
+                quality: ranged!(quality, 1, 100)? as u8,
+                buffers: ranged!(buffers, 2, 32)?,
+                format: o
+                    .format
+                    .as_deref()
+                    .map(source::v4l2::parse_format)
+                    .transpose()?,
+                controls: o.controls.unwrap_or_default(),
+            },
             listen: o
                 .listen
                 .unwrap_or(default!(listen).parse().expect("an address")),
@@ -277,11 +259,17 @@ pub(super) mod tests {
     fn defaults() {
         let c = Config::from_options(Options::default()).unwrap();
         assert_eq!(
-            (c.width, c.height, c.fps, c.rtsp_port, c.mtu),
+            (
+                c.source.width,
+                c.source.height,
+                c.source.fps,
+                c.rtsp_port,
+                c.mtu
+            ),
             (1280, 720, 30, 8554, 1400)
         );
         assert_eq!(c.path, "stream");
-        assert!(matches!(c.source, SourceSpec::TestPattern));
+        assert!(matches!(c.source.spec, SourceSpec::TestPattern));
     }
 
     #[test]
@@ -289,8 +277,8 @@ pub(super) mod tests {
         let file = parse("rtsp_port = 554\nfps = 15\nsource = \"file:/a.mjpeg\"").unwrap();
         let cli = Options::try_parse_from(["camstream", "--fps", "25"]).unwrap();
         let c = Config::from_options(cli.or(file)).unwrap();
-        assert_eq!((c.rtsp_port, c.fps), (554, 25));
-        assert!(matches!(c.source, SourceSpec::File(ref p) if p == Path::new("/a.mjpeg")));
+        assert_eq!((c.rtsp_port, c.source.fps), (554, 25));
+        assert!(matches!(c.source.spec, SourceSpec::File(ref p) if p == Path::new("/a.mjpeg")));
     }
 
     #[test]
@@ -302,10 +290,11 @@ pub(super) mod tests {
         let cli = Options::try_parse_from(["camstream", "--control", "brightness=120"]).unwrap();
         let c = Config::from_options(cli.or(file)).unwrap();
         assert!(matches!(
-            c.source,
+            c.source.spec,
             SourceSpec::V4l2(crate::source::v4l2::DeviceSpec::Auto)
         ));
         let got: Vec<(&str, &Value)> = c
+            .source
             .controls
             .iter()
             .map(|s| (s.name.as_str(), &s.value))
@@ -319,16 +308,16 @@ pub(super) mod tests {
                 ("brightness", &Value::Int(120)),
             ]
         );
-        assert_eq!(c.buffers, 4);
-        assert_eq!(c.format, None);
+        assert_eq!(c.source.buffers, 4);
+        assert_eq!(c.source.format, None);
         let c = Config::from_options(parse("format = \"YUYV\"").unwrap()).unwrap();
-        assert_eq!(c.format, Some(u32::from_le_bytes(*b"YUYV")));
+        assert_eq!(c.source.format, Some(u32::from_le_bytes(*b"YUYV")));
         assert!(Config::from_options(parse("format = \"H264\"").unwrap()).is_err());
         assert!(Config::from_options(parse("buffers = 1").unwrap()).is_err());
         let o = parse("source = \"v4l2:/dev/video2\"").unwrap();
         let c = Config::from_options(o).unwrap();
         assert!(
-            matches!(c.source, SourceSpec::V4l2(crate::source::v4l2::DeviceSpec::Path(ref p)) if p == Path::new("/dev/video2"))
+            matches!(c.source.spec, SourceSpec::V4l2(crate::source::v4l2::DeviceSpec::Path(ref p)) if p == Path::new("/dev/video2"))
         );
         assert!(Config::from_options(parse("source = \"v4l2:\"").unwrap()).is_err());
     }

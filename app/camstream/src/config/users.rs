@@ -195,8 +195,8 @@ mod tests {
         let out = with_user(text, &alice, None).unwrap();
         assert!(out.starts_with(text), "{out}");
         let c = Config::from_options(parse(&out).unwrap()).unwrap();
-        assert_eq!((c.fps, c.users.clone()), (15, vec![alice.clone()]));
-        assert_eq!(c.controls.len(), 1);
+        assert_eq!((c.source.fps, c.users.clone()), (15, vec![alice.clone()]));
+        assert_eq!(c.source.controls.len(), 1);
         // Again with another password and a name TOML must quote: one table
         // per user, the new digests.
         let alice2 = User::from_password("alice", REALM, "two");

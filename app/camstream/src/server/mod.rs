@@ -137,7 +137,7 @@ impl Server {
         let udp = rtsp::Udp::bind(cfg.listen, cfg.rtp_port, cfg.mtu)?;
         let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
         let main = Stream::new(&cfg.path, info, cfg.mtu, cfg.client_queue + 2, ids)?;
-        let mut fanout = Fanout::new(cfg.quality, cfg.client_queue, main)?;
+        let mut fanout = Fanout::new(cfg.source.quality, cfg.client_queue, main)?;
         let mut key = [0u8; 32];
         random_fill(&mut key);
         let gate = Gate::new(&cfg, key);

@@ -126,7 +126,7 @@ impl Reports {
             height: main.info.height,
             fps: main.info.fps,
             camera_present: p.fanout.camera_present(),
-            source: p.cfg.source.to_string(),
+            source: p.cfg.source.spec.to_string(),
             mode: p.camera_mode,
             intake: p.fanout.intake_counts(),
             rtsp: delivery("rtsp"),

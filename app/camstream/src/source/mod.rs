@@ -80,10 +80,11 @@ impl std::fmt::Display for SourceSpec {
     }
 }
 
-/// What a source is opened with (from the config): the stream's size, rate
-/// and JPEG quality, and how a camera captures it.
+/// What a source is opened with (from the config): which source, the
+/// stream's size, rate and JPEG quality, and how a camera captures it.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    pub spec: SourceSpec,
     /// Asked for: a camera gives the nearest size it has; frames are
     /// cropped to a multiple of 8.
     pub width: u16,
@@ -179,10 +180,10 @@ impl FrameSource for Awaited {
     }
 }
 
-/// Opens the source `spec` names with `settings`. Errors here are start-up
-/// errors (missing file, unsupported first frame, encoder failure).
-pub fn open(spec: &SourceSpec, settings: &Settings) -> Result<Box<dyn FrameSource>> {
-    Ok(match spec {
+/// Opens the source `settings` name. Errors here are start-up errors
+/// (missing file, unsupported first frame, encoder failure).
+pub fn open(settings: &Settings) -> Result<Box<dyn FrameSource>> {
+    Ok(match &settings.spec {
         // RTP/JPEG headers count 8-pixel blocks: the pattern is drawn at the
         // multiple of 8 below the size asked for.
         SourceSpec::TestPattern => Box::new(testpattern::TestPattern::new(

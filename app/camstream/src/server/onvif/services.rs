@@ -35,7 +35,7 @@ fn encoder_options(ctx: &Context<'_>, p: &Profile) -> resp::EncoderOptions {
     }
     resp::EncoderOptions {
         sizes,
-        fps: (1, ctx.cfg.fps),
+        fps: (1, ctx.cfg.source.fps),
         quality: (1, 100),
     }
 }
@@ -105,8 +105,8 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
         ("main", _) => {
             let same = w.is_none_or(|w| w == u32::from(main.width))
                 && h.is_none_or(|h| h == u32::from(main.height))
-                && fps.is_none_or(|f| f == ctx.cfg.fps)
-                && q.is_none_or(|q| q == u32::from(ctx.cfg.quality));
+                && fps.is_none_or(|f| f == ctx.cfg.source.fps)
+                && q.is_none_or(|q| q == u32::from(ctx.cfg.source.quality));
             if same {
                 Ok(resp::empty("trt", "SetVideoEncoderConfiguration"))
             } else {
@@ -136,15 +136,15 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
         token: "camera".into(),
         width: u32::from(info.width),
         height: u32::from(info.height),
-        fps: f64::from(ctx.cfg.fps),
+        fps: f64::from(ctx.cfg.source.fps),
     };
     let main = Profile {
         token: "main".into(),
         name: "main".into(),
         width: u32::from(info.width),
         height: u32::from(info.height),
-        fps: ctx.cfg.fps,
-        quality: u32::from(ctx.cfg.quality),
+        fps: ctx.cfg.source.fps,
+        quality: u32::from(ctx.cfg.source.quality),
         settable: false,
     };
     let mut profiles = vec![main];

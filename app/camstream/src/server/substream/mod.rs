@@ -15,7 +15,7 @@ use mio::{Registry, Token, Waker};
 use super::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
 use super::random::random_u64;
 use crate::clock::Mono;
-use crate::config::{Config, SubSettings as Settings};
+use crate::config::{Config, SubSettings};
 use crate::source::StreamInfo;
 use encoder::{SubEncoder, Worker, sub_size};
 
@@ -44,7 +44,7 @@ pub fn start(
 pub struct SubStream {
     /// Its stream on the fan-out.
     pub id: StreamId,
-    pub cfg: Settings,
+    pub cfg: SubSettings,
     /// Of the main stream.
     subscription: SubscriberId,
     worker: Worker,
@@ -59,7 +59,7 @@ impl SubStream {
     /// Starts its worker, which wakes the event loop with `done`; main
     /// frames for it wake it with `wake`.
     pub fn start(
-        cfg: Settings,
+        cfg: SubSettings,
         mtu: usize,
         fanout: &mut Fanout,
         registry: &Registry,
@@ -154,7 +154,7 @@ impl SubStream {
     /// a new encoder on a new worker (the old one finishes its frame and
     /// ends first); clients already playing get frames of the new size,
     /// which RTP/JPEG carries in every packet.
-    pub fn reconfigure(&mut self, cfg: Settings, fanout: &mut Fanout) -> Result<()> {
+    pub fn reconfigure(&mut self, cfg: SubSettings, fanout: &mut Fanout) -> Result<()> {
         let main = fanout.stream(StreamId::MAIN).info;
         let (w, h) = sub_size(
             (usize::from(main.width), usize::from(main.height)),

@@ -254,6 +254,13 @@ class Guest:
             time.sleep(0.2)
         raise TimeoutError(f"no frame from {self.url} within {timeout} s")
 
+    def health_checked(self, timeout: float = 120) -> None:
+        """Waits until the boot's health check has written the boot state:
+        it holds camstream-update's lock until then, and begins once
+        camstream's first frame went out to a client (at most 20 s without
+        one; docs/UPDATE.md)."""
+        self.sh("flock /run/camstream-update.lock true", timeout=timeout)
+
     def diagnose(self) -> str:
         """What the guest's camstream is doing, for a failure message: its
         state and kernel wait point, the system log's end, connections to

@@ -21,11 +21,12 @@ export BR2_DL_DIR
 BUILDROOT = $(OUTPUT)/buildroot-$(BUILDROOT_VERSION)
 BR_MAKE = $(MAKE) -C $(BUILDROOT) BR2_EXTERNAL=$(CURDIR)/buildroot-external
 
-.PHONY: help $(BOARDS) $(addsuffix -menuconfig,$(BOARDS)) buildroot
+.PHONY: help $(BOARDS) $(addsuffix -menuconfig,$(BOARDS)) buildroot release
 
 help:
 	@echo "usage: make BOARD   (BOARD: $(BOARDS))"
 	@echo "       make BOARD-menuconfig"
+	@echo "       make release BOARD=BOARD   (the image, then output/release/VERSION/: scripts/release)"
 	@echo "The image: output/BOARD/images/sdcard.img (+ .sha256). See docs/BUILDROOT.md."
 
 buildroot: $(BUILDROOT)/Makefile
@@ -50,3 +51,11 @@ $(BOARDS): %: $(BUILDROOT)/Makefile
 $(addsuffix -menuconfig,$(BOARDS)): %-menuconfig: $(BUILDROOT)/Makefile
 	test -f $(OUTPUT)/$*/.config || $(BR_MAKE) O=$(OUTPUT)/$* camstream_$*_defconfig
 	$(BR_MAKE) O=$(OUTPUT)/$* menuconfig
+
+# What a person downloads and flashes: the board's image built, then
+# compressed, its block map, the update bundle, Imager's os_list.json and
+# SHA256SUMS in output/release/VERSION (scripts/release).
+release:
+	test -n "$(BOARD)" || { echo "usage: make release BOARD=BOARD ($(BOARDS))" >&2; exit 2; }
+	$(MAKE) $(BOARD)
+	$(CURDIR)/scripts/release --images $(OUTPUT)/$(BOARD)/images $(BOARD)

@@ -18,6 +18,8 @@ SRC = os.path.join(OFFLINE, "src")
 LOCAL = os.environ.get("LOCAL_SOURCES", "").split()
 OVERRIDES = dict(p.split("=", 1) for p in os.environ.get("SRC_OVERRIDES", "").split())
 PINNED = dict(p.split("=", 1) for p in os.environ.get("DEBIAN_VERSIONS", "").split())
+GIT_MIRRORS = os.environ.get("GIT_MIRRORS", "")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Buildroot's download directory name -> Debian's source package, where
 # they differ.
@@ -32,6 +34,7 @@ DEBIAN_NAMES = {
     "libtasn1": "libtasn1-6", "gmp": "gmp",
     "mpc": "mpclib3", "mpfr": "mpfr4", "autoconf-archive": "autoconf-archive",
     "zstd": "libzstd", "xz": "xz-utils", "gcc": "gcc-14", "ninja": "ninja-build",
+    "libnl": "libnl3", "wpa_supplicant": "wpa",
 }
 
 
@@ -118,7 +121,7 @@ def overridden(users):
     return [u for u in users if not (u == "linux-headers" and "linux" in users)]
 
 
-def unpack_with_patches(tarball, dest, patches):
+def unpack_with_patches(tarball, dest, patches, lenient=False):
     if os.path.exists(os.path.join(dest, ".offline-done")):
         return
     shutil.rmtree(dest, ignore_errors=True)
@@ -147,7 +150,7 @@ def unpack_with_patches(tarball, dest, patches):
         os.rename(inner, dest + ".inner")
         shutil.rmtree(dest)
         os.rename(dest + ".inner", dest)
-    apply_patches(dest, patches)
+    apply_patches(dest, patches, lenient)
     open(os.path.join(dest, ".offline-done"), "w").close()
 
 
@@ -214,11 +217,22 @@ def debian_repack_fixup(dl_dir, dest):
                 # Its examples come from the manual: not asked for again
                 # (debian/patches/01_keep_stamp_files).
                 text = text.replace("\t@test -f $@ || rm -f examples/extracted.stamp\n", "")
+        # The manual's figures went with it (bison's doc/figs): the empty
+        # manual needs none.
+        figs = re.search(r"^FIGS_GV\s*=\s*\\?\n?\s*(\S+)", text, re.M)
+        if figs and not os.path.exists(os.path.join(top, figs.group(1))):
+            text = re.sub(r"^\S+\.(info|dvi|pdf|html): \$\(FIGS_GV:[^\n]*\n", "", text, flags=re.M)
+            with open(mk, "w") as f:
+                f.write(text)
             with open(mk, "w") as f:
                 f.write(text)
 
 
-def apply_patches(dest, patches):
+def apply_patches(dest, patches, lenient=False):
+    """Applies Buildroot's patches; `lenient` (a stand-in of another
+    version): a patch that does not apply is left out, named in
+    .offline-skipped-patches."""
+    skipped = []
     for p in patches:
         p = os.path.join(BUILDROOT, p) if not os.path.isabs(p) else p
         if not (p.endswith(".patch") or p.endswith(".diff")):
@@ -232,8 +246,14 @@ def apply_patches(dest, patches):
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
         if not dry_run(p, "-N") and dry_run(p, "-R"):
             continue
+        if lenient and not dry_run(p, "-N"):
+            skipped.append(os.path.basename(p))
+            continue
         with open(p, "rb") as f:
             subprocess.run(["patch", "-p1", "-N", "-s", "-d", dest], stdin=f, check=True)
+    if skipped:
+        with open(os.path.join(dest, ".offline-skipped-patches"), "w") as f:
+            f.write(" ".join(skipped))
 
 
 def rust_shim(sources):
@@ -243,7 +263,6 @@ def rust_shim(sources):
     compiler wrapper refuses the linker paths under /usr that the system's
     own sysroot would give."""
     dest = os.path.join(SRC, "rust-bin")
-    shutil.rmtree(dest, ignore_errors=True)
     script = (
         "#!/bin/sh\nset -eu\nfor a in \"$@\"; do case $a in --prefix=*) p=${a#--prefix=} ;; esac; done\n"
         "mkdir -p \"$p/bin\" \"$p/lib/rustlib\"\n"
@@ -255,9 +274,12 @@ def rust_shim(sources):
     std = [os.path.join(dest, "std", s.split(".tar")[0]) for s in sources if s.startswith("rust-std-")]
     for d in [dest] + std:
         os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, "install.sh"), "w") as f:
-            f.write(script if d == dest else "#!/bin/sh\n")
-        os.chmod(os.path.join(d, "install.sh"), 0o755)
+        path, text = os.path.join(d, "install.sh"), script if d == dest else "#!/bin/sh\n"
+        # Rewritten only when changed: another board's build may be reading it.
+        if not os.path.exists(path) or open(path).read() != text:
+            with open(path, "w") as f:
+                f.write(text)
+        os.chmod(path, 0o755)
     return dest
 
 
@@ -271,9 +293,266 @@ def patches_of(pkg):
     return patches
 
 
+def read_list():
+    """scripts/buildroot-offline.sources: package -> (how, from, what, steps)."""
+    given = {}
+    for line in open(os.path.join(ROOT, "scripts", "buildroot-offline.sources")):
+        f = line.split("#", 1)[0].split()
+        if f:
+            given[f[0]] = (f[1], f[2], f[3] if len(f) > 3 else "", f[4:])
+    return given
+
+
+def git_dir(repo):
+    """The git directory of OWNER/NAME under GIT_MIRRORS, or None."""
+    base = os.path.join(GIT_MIRRORS, repo.replace("/", "+"))
+    for d in (os.path.join(base, "repo", ".git"), os.path.join(base, "repo"), os.path.join(base, ".git"), base,
+              os.path.join(GIT_MIRRORS, repo + ".git")):
+        if os.path.exists(os.path.join(d, "HEAD")) and os.path.isdir(os.path.join(d, "objects")):
+            return d
+    return None
+
+
+def git_archive(repo, tag, prefix=None):
+    """`git archive` of the tag as a tar stream (bytes)."""
+    d = git_dir(repo)
+    cmd = ["git", "--git-dir", d, "archive", "--format=tar"] + (["--prefix=" + prefix] if prefix else []) + [tag]
+    return subprocess.run(cmd, check=True, capture_output=True).stdout
+
+
+def debian_candidates(by_pkg, source_pkg, series_prefix):
+    """Debian's versions of a source package in a series (WHAT in the list:
+    6.12 takes 6.12.N, 2024 takes 20241016), newest first."""
+    def in_series(v):
+        return v == series_prefix or v.startswith(series_prefix + ".") or (
+            series_prefix.isdigit() and len(series_prefix) == 4 and v.startswith(series_prefix))
+    cands = [c for c in by_pkg.get(source_pkg, []) if in_series(upstream_of(c[0]))]
+    return sorted(cands, key=lambda c: vkey(upstream_of(c[0])), reverse=True)
+
+
+def debian_binaries():
+    """Debian's arm64 binary packages of non-free-firmware: name ->
+    [(version, filename, sha256)]."""
+    pkgs = {}
+    path = os.path.join(OFFLINE, "apt", "Packages")
+    text = open(path, encoding="utf-8", errors="replace").read() if os.path.exists(path) else ""
+    for stanza in text.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.split("\n") if ": " in line and not line.startswith(" "))
+        if "Package" in fields and "Filename" in fields:
+            pkgs.setdefault(fields["Package"], []).append((fields["Version"], fields["Filename"], fields["SHA256"]))
+    return pkgs
+
+
+def debian_deb(name, series_prefix, label):
+    """The newest binary package NAME of the series the archive serves:
+    (path, version, filename), or None."""
+    cands = [c for c in debian_binaries().get(name, []) if upstream_of(c[0]).startswith(series_prefix)]
+    for dver, filename, sha in sorted(set(cands), key=lambda c: vkey(upstream_of(c[0])), reverse=True):
+        deb = os.path.join(OFFLINE, "debian", os.path.basename(filename))
+        if not os.path.exists(deb):
+            try:
+                fetch(f"{MIRROR}/{filename}", deb)
+            except OSError as e:
+                print(f"{label}: {MIRROR}/{filename}: {e}")
+                continue
+        if sha256(deb) != sha:
+            os.unlink(deb)
+            continue
+        return deb, dver, filename
+    # Else what this machine's own apt serves of it (main: wireless-regdb).
+    work = os.path.join(OFFLINE, "debian")
+    got = subprocess.run(["apt-get", "download", "--print-uris", "-q", name], capture_output=True, text=True)
+    m = re.search(r"'(\S+)' (\S+) \d+ SHA256:(\w+)", got.stdout)
+    if m and upstream_of(m.group(2).split("_")[1]).startswith(series_prefix):
+        deb = os.path.join(work, m.group(2))
+        subprocess.run(["apt-get", "download", "-q", name], cwd=work, check=True, capture_output=True)
+        if os.path.exists(deb) and sha256(deb) == m.group(3):
+            return deb, m.group(2).split("_")[1], m.group(1).split("/debian/", 1)[-1]
+    return None
+
+
+def debian_orig(cands, label):
+    """The first candidate's original tarball the archive serves: (path,
+    Debian version, directory, name), or None."""
+    for dver, directory, files in cands:
+        origs = [f for f in files if ".orig.tar." in f[2] and not f[2].endswith(".asc") and ".orig-" not in f[2]]
+        if not origs:
+            continue
+        name = origs[0][2]
+        tarball = os.path.join(OFFLINE, "debian", name)
+        os.makedirs(os.path.dirname(tarball), exist_ok=True)
+        if not os.path.exists(tarball):
+            try:
+                fetch(f"{MIRROR}/{directory}/{name}", tarball)
+            except OSError as e:
+                print(f"{label}: {MIRROR}/{directory}/{name}: {e}")
+                continue
+        return tarball, dver, directory, name
+    return None
+
+
+def system_shim(package):
+    """A source tree whose configure and make install put wrappers of the
+    host's own programs of a Debian package in HOST_DIR/bin."""
+    dest = os.path.join(SRC, "system-" + package)
+    os.makedirs(dest, exist_ok=True)
+    progs = [line.strip() for line in subprocess.run(["dpkg", "-L", package], capture_output=True, text=True,
+                                                      check=True).stdout.split("\n")
+             if re.match(r"^/usr/bin/[^/]+$", line.strip())]
+    makefile = "include config.mk\nall:\ninstall:\n\tmkdir -p $(DESTDIR)$(prefix)/bin\n"
+    # Debian installs upstream's fakeroot and faked as NAME-sysv (NAME
+    # itself is an alternative): upstream's names too.
+    names = [(p, os.path.basename(p)) for p in progs]
+    names += [(p, n[:-len("-sysv")]) for p, n in names if n.endswith("-sysv")]
+    for prog, name in names:
+        makefile += (f"\tprintf '#!/bin/sh\\nexec {prog} \"$$@\"\\n' >$(DESTDIR)$(prefix)/bin/{name}\n"
+                     f"\tchmod 755 $(DESTDIR)$(prefix)/bin/{name}\n")
+    configure = ("#!/bin/sh\n# Writes the prefix for make install; no build.\nfor a in \"$@\"; do case $a in "
+                 "--prefix=*) echo \"prefix = ${a#--prefix=}\" >config.mk ;; esac; done\n")
+    # Rewritten only when changed: a build may be reading it.
+    for name, text in (("configure", configure), ("Makefile", makefile)):
+        path = os.path.join(dest, name)
+        if not os.path.exists(path) or open(path).read() != text:
+            with open(path, "w") as f:
+                f.write(text)
+    os.chmod(os.path.join(dest, "configure"), 0o755)
+    return dest, progs
+
+
+def run_steps(dest, steps, by_pkg):
+    def sh(*cmd):
+        subprocess.run(cmd, cwd=dest, check=True, stdout=subprocess.DEVNULL)
+    for step in steps:
+        if step == "autogen":
+            sh("sh", "autogen.sh")
+        elif step == "bootstrap":
+            sh("sh", "bootstrap.sh")
+        elif step == "gtkdocize":
+            sh("gtkdocize", "--copy", "--docdir", "libkmod/docs")
+        elif step.startswith("gettext-extra="):
+            # What HOST_GETTEXT_TINY_COPY_EXTRA_FILES copies from GNU
+            # gettext's tarball (an override runs no post-patch hook), from
+            # Debian's gettext of the series named (0.23 moved them).
+            got = debian_orig(debian_candidates(by_pkg, "gettext", step.split("=", 1)[1]), "gettext")
+            if not got:
+                raise OSError("no Debian gettext source")
+            work = dest + ".gettext"
+            shutil.rmtree(work, ignore_errors=True)
+            os.makedirs(work)
+            subprocess.run(["tar", "-xf", got[0], "-C", work, "--strip-components=1"], check=True)
+            mk = open(os.path.join(BUILDROOT, "package", "gettext-tiny", "gettext-tiny.mk")).read()
+            files = re.search(r"GETTEXT_TINY_EXTRA_GETTEXT_FILES = \\\n((?:\t.*\n)+)", mk).group(1)
+            os.makedirs(os.path.join(dest, "extra"), exist_ok=True)
+            for f in files.replace("\\", " ").split():
+                shutil.copy(os.path.join(work, f), os.path.join(dest, "extra", os.path.basename(f)))
+            os.makedirs(os.path.join(dest, "build-aux"), exist_ok=True)
+            shutil.copy(os.path.join(work, "build-aux", "config.rpath"), os.path.join(dest, "build-aux"))
+            shutil.rmtree(work)
+        elif step not in ("no-patches", "python-major"):
+            raise ValueError("unknown step " + step)
+
+
+def given_source(entry, pkg, dl_dir, version, source, site_file, want, by_pkg, local_mk):
+    """A download the list names: (origin, check)."""
+    how, frm, what, steps = entry
+    if how == "archive":
+        if not git_dir(frm):
+            return f"missing: git directory of {frm} (GIT_MIRRORS)", "missing", None
+        if not (os.path.exists(site_file) and sha256(site_file) == want):
+            # GitHub's prefix: the repository's name and the tag less a
+            # leading v.
+            prefix = frm.split("/")[1] + "-" + re.sub(r"^v(?=\d)", "", what) + "/"
+            data = git_archive(frm, what, prefix)
+            gz = subprocess.run(["gzip", "-n"], input=data, capture_output=True, check=True).stdout
+            with open(site_file + ".part", "wb") as f:
+                f.write(gz)
+            if hashlib.sha256(gz).hexdigest() != want:
+                os.unlink(site_file + ".part")
+                return f"missing: git archive of {frm} {what} is not Buildroot's {source}", "missing", None
+            os.rename(site_file + ".part", site_file)
+        return f"git archive of {frm} {what}", "hash", None
+    dest = os.path.join(SRC, f"{dl_dir}-{version}")
+    mark = os.path.join(dest, ".offline-given")
+    stamp = " ".join([how, frm, what] + steps)
+    if how == "tree":
+        if not git_dir(frm):
+            return f"missing: git directory of {frm} (GIT_MIRRORS)", "missing", None
+        if not (os.path.exists(mark) and open(mark).read() == stamp):
+            shutil.rmtree(dest, ignore_errors=True)
+            os.makedirs(dest)
+            subprocess.run(["tar", "-x", "-C", dest], input=git_archive(frm, what), check=True)
+            run_steps(dest, steps, by_pkg)
+            apply_patches(dest, [] if "no-patches" in steps else patches_of(pkg))
+            with open(mark, "w") as f:
+                f.write(stamp)
+        origin = f"git archive of {frm} {what}" + (", then " + ", ".join(steps) if steps else "")
+        check = "overridden: given as a source tree (the release tarball is generated)"
+    elif how == "debian":
+        cands = debian_candidates(by_pkg, frm, what)
+        got = None
+        if not (os.path.exists(mark) and open(mark).read().startswith(stamp + "\n")):
+            got = debian_orig(cands, source)
+            if not got:
+                return f"missing: Debian's {frm} {what}.x", "missing", None
+            shutil.rmtree(dest, ignore_errors=True)
+            unpack_with_patches(got[0], dest, [] if "no-patches" in steps else patches_of(pkg),
+                                lenient=upstream_of(got[1]) != re.sub(r"^v", "", version))
+            debian_repack_fixup(dl_dir, dest)
+            generate_configure(dest)
+            with open(mark, "w") as f:
+                f.write(stamp + "\n" + f"Debian {got[2]}/{got[3]} (Debian {got[1]})")
+        origin = open(mark).read().split("\n", 1)[1]
+        upstream = upstream_of(origin.rsplit("(Debian ", 1)[1].rstrip(")"))
+        skipped_file = os.path.join(dest, ".offline-skipped-patches")
+        skipped = open(skipped_file).read() if os.path.exists(skipped_file) else ""
+        origin += ", no patches (Buildroot's are for " + version + ")" if "no-patches" in steps else \
+            ", Buildroot's patches applied" + (f" but {skipped} (for {version})" if skipped else "")
+        check = f"overridden: stand-in {upstream} (series {what})" if upstream != re.sub(r"^v", "", version) \
+            else "overridden: same version, other bytes"
+        if "python-major" in steps:
+            # Buildroot names the host Python's paths by its own version.
+            local_mk.append("override PYTHON3_VERSION_MAJOR = " + ".".join(upstream.split(".")[:2]))
+    elif how == "deb":
+        if not (os.path.exists(mark) and open(mark).read().startswith(stamp + "\n")):
+            got = debian_deb(frm, what, source)
+            if not got:
+                return f"missing: Debian's binary package {frm} {what}", "missing", None
+            shutil.rmtree(dest, ignore_errors=True)
+            subprocess.run(["dpkg-deb", "-x", got[0], dest + ".deb"], check=True)
+            for step in steps:
+                # layout=DIR: the package's DIR as the source's boot/ (the
+                # Raspberry Pi firmware repository's layout).
+                if step.startswith("boot="):
+                    os.makedirs(dest, exist_ok=True)
+                    os.rename(os.path.join(dest + ".deb", step.split("=", 1)[1]), os.path.join(dest, "boot"))
+                # file=FROM:TO: the package's FROM as the source's TO.
+                elif step.startswith("file="):
+                    frm_file, to_file = step.split("=", 1)[1].split(":")
+                    os.makedirs(dest, exist_ok=True)
+                    shutil.copy(os.path.join(dest + ".deb", frm_file), os.path.join(dest, to_file))
+            if not os.path.exists(dest):
+                os.rename(dest + ".deb", dest)
+            shutil.rmtree(dest + ".deb", ignore_errors=True)
+            with open(mark, "w") as f:
+                f.write(stamp + "\n" + f"Debian {got[2]} ({got[1]})")
+        origin = open(mark).read().split("\n", 1)[1]
+        check = "overridden: stand-in (Debian's binary package)"
+    elif how == "system":
+        dest, progs = system_shim(frm)
+        installed = subprocess.run(["dpkg-query", "-W", "-f=${Version}", frm], capture_output=True,
+                                   text=True).stdout
+        origin = f"system {frm} {installed} (Debian's package: {', '.join(progs)})"
+        check = "overridden: the host's program"
+    else:
+        raise ValueError("unknown kind " + how)
+    return origin, check, dest
+
+
+
 def main():
     info = json.load(open(os.path.join(OUT, "show-info.json")))
     by_hash, by_pkg = debian_index()
+    given_list = read_list()
     # One line per distinct download; the packages sharing it (host and
     # target, linux and its headers) share its override.
     downloads = {}
@@ -290,6 +569,20 @@ def main():
         os.makedirs(os.path.dirname(site_file), exist_ok=True)
         want = expected_hash(pkg, source)
         origin = check = None
+        listed = [given_list[u] for u in users if u in given_list]
+        main_source = source == (pkg.get("downloads") or [{}])[0].get("source")
+        if listed and not main_source and listed[0][0] != "archive":
+            # An extra download (gettext-tiny's gettext): in the tree made.
+            manifest.append("\t".join([",".join(users), version, source, "given: part of the source tree made "
+                                        "for " + users[0], "overridden: given as a source tree", want or ""]))
+            continue
+        if listed and not any(u in OVERRIDES for u in users):
+            origin, check, dest = given_source(listed[0], pkg, dl_dir, version, source, site_file, want, by_pkg,
+                                               local_mk)
+            for u in overridden(users) if dest else []:
+                local_mk.append(f"{var(u)}_OVERRIDE_SRCDIR = {dest}")
+            manifest.append("\t".join([",".join(users), version, source, origin, check, want or ""]))
+            continue
         if uri.startswith("local+"):
             origin, check = "local: the tree itself", "local (no download)"
         elif "rust-bin" in users[0] or any(u == "host-rust-bin" for u in users):

@@ -24,7 +24,7 @@ build_camstream_aarch64() {
 
 # cargo ARGS... in app/ for aarch64 with Debian's cross Rust (output/target).
 cargo_aarch64() {
-    dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
+    need_arm64
     # ca-certificates: cargo fetches crates over HTTPS (Debian's cargo only
     # recommends it). libcamera: the Pi's Camera Modules (and vimc in the
     # tests); linked dynamically, as its C++ library is.
@@ -52,7 +52,7 @@ RAUC_SHA256=d233247c1763b1c56c851d0adef2094b7aa2fcd72decf524a8ac0419188e0978
 build_rauc_aarch64() (
     out="$ROOT/output/rauc/$RAUC_VERSION"
     if [ ! -x "$out/rauc" ]; then
-        dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
+        need_arm64
         need_packages gcc-aarch64-linux-gnu libc6-dev:arm64 make pkgconf libglib2.0-dev:arm64 libssl-dev:arm64 xz-utils
         src="$ROOT/output/debs/rauc_$RAUC_VERSION.orig.tar.xz"
         if [ ! -f "$src" ]; then
@@ -102,7 +102,7 @@ build_busybox_aarch64() (
     out="$ROOT/output/busybox/$BUSYBOX_VERSION-$({ cat "$fragment" && echo "$BUSYBOX_QEMU_CONFIG"; } |
         sha256sum | cut -c1-12)"
     if [ ! -x "$out/busybox" ]; then
-        dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
+        need_arm64
         need_packages gcc-aarch64-linux-gnu libc6-dev:arm64 make bzip2 xz-utils patch
         debs="$ROOT/output/debs"
         src="$debs/busybox_$BUSYBOX_VERSION.orig.tar.bz2"

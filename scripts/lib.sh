@@ -70,6 +70,14 @@ package_installed() {
         grep -q -e "^$2 installed\$" -e "^all installed\$"
 }
 
+# dpkg's arm64 architecture, with apt's lists of its packages (apt-get
+# download or install of a NAME:arm64 finds nothing before them).
+need_arm64() {
+    dpkg --print-foreign-architectures | grep -qx arm64 && return 0
+    as_root dpkg --add-architecture arm64
+    as_root apt-get update -q >&2
+}
+
 # Installs the Debian packages given (NAME: the host's architecture;
 # NAME:ARCH) that are not installed yet, then checks that each one is.
 need_packages() (
@@ -124,6 +132,7 @@ test_venv() (
 # Downloads Debian packages (PACKAGE or PACKAGE:ARCH) into $ROOT/output/debs
 # unless a copy is there; records name and version in versions.txt.
 fetch_debs() (
+    case " $* " in *:arm64\ *) need_arm64 ;; esac
     debs="$ROOT/output/debs"
     mkdir -p "$debs"
     for p in "$@"; do
@@ -147,7 +156,7 @@ fetch_debs() (
 
 # The Debian arm64 kernel ABI linux-image-arm64 points at, e.g. 6.1.0-56.
 debian_kernel_abi() {
-    dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
+    need_arm64
     apt-cache show linux-image-arm64:arm64 >/dev/null 2>&1 || as_root apt-get update -q >&2
     apt-cache depends linux-image-arm64:arm64 |
         sed -n 's/.*Depends: linux-image-\(.*\)-arm64:arm64$/\1/p' | head -n 1

@@ -23,14 +23,25 @@ from rtsp import Client
 
 # CAMSTREAM_FIRMWARE: a Buildroot build's images directory (for instance
 # output/qemu_aarch64/images, with sdcard.img, rootfs.ext4 and the U-Boot it
-# built) to test instead of the image scripts/image assembles.
+# built; or a Raspberry Pi 3 build's, output/rpi3_64/images, which has the
+# Pi's firmware in rpi-firmware/) to test instead of the image scripts/image
+# assembles for that board.
 FIRMWARE = os.environ.get("CAMSTREAM_FIRMWARE")
 IMAGE = Path(FIRMWARE).resolve() if FIRMWARE else ROOT / "output/image"
+FIRMWARE_BOARD = ("rpi3_64" if (IMAGE / "rpi-firmware").is_dir() else "qemu_aarch64") if FIRMWARE else None
 # The root filesystem's files: scripts/image keeps them beside the image,
 # Buildroot in its target directory.
 ROOTFS = IMAGE.parent / "target" if FIRMWARE else IMAGE / "rootfs"
 TESTDRIVE = ROOT / "output/qemu-test"
 PROMPT = "guest# "
+
+
+def image_of(board: str) -> Path:
+    """The images directory of `board`'s firmware: CAMSTREAM_FIRMWARE's, or
+    what scripts/image builds."""
+    if FIRMWARE:
+        return IMAGE
+    return ROOT / ("output/image" if board == "qemu_aarch64" else f"output/image-{board}")
 
 
 def build(board: str = "qemu_aarch64") -> None:
@@ -39,8 +50,8 @@ def build(board: str = "qemu_aarch64") -> None:
     if FIRMWARE:
         # The test drive's v4l2loopback is built for the kernel scripts/image
         # takes from Debian; Guest refuses it with a given firmware.
-        if board != "qemu_aarch64":
-            pytest.skip(f"CAMSTREAM_FIRMWARE is a qemu_aarch64 build, not {board}")
+        if board != FIRMWARE_BOARD:
+            pytest.skip(f"CAMSTREAM_FIRMWARE is a {FIRMWARE_BOARD} build, not {board}")
         return
     subprocess.run([str(ROOT / "scripts/image"), "--board", board], check=True, timeout=1800)
     if board == "qemu_aarch64":
@@ -114,11 +125,11 @@ class Guest:
             args += ["--image", str(image)]
         else:
             args += ["--snapshot"]
-            if FIRMWARE and board == "qemu_aarch64":
+            if FIRMWARE and board == FIRMWARE_BOARD:
                 args += ["--image", str(IMAGE / "sdcard.img")]
         if bios:
             args += ["--bios", str(bios)]
-        elif FIRMWARE and board == "qemu_aarch64":
+        elif FIRMWARE and board == FIRMWARE_BOARD == "qemu_aarch64":
             args += ["--bios", str(IMAGE / "u-boot.bin")]
         if board != "qemu_aarch64":
             testdrive = False

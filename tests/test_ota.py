@@ -147,7 +147,7 @@ def pi_ota(tmp_path_factory):
     broken bundles of its root filesystem, from the host's web server (the
     Pi has no second drive)."""
     guest.build(PI)
-    image = ROOT / f"output/image-{PI}"
+    image = guest.image_of(PI)
     work = tmp_path_factory.mktemp("pi-ota")
     drive = work / "drive"
     drive.mkdir()
@@ -419,7 +419,7 @@ def test_readme_update_steps_under_qemu(board_name, tmp_path):
     the emulated Pi that is the Pi's layout: U-Boot for the Pi, boot.cmd's
     A/B state on its FAT partition, slots on the SD card."""
     guest.build(board_name)
-    out = guest.IMAGE if board_name == "qemu_aarch64" else ROOT / f"output/image-{board_name}"
+    out = guest.image_of(board_name)
     made = subprocess.run([str(ROOT / "scripts/bundle"), str(out / "rootfs.ext4")], capture_output=True, text=True,
                           check=True, timeout=300).stdout.strip().splitlines()[-1]
     path = ROOT / made
@@ -444,6 +444,36 @@ def test_readme_update_steps_under_qemu(board_name, tmp_path):
             assert f"update to {version} kept (slot B)" in g.sh("camstream-update status")
             assert g.sh("fw_printenv BOOT_ORDER").strip() == "BOOT_ORDER=B A"
             assert g.first_frame(timeout=60)
+        finally:
+            if g is not None:
+                g.close()
+
+
+@pytest.mark.slow
+def test_the_release_bundle_installs_on_the_pi(tmp_path):
+    """What a person downloads to update (scripts/release's .raucb, beside the
+    image they flashed) installs on the emulated Pi from a web server, boots
+    slot B and is kept (slow: README's steps above prove the same path with
+    scripts/bundle's bundle)."""
+    guest.build(PI)
+    out = tmp_path / "release"
+    subprocess.run([str(ROOT / "scripts/release"), "--images", str(guest.image_of(PI)), "--output", str(out),
+                    PI], check=True, capture_output=True, timeout=1800)
+    bundle = next(out.glob(f"camstream-{PI}-*.raucb"))
+    g = None
+    with guest.web_server(out) as (port, url):
+        try:
+            g = guest.Guest(board=PI, host_port=port, testdrive=False, wait=False)
+            g.wait_booted(timeout=480)
+            version = g.sh("sed -n 's/^VERSION_ID=//p' /etc/os-release").strip()
+            assert bundle.name == f"camstream-{PI}-{version}.raucb"
+            g.p.sendline(f"camstream-update {url}/{bundle.name}")
+            g.p.expect("rebooting into slot B", timeout=900)
+            g.p.expect("Hit any key to stop autoboot", timeout=300)
+            g.wait_booted(timeout=480)
+            g.wait_for("camstream-update status", "kept", timeout=300)
+            assert f"update to {version} kept (slot B)" in g.sh("camstream-update status")
+            assert re.search(r"rauc\.slot=B", g.sh("cat /proc/cmdline"))
         finally:
             if g is not None:
                 g.close()

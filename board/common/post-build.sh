@@ -22,17 +22,19 @@ chmod 0700 "$target/root"
 # Our S40network (ifplugd per interface, hotplug) replaces BusyBox's S41ifplugd.
 rm -f "$target/etc/init.d/S41ifplugd"
 
-# The root filesystem says which camstream it carries: a release's tag
-# without its "v" (0.1.0, as the crate says), else the commit.
-version=$(git -C "$here" describe --always --dirty --match 'v[0-9]*' 2>/dev/null) || version=unknown
-version=${version#v}
-cat >"$target/etc/os-release" <<OS
-NAME=camstream
-ID=camstream
-VERSION_ID=$version
-PRETTY_NAME="camstream $version"
-VARIANT="$variant"
-OS
+# The root filesystem says which camstream it carries: the version of the
+# tree's files (scripts/version), and the commit it was built from where
+# there is one (BUILD_ID).
+version=$(sh "$here/../../scripts/version")
+build_id=$(git -C "$here" describe --always --dirty --exclude '*' 2>/dev/null) || build_id=""
+{
+    echo "NAME=camstream"
+    echo "ID=camstream"
+    echo "VERSION_ID=$version"
+    echo "PRETTY_NAME=\"camstream $version\""
+    echo "VARIANT=\"$variant\""
+    [ -z "$build_id" ] || echo "BUILD_ID=$build_id"
+} >"$target/etc/os-release"
 
 # RAUC: the slots of this board's disk, and the certificate bundles must be
 # signed with.

@@ -25,20 +25,7 @@ pub const MAX_HEADER_LEN: usize = HEADER_LEN + STAP_OVERHEAD + 2 * MAX_PARAMETER
 /// Smallest MTU (RTP header and payload): room for the parameter sets in
 /// one packet, and for FU-A fragments of some size.
 pub const MIN_MTU: usize = MAX_HEADER_LEN + 64;
-/// Largest MTU: an RTP packet must fit the 16-bit length of TCP interleaving.
-pub const MAX_MTU: usize = 65_535;
-
-/// MTU outside `MIN_MTU..=MAX_MTU`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MtuError(pub usize);
-
-impl core::fmt::Display for MtuError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "MTU {} is outside {}..={}", self.0, MIN_MTU, MAX_MTU)
-    }
-}
-
-impl core::error::Error for MtuError {}
+pub use camstream_rtp::rtp::{MAX_MTU, MtuError};
 
 /// The latest SPS and PPS of the stream, kept to send before an IDR
 /// picture that comes without them.
@@ -64,9 +51,7 @@ impl ParameterSets {
 /// payload type and the latest parameter sets.
 #[derive(Debug, Clone)]
 pub struct Packetizer {
-    ssrc: u32,
-    sequence: u16,
-    mtu: usize,
+    sender: rtp::Sender,
     payload_type: u8,
     sets: ParameterSets,
 }
@@ -75,13 +60,8 @@ impl Packetizer {
     /// `mtu` counts the RTP header and payload (not UDP/IP or TCP
     /// framing). SSRC and initial sequence should be random (RFC 3550 5.1).
     pub fn new(ssrc: u32, initial_sequence: u16, mtu: usize) -> Result<Self, MtuError> {
-        if !(MIN_MTU..=MAX_MTU).contains(&mtu) {
-            return Err(MtuError(mtu));
-        }
         Ok(Packetizer {
-            ssrc,
-            sequence: initial_sequence,
-            mtu,
+            sender: rtp::Sender::new(ssrc, initial_sequence, mtu, MIN_MTU)?,
             payload_type: PAYLOAD_TYPE_H264,
             sets: ParameterSets {
                 sps: [0; MAX_PARAMETER_SET],
@@ -93,12 +73,12 @@ impl Packetizer {
     }
 
     pub fn ssrc(&self) -> u32 {
-        self.ssrc
+        self.sender.ssrc()
     }
 
     /// Sequence number the next packet will carry.
     pub fn next_sequence(&self) -> u16 {
-        self.sequence
+        self.sender.next_sequence()
     }
 
     /// The latest SPS and PPS seen (what the SDP's sprop-parameter-sets
@@ -156,59 +136,9 @@ pub struct Packets<'p, 'a> {
     timestamp: u32,
 }
 
-/// One RTP packet: header bytes held inline, payload borrowed from the
-/// access unit.
-#[derive(Clone)]
-pub struct OutgoingPacket<'a> {
-    header: [u8; MAX_HEADER_LEN],
-    header_len: usize,
-    pub payload: &'a [u8],
-}
-
-impl core::fmt::Debug for OutgoingPacket<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("OutgoingPacket")
-            .field("header", &self.header())
-            .field("payload_len", &self.payload.len())
-            .finish()
-    }
-}
-
-impl OutgoingPacket<'_> {
-    /// The RTP header and what RFC 6184 puts before the payload.
-    pub fn header(&self) -> &[u8] {
-        &self.header[..self.header_len]
-    }
-
-    /// Length of the RTP packet.
-    pub fn len(&self) -> usize {
-        self.header_len + self.payload.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    /// RTP payload length (what an RTCP octet count adds up).
-    pub fn payload_len(&self) -> usize {
-        self.len() - HEADER_LEN
-    }
-
-    pub fn marker(&self) -> bool {
-        self.header[1] & 0x80 != 0
-    }
-
-    pub fn sequence(&self) -> u16 {
-        u16::from_be_bytes([self.header[2], self.header[3]])
-    }
-
-    /// Copies the whole packet into `out`, which must hold
-    /// [`OutgoingPacket::len`] bytes.
-    pub fn write_to(&self, out: &mut [u8]) {
-        out[..self.header_len].copy_from_slice(self.header());
-        out[self.header_len..self.len()].copy_from_slice(self.payload);
-    }
-}
+/// One RTP packet of H.264: the RTP header and the FU-A or STAP-A bytes,
+/// then a slice of the access unit.
+pub type OutgoingPacket<'a> = rtp::OutgoingPacket<'a, MAX_HEADER_LEN>;
 
 /// A STAP-A of `units` after `h` bytes of `header`; its length.
 fn stap_a(header: &mut [u8], mut h: usize, units: &[&[u8]]) -> usize {
@@ -228,7 +158,7 @@ impl<'a> Iterator for Packets<'_, 'a> {
     type Item = OutgoingPacket<'a>;
 
     fn next(&mut self) -> Option<OutgoingPacket<'a>> {
-        let max_payload = self.packetizer.mtu - HEADER_LEN;
+        let max_payload = self.packetizer.sender.mtu() - HEADER_LEN;
         let mut header = [0u8; MAX_HEADER_LEN];
         let mut payload: &'a [u8] = &[];
         let header_len;
@@ -280,23 +210,11 @@ impl<'a> Iterator for Packets<'_, 'a> {
                 }
             }
         }
+        let marker = self.current.is_none() && !self.sets_first;
         let p = &mut *self.packetizer;
-        let rtp_header = rtp::Header {
-            marker: self.current.is_none() && !self.sets_first,
-            payload_type: p.payload_type,
-            sequence: p.sequence,
-            timestamp: self.timestamp,
-            ssrc: p.ssrc,
-        };
-        p.sequence = p.sequence.wrapping_add(1);
-        let mut fixed = [0u8; HEADER_LEN];
-        rtp_header.write(&mut fixed);
-        header[..HEADER_LEN].copy_from_slice(&fixed);
-        Some(OutgoingPacket {
-            header,
-            header_len,
-            payload,
-        })
+        p.sender
+            .header(&mut header, marker, p.payload_type, self.timestamp);
+        Some(OutgoingPacket::new(header, header_len, payload))
     }
 }
 

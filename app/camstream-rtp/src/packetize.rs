@@ -17,8 +17,7 @@ pub const MAX_HEADER_LEN: usize =
 /// Smallest MTU (RTP header + payload) that leaves room for scan data in
 /// every packet, the first included.
 pub const MIN_MTU: usize = MAX_HEADER_LEN + 64;
-/// Largest MTU: an RTP packet must fit the 16-bit length of TCP interleaving.
-pub const MAX_MTU: usize = 65_535;
+pub use crate::rtp::{MAX_MTU, MtuError};
 
 /// Q value meaning "tables in every frame" (RFC 2435 4.2).
 pub const Q_DYNAMIC: u8 = 255;
@@ -42,51 +41,32 @@ pub fn needs_x_dimensions(width: u16, height: u16) -> bool {
         || height > MAX_HEADER_DIMENSION
 }
 
-/// MTU outside `MIN_MTU..=MAX_MTU`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MtuError(pub usize);
-
-impl core::fmt::Display for MtuError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "MTU {} is outside {}..={}", self.0, MIN_MTU, MAX_MTU)
-    }
-}
-
-impl core::error::Error for MtuError {}
-
 /// Packetizer state for one RTP stream: SSRC, next sequence number, MTU.
 #[derive(Debug, Clone)]
 pub struct Packetizer {
-    ssrc: u32,
-    sequence: u16,
-    mtu: usize,
+    sender: rtp::Sender,
 }
 
 impl Packetizer {
     /// `mtu` counts the RTP header and payload (not UDP/IP or TCP framing).
     /// SSRC and initial sequence should be random (RFC 3550 5.1).
     pub fn new(ssrc: u32, initial_sequence: u16, mtu: usize) -> Result<Self, MtuError> {
-        if !(MIN_MTU..=MAX_MTU).contains(&mtu) {
-            return Err(MtuError(mtu));
-        }
         Ok(Packetizer {
-            ssrc,
-            sequence: initial_sequence,
-            mtu,
+            sender: rtp::Sender::new(ssrc, initial_sequence, mtu, MIN_MTU)?,
         })
     }
 
     pub fn ssrc(&self) -> u32 {
-        self.ssrc
+        self.sender.ssrc()
     }
 
     pub fn mtu(&self) -> usize {
-        self.mtu
+        self.sender.mtu()
     }
 
     /// Sequence number the next packet will carry.
     pub fn next_sequence(&self) -> u16 {
-        self.sequence
+        self.sender.next_sequence()
     }
 
     /// The packets of one frame, all with `timestamp` (90 kHz), the last
@@ -112,58 +92,8 @@ pub struct Packets<'p, 'j> {
     done: bool,
 }
 
-/// One RTP packet: header bytes held inline, payload borrowed from the frame.
-#[derive(Clone)]
-pub struct OutgoingPacket<'a> {
-    header: [u8; MAX_HEADER_LEN],
-    header_len: usize,
-    /// Scan data this packet carries.
-    pub payload: &'a [u8],
-}
-
-impl core::fmt::Debug for OutgoingPacket<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("OutgoingPacket")
-            .field("header", &self.header())
-            .field("payload_len", &self.payload.len())
-            .finish()
-    }
-}
-
-impl OutgoingPacket<'_> {
-    /// RTP header and RTP/JPEG headers.
-    pub fn header(&self) -> &[u8] {
-        &self.header[..self.header_len]
-    }
-
-    /// Length of the RTP packet.
-    pub fn len(&self) -> usize {
-        self.header_len + self.payload.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    /// RTP payload length (what an RTCP octet count adds up).
-    pub fn payload_len(&self) -> usize {
-        self.len() - rtp::HEADER_LEN
-    }
-
-    pub fn marker(&self) -> bool {
-        self.header[1] & 0x80 != 0
-    }
-
-    pub fn sequence(&self) -> u16 {
-        u16::from_be_bytes([self.header[2], self.header[3]])
-    }
-
-    /// Copies the whole packet into `out`, which must hold [`OutgoingPacket::len`] bytes.
-    pub fn write_to(&self, out: &mut [u8]) {
-        out[..self.header_len].copy_from_slice(self.header());
-        out[self.header_len..self.len()].copy_from_slice(self.payload);
-    }
-}
+/// One RTP/JPEG packet (RTP, JPEG, restart and quantization headers).
+pub type OutgoingPacket<'a> = rtp::OutgoingPacket<'a, MAX_HEADER_LEN>;
 
 impl<'j> Iterator for Packets<'_, 'j> {
     type Item = OutgoingPacket<'j>;
@@ -208,29 +138,18 @@ impl<'j> Iterator for Packets<'_, 'j> {
             h += t1.data.len();
         }
 
-        let room = self.packetizer.mtu - h;
+        let room = self.packetizer.mtu() - h;
         let end = (self.offset + room).min(j.scan.len());
         let payload = &j.scan[self.offset..end];
         self.offset = end;
         let marker = end == j.scan.len();
         self.done = marker;
 
-        let p = &mut *self.packetizer;
-        rtp::Header {
-            marker,
-            payload_type: PAYLOAD_TYPE_JPEG,
-            sequence: p.sequence,
-            timestamp: self.timestamp,
-            ssrc: p.ssrc,
-        }
-        .write((&mut header[..rtp::HEADER_LEN]).try_into().unwrap());
-        p.sequence = p.sequence.wrapping_add(1);
+        self.packetizer
+            .sender
+            .header(&mut header, marker, PAYLOAD_TYPE_JPEG, self.timestamp);
 
-        Some(OutgoingPacket {
-            header,
-            header_len: h,
-            payload,
-        })
+        Some(OutgoingPacket::new(header, h, payload))
     }
 }
 

@@ -30,6 +30,152 @@ impl Header {
     }
 }
 
+/// Largest MTU: an RTP packet must fit the 16-bit length of TCP
+/// interleaving.
+pub const MAX_MTU: usize = 65_535;
+
+/// An MTU a payload format cannot use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MtuError {
+    pub mtu: usize,
+    /// The smallest the format takes (room for its largest headers).
+    pub min: usize,
+}
+
+impl core::fmt::Display for MtuError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "MTU {} is outside {}..={MAX_MTU}", self.mtu, self.min)
+    }
+}
+
+impl core::error::Error for MtuError {}
+
+/// One RTP stream as its sender numbers it: SSRC, the next sequence number,
+/// the MTU (the RTP header and payload, not UDP/IP or TCP framing).
+#[derive(Debug, Clone)]
+pub struct Sender {
+    ssrc: u32,
+    sequence: u16,
+    mtu: usize,
+}
+
+impl Sender {
+    /// SSRC and initial sequence should be random (RFC 3550 5.1); `min_mtu`
+    /// is the payload format's smallest.
+    pub fn new(
+        ssrc: u32,
+        initial_sequence: u16,
+        mtu: usize,
+        min_mtu: usize,
+    ) -> Result<Sender, MtuError> {
+        if !(min_mtu..=MAX_MTU).contains(&mtu) {
+            return Err(MtuError { mtu, min: min_mtu });
+        }
+        Ok(Sender {
+            ssrc,
+            sequence: initial_sequence,
+            mtu,
+        })
+    }
+
+    pub fn ssrc(&self) -> u32 {
+        self.ssrc
+    }
+
+    pub fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    /// Sequence number the next packet will carry.
+    pub fn next_sequence(&self) -> u16 {
+        self.sequence
+    }
+
+    /// Writes the next packet's fixed header at the start of `out`.
+    pub fn header(&mut self, out: &mut [u8], marker: bool, payload_type: u8, timestamp: u32) {
+        Header {
+            marker,
+            payload_type,
+            sequence: self.sequence,
+            timestamp,
+            ssrc: self.ssrc,
+        }
+        .write(
+            (&mut out[..HEADER_LEN])
+                .try_into()
+                .expect("HEADER_LEN bytes"),
+        );
+        self.sequence = self.sequence.wrapping_add(1);
+    }
+}
+
+/// One RTP packet to send: its headers (the fixed RTP header, then what
+/// the payload format puts before the payload) held inline in `N` bytes,
+/// the payload borrowed from the frame. A payload format's packetizer makes
+/// them without allocating.
+#[derive(Clone)]
+pub struct OutgoingPacket<'a, const N: usize> {
+    header: [u8; N],
+    header_len: usize,
+    pub payload: &'a [u8],
+}
+
+impl<const N: usize> core::fmt::Debug for OutgoingPacket<'_, N> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("OutgoingPacket")
+            .field("header", &self.header())
+            .field("payload_len", &self.payload.len())
+            .finish()
+    }
+}
+
+impl<'a, const N: usize> OutgoingPacket<'a, N> {
+    /// `header_len` bytes of `header` (the RTP header written at its
+    /// start) before `payload`.
+    pub fn new(header: [u8; N], header_len: usize, payload: &'a [u8]) -> Self {
+        debug_assert!((HEADER_LEN..=N).contains(&header_len));
+        OutgoingPacket {
+            header,
+            header_len,
+            payload,
+        }
+    }
+
+    /// The RTP header and the payload format's headers.
+    pub fn header(&self) -> &[u8] {
+        &self.header[..self.header_len]
+    }
+
+    /// Length of the RTP packet.
+    pub fn len(&self) -> usize {
+        self.header_len + self.payload.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// RTP payload length (what an RTCP octet count adds up).
+    pub fn payload_len(&self) -> usize {
+        self.len() - HEADER_LEN
+    }
+
+    pub fn marker(&self) -> bool {
+        self.header[1] & 0x80 != 0
+    }
+
+    pub fn sequence(&self) -> u16 {
+        u16::from_be_bytes([self.header[2], self.header[3]])
+    }
+
+    /// Copies the whole packet into `out`, which must hold
+    /// [`OutgoingPacket::len`] bytes.
+    pub fn write_to(&self, out: &mut [u8]) {
+        out[..self.header_len].copy_from_slice(self.header());
+        out[self.header_len..self.len()].copy_from_slice(self.payload);
+    }
+}
+
 /// A received RTP packet, borrowing its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IncomingPacket<'a> {

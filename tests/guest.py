@@ -101,7 +101,8 @@ def firmware_fixture(**kwargs):
 class Guest:
     def __init__(self, memory: str = "256M", testdrive: bool = True, wait: bool = True,
                  image: Path | None = None, drive: Path | None = None, password_needed: bool = False,
-                 ssh: bool = False, board: str = "qemu_aarch64", host_port: int | None = None):
+                 ssh: bool = False, board: str = "qemu_aarch64", host_port: int | None = None,
+                 bios: Path | None = None):
         """`image`: a disk image of the test's own, booted without a snapshot
         (its writes stay, as on a real board); `drive`: a read-only second
         disk instead of the test drive; `password_needed`: the host's
@@ -109,7 +110,8 @@ class Guest:
         `ssh`: the guest's SSH port forwarded to `ssh_port`; `board`:
         scripts/qemu --board (rpi3_64: no extra drive, no PCIe);
         `host_port`: the host's 127.0.0.1:PORT reachable from the guest at
-        10.0.2.100:PORT (scripts/qemu --host-port)."""
+        10.0.2.100:PORT (scripts/qemu --host-port); `bios`: the virt
+        board's U-Boot (scripts/qemu --bios)."""
         self.rtsp_port = free_port()
         self.http_port = free_port()
         self.ssh_port = free_port() if ssh else None
@@ -125,7 +127,9 @@ class Guest:
             args += ["--snapshot"]
             if FIRMWARE and board == FIRMWARE_BOARD:
                 args += ["--image", str(IMAGE / "sdcard.img")]
-        if FIRMWARE and board == FIRMWARE_BOARD == "qemu_aarch64":
+        if bios:
+            args += ["--bios", str(bios)]
+        elif FIRMWARE and board == FIRMWARE_BOARD == "qemu_aarch64":
             args += ["--bios", str(IMAGE / "u-boot.bin")]
         if board != "qemu_aarch64":
             testdrive = False
@@ -260,6 +264,13 @@ class Guest:
                 pass
             time.sleep(0.2)
         raise TimeoutError(f"no frame from {self.url} within {timeout} s")
+
+    def health_checked(self, timeout: float = 120) -> None:
+        """Waits until the boot's health check has written the boot state:
+        it holds camstream-update's lock until then, and begins once
+        camstream's first frame went out to a client (at most 20 s without
+        one; docs/UPDATE.md)."""
+        self.sh("flock /run/camstream-update.lock true", timeout=timeout)
 
     def diagnose(self) -> str:
         """What the guest's camstream is doing, for a failure message: its

@@ -96,7 +96,8 @@ def test_read_only_root_and_data_partition(firmware):
 def test_update_machinery_is_in_place(firmware):
     """What updates rely on (tests/test_ota.py does the updates): the boot
     partition with U-Boot's A/B state, RAUC seeing the slots, the watchdog
-    fed once the slot was marked good."""
+    fed, the slot marked good once the first frame went out."""
+    firmware.health_checked()
     mounts = firmware.sh("cat /proc/mounts")
     assert re.search(r"^/dev/vda1 /boot/firmware vfat rw[ ,]", mounts, re.M), mounts
     assert "rauc.slot=A" in firmware.sh("cat /proc/cmdline")

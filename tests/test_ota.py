@@ -173,11 +173,15 @@ class Board:
         self.g = self.boot()
 
     def boot(self) -> guest.Guest:
+        """Boots the disk to a frame at the host and the boot state written
+        (the health check waits for the first frame)."""
         g = guest.Guest(board=self.ota.board, image=self.disk, drive=self.ota.drive, host_port=self.ota.http_port,
                         wait=False)
         g.wait_booted(timeout=120 * self.slow)
         self.g = g
         self.mount()
+        self.framed = g.first_frame(timeout=120 * self.slow)
+        g.health_checked(timeout=120 * self.slow)
         return g
 
     def mount(self) -> None:
@@ -368,7 +372,7 @@ def test_power_cut_while_writing_keeps_the_old_slot(firmware_on_each_board):
     assert b.slot() == "A" and b.version() == b.ota.v1
     state = b.boot_state()
     assert state["BOOT_ORDER"].split()[0] == "A", state
-    framed = b.g.first_frame(timeout=60 * b.slow)
+    framed = b.framed
     figure(f"OTA on {b.ota.board}: power cut while writing slot B: back to streaming from slot A "
            f"{framed - cut:.1f} s after")
     # And the next update goes through (the same code on both boards: on

@@ -74,7 +74,9 @@ def test_the_boot_partition_is_the_pis(firmware):
 
 def test_the_ab_counter_on_the_boot_partition(firmware):
     """U-Boot took one attempt from slot A; the health check gave it back
-    once camstream streamed, through RAUC and fw_setenv on the FAT file."""
+    once camstream's first frame went out, through RAUC and fw_setenv on
+    the FAT file."""
+    firmware.health_checked(timeout=240)
     state = firmware.sh("fw_printenv BOOT_ORDER BOOT_A_LEFT BOOT_B_LEFT")
     assert state.split() == ["BOOT_ORDER=A", "B", "BOOT_A_LEFT=3", "BOOT_B_LEFT=0"], state
     assert "in slot A" in firmware.sh("camstream-update status")

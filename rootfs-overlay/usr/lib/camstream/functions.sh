@@ -36,6 +36,14 @@ data_kept() {
     [ "$(awk '$2 == "/data" { print $3 }' /proc/mounts)" = ext4 ]
 }
 
+# boot_time STEP start|end|at: a line of the boot chart, /run/boot-times:
+# the uptime, STEP (one word) and the event (at: a moment, not a span).
+# scripts/bench-boot reads it with the kernel's own stamps.
+boot_time() {
+    read -r up _ </proc/uptime
+    echo "$up $1 $2" >>/run/boot-times
+}
+
 # The logging verbs of every script. log TAG MESSAGE [PRIORITY]: to the
 # system log (logread) under TAG, at PRIORITY (notice unless given; err for
 # what went wrong).

@@ -144,6 +144,11 @@ pub struct Fanout {
     labels: Vec<(&'static str, Delivery)>,
     pub latency: SendLatency,
     present: bool,
+    /// When the fan-out began, and whether a client has had a frame since:
+    /// the first one is said in the log, which the boot's health check
+    /// waits for (docs/UPDATE.md).
+    started: Mono,
+    first_out: bool,
 }
 
 impl Fanout {
@@ -164,6 +169,8 @@ impl Fanout {
             labels: Vec::new(),
             latency: SendLatency::default(),
             present: true,
+            started: Mono::now(),
+            first_out: false,
         })
     }
 
@@ -312,15 +319,30 @@ impl Fanout {
             return;
         };
         s.frames_sent += 1;
-        let d = &mut self.labels[usize::from(s.label.0)].1;
+        let label = s.label;
+        let d = &mut self.labels[usize::from(label.0)].1;
         d.frames_sent += 1;
         d.bytes_sent += bytes as u64;
+        self.out(label);
     }
 
     /// Bytes of a frame sent outside any subscription (a snapshot of the
     /// newest frame).
     pub fn count_bytes(&mut self, label: Label, bytes: usize) {
         self.labels[usize::from(label.0)].1.bytes_sent += bytes as u64;
+        self.out(label);
+    }
+
+    /// A frame went out whole to a client of `label`.
+    fn out(&mut self, label: Label) {
+        if !self.first_out {
+            self.first_out = true;
+            log::info!(
+                "first frame sent to a client ({}), {:.1} s after the start",
+                self.labels[usize::from(label.0)].0,
+                Mono::now().saturating_sub(self.started).as_secs_f64()
+            );
+        }
     }
 
     /// Whether the camera is there (its newest frame is its picture).

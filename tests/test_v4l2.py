@@ -2,7 +2,10 @@
 kernel): vivid (raw formats, encoded by camstream) and v4l2loopback fed JPEG
 frames (an MJPEG camera), with a client on the host through a forwarded
 port. An unplug is a driver unbind; the RTSP session must survive it. The
-firmware's own camstream service is stopped; each test runs its own."""
+firmware's own camstream service is stopped; each test runs its own. One
+boot serves the file: after each test its camstream and feeder are ended,
+v4l2loopback unloaded and vivid bound afresh (its controls back to their
+defaults), which is the state a fresh boot leaves."""
 
 from __future__ import annotations
 
@@ -21,16 +24,27 @@ from test_interop import ffmpeg_client
 
 
 @pytest.fixture(scope="module")
-def image():
+def booted():
     guest.build()
-
-
-@pytest.fixture
-def firmware(image):
     g = guest.Guest()
     g.sh("/etc/init.d/S50camstream stop")
     yield g
     g.close()
+
+
+VIVID = "/sys/bus/platform/drivers/vivid"
+
+
+@pytest.fixture
+def firmware(booted):
+    yield booted
+    # What a test may leave running or loaded, ended; vivid unbound (if it
+    # is bound) and bound again: a new instance, with default controls.
+    booted.sh("for f in /tmp/camstream.pid /tmp/feed.pid; do [ ! -f $f ] || kill $(cat $f) 2>/dev/null; "
+              "rm -f $f; done; while pidof camstream v4l2-feed >/dev/null; do sleep 0.1; done; "
+              "! grep -q v4l2loopback /proc/modules || rmmod v4l2loopback; "
+              f"[ ! -e {VIVID}/vivid.0 ] || echo vivid.0 >{VIVID}/unbind; echo vivid.0 >{VIVID}/bind; "
+              f"until [ -e /dev/video0 ] && [ -e {VIVID}/vivid.0 ]; do sleep 0.1; done")
 
 
 def start(firmware: guest.Guest, args: str, log: str = "/tmp/camstream.log") -> str:
@@ -161,8 +175,8 @@ def test_unplug_and_replug_keep_the_session(firmware):
     # buffers and binary pages the kernel drops and reloads at will).
     usage = f"ls /proc/{pid}/fd | wc -l; grep RssAnon /proc/{pid}/status"
 
-    unbind = "echo vivid.0 > /sys/bus/platform/drivers/vivid/unbind"
-    bind = "echo vivid.0 > /sys/bus/platform/drivers/vivid/bind"
+    unbind = f"echo vivid.0 > {VIVID}/unbind"
+    bind = f"echo vivid.0 > {VIVID}/bind"
 
     def cycles(until: int) -> None:
         """Unplugs and replugs until camstream has had the camera back

@@ -161,9 +161,14 @@ def test_mjpeg_camera_passthrough_and_repair(firmware):
 
 
 def test_unplug_and_replug_keep_the_session(firmware):
-    """The driver goes away under a streaming session and comes back, 100
+    """The driver goes away under a streaming session and comes back, 60
     times: the session keeps going, frames resume each time, and the daemon
-    ends with the descriptors and memory it started with."""
+    ends with the descriptors and memory it started with. The heap grows
+    over the first ~30 cycles (about 4 KiB a cycle) and is flat after; it
+    is compared over the 30 after those, failing at 12 KiB of growth: a
+    leak of 410 bytes a cycle or more (the 70 cycles compared before
+    failed at 32 KiB: 468 bytes a cycle), while a page or two of the
+    allocator's own pass. A descriptor a cycle shows in any count."""
     # This client sends no RTCP: keep its session for the whole test.
     start(firmware, "--source v4l2:auto --width 320 --height 180 --fps 30 --session-timeout 3600")
     c = Client(firmware.rtsp_port, timeout=30)
@@ -198,20 +203,20 @@ def test_unplug_and_replug_keep_the_session(firmware):
         cycles(30)
         time.sleep(1)
         before = firmware.sh(usage)
-        cycles(100)
+        cycles(60)
         time.sleep(2)
         after = firmware.sh(usage)
     frames_after = len(whole_frames(c.packets(2)))
     log = firmware.sh("cat /tmp/camstream.log")
     assert quiet == 0, "no frames while unplugged"
     assert frames_after >= 20, f"streaming resumed on the same session:\n{log}"
-    assert log.count("camera back after") == 100, log
+    assert log.count("camera back after") == 60, log
     assert "ended" not in log, "the session outlived every unplug"
     fds_before, rss_before = int(before.split()[0]), int(before.split()[2])
     fds_after, rss_after = int(after.split()[0]), int(after.split()[2])
-    print(f"unplug/replug cycles 30 -> 100: fds {fds_before} -> {fds_after}, "
+    print(f"unplug/replug cycles 30 -> 60: fds {fds_before} -> {fds_after}, "
           f"RssAnon {rss_before} -> {rss_after} kB")
     assert fds_after == fds_before, (before, after)
-    assert rss_after - rss_before < 32, (before, after)
+    assert rss_after - rss_before < 12, (before, after)
     c.close()
     stop(firmware)

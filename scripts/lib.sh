@@ -25,6 +25,12 @@ step_end() {
 "
     step_name=""
 }
+# `step_beside NAME SECONDS`: a job that ran beside the steps, listed with
+# its own time in brackets (not part of the total, which is the clock's).
+step_beside() {
+    step_list="$step_list$(printf '%6s s  %s' "($2)" "$1")
+"
+}
 step_times() {
     set -- "$1" $?
     step_end
@@ -86,6 +92,10 @@ need_packages() (
         package_installed "$p" || missing="$missing $p"
     done
     [ -n "$missing" ] || return 0
+    # One install at a time (flock, util-linux): ci/test runs steps beside
+    # each other, and apt gives up at once while another apt holds its lock.
+    exec 9>>"${TMPDIR:-/tmp}/camstream-need-packages.lock"
+    flock 9
     echo "Installing Debian packages:$missing" >&2
     as_root apt-get update -q >&2
     # shellcheck disable=SC2086 # one word per package

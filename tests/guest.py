@@ -44,9 +44,17 @@ def image_of(board: str) -> Path:
     return ROOT / ("output/image" if board == "qemu_aarch64" else f"output/image-{board}")
 
 
+# The boards build() has built in this test run.
+BUILT: set[str] = set()
+
+
 def build(board: str = "qemu_aarch64") -> None:
     """Builds (or updates) the firmware image of `board` (not a given
-    CAMSTREAM_FIRMWARE) and, for the virt board, the tests' extra drive."""
+    CAMSTREAM_FIRMWARE) and, for the virt board, the tests' extra drive;
+    once a test run: the tree does not change under it, and each test
+    file asks."""
+    if board in BUILT:
+        return
     if FIRMWARE:
         # The test drive's v4l2loopback is built for the kernel scripts/image
         # takes from Debian; Guest refuses it with a given firmware.
@@ -56,6 +64,7 @@ def build(board: str = "qemu_aarch64") -> None:
     subprocess.run([str(ROOT / "scripts/image"), "--board", board], check=True, timeout=1800)
     if board == "qemu_aarch64":
         subprocess.run([str(ROOT / "tests/qemu/build")], check=True, timeout=1800)
+    BUILT.add(board)
 
 
 @contextlib.contextmanager

@@ -410,40 +410,43 @@ def test_rauc_dying_is_told_apart_from_a_failed_install(firmware):
     assert "pending: " not in b.sh("camstream-update status")
 
 
-@pytest.mark.parametrize("board_name", ["qemu_aarch64", "rpi3_64"])
-def test_readme_update_steps_under_qemu(board_name, tmp_path):
-    """README's "Update a board" under QEMU, as a person follows it:
-    scripts/bundle prints the bundle, Python's web server serves its folder
-    on the host's 127.0.0.1, scripts/qemu --host-port lets the board reach
-    it, camstream-update installs it into slot B, reboots and keeps it. On
-    the emulated Pi that is the Pi's layout: U-Boot for the Pi, boot.cmd's
-    A/B state on its FAT partition, slots on the SD card."""
-    guest.build(board_name)
-    out = guest.image_of(board_name)
+def readme_update_steps(g: guest.Guest, board_name: str, out: Path, url: str) -> None:
+    """README's "Update a board", as a person follows it, on a board `g`
+    booted in slot A with `url` (Python's web server on the host's
+    127.0.0.1, reached through scripts/qemu --host-port) serving `out`:
+    scripts/bundle prints the bundle it made there, camstream-update
+    installs it into slot B, reboots and keeps it."""
     made = subprocess.run([str(ROOT / "scripts/bundle"), str(out / "rootfs.ext4")], capture_output=True, text=True,
                           check=True, timeout=300).stdout.strip().splitlines()[-1]
     path = ROOT / made
     assert path.parent == out and path.name.startswith(f"camstream-{board_name}-"), made
+    version = g.sh("sed -n 's/^VERSION_ID=//p' /etc/os-release").strip()
+    start = time.monotonic()
+    g.p.sendline(f"camstream-update {url}/{path.name}")
+    g.p.expect("rebooting into slot B", timeout=600)
+    installed = time.monotonic()
+    # U-Boot again (its banner goes to the Pi's screen, not the serial port).
+    g.p.expect("Hit any key to stop autoboot", timeout=120)
+    g.wait_booted(timeout=300)
+    g.wait_for("camstream-update status", "kept", timeout=180)
+    kept = time.monotonic()
+    figure(f"OTA on {board_name} by README's steps: download+install {installed - start:.0f} s, "
+           f"kept {kept - start:.0f} s after the command")
+    assert re.search(r"rauc\.slot=B", g.sh("cat /proc/cmdline"))
+    assert f"update to {version} kept (slot B)" in g.sh("camstream-update status")
+    assert g.sh("fw_printenv BOOT_ORDER").strip() == "BOOT_ORDER=B A"
+    assert g.first_frame(timeout=60)
+
+
+def test_readme_update_steps_under_qemu():
+    """README's update steps on the virt board (test_pi follows them on the
+    emulated Pi, on the guest its other tests booted)."""
+    guest.build()
     g = None
-    with guest.web_server(out) as (port, url):
+    with guest.web_server(guest.IMAGE) as (port, url):
         try:
-            g = guest.Guest(board=board_name, host_port=port, testdrive=False)
-            version = g.sh("sed -n 's/^VERSION_ID=//p' /etc/os-release").strip()
-            start = time.monotonic()
-            g.p.sendline(f"camstream-update {url}/{path.name}")
-            g.p.expect("rebooting into slot B", timeout=600)
-            installed = time.monotonic()
-            # U-Boot again (its banner goes to the Pi's screen, not the serial port).
-            g.p.expect("Hit any key to stop autoboot", timeout=120)
-            g.wait_booted(timeout=300)
-            g.wait_for("camstream-update status", "kept", timeout=180)
-            kept = time.monotonic()
-            figure(f"OTA on {board_name} by README's steps: download+install {installed - start:.0f} s, "
-                   f"kept {kept - start:.0f} s after the command")
-            assert re.search(r"rauc\.slot=B", g.sh("cat /proc/cmdline"))
-            assert f"update to {version} kept (slot B)" in g.sh("camstream-update status")
-            assert g.sh("fw_printenv BOOT_ORDER").strip() == "BOOT_ORDER=B A"
-            assert g.first_frame(timeout=60)
+            g = guest.Guest(host_port=port, testdrive=False)
+            readme_update_steps(g, "qemu_aarch64", guest.IMAGE, url)
         finally:
             if g is not None:
                 g.close()

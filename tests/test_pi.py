@@ -4,7 +4,9 @@ BCM2837, SD host, mini UART, DWC2 USB; no GPU firmware): the image
 with CAMSTREAM_FIRMWARE a Buildroot rpi3_64 build's own sdcard.img, booted
 by `scripts/qemu --board rpi3_64` (U-Boot for the Pi, boot.cmd's A/B
 choice, the kernel with the Pi's device tree, root on the SD card) and
-streaming to the host over a USB network adapter."""
+streaming to the host over a USB network adapter. One boot serves the file;
+its last test follows README's update steps on it (test_ota.py has them),
+from the host's web server the board was booted to reach."""
 
 from __future__ import annotations
 
@@ -14,25 +16,30 @@ import threading
 import pytest
 
 import guest
+from test_ota import readme_update_steps
 
 BOARD = "rpi3_64"
+IMAGE = guest.image_of(BOARD)
 
 
 @pytest.fixture(scope="module")
 def firmware():
     guest.build(BOARD)
-    g = guest.Guest(board=BOARD, wait=False)
-    # The console must be read while the host waits for the first frame.
-    first: list[float] = []
-    t = threading.Thread(target=lambda: first.append(g.first_frame(timeout=240)), daemon=True)
-    t.start()
-    try:
-        g.wait_booted(timeout=240)
-        t.join(250)
-        g.boot_to_frame = first[0] - g.started if first else None
-        yield g
-    finally:
-        g.close()
+    # README's update steps (the last test) serve the bundle from here.
+    with guest.web_server(IMAGE) as (port, url):
+        g = guest.Guest(board=BOARD, wait=False, host_port=port)
+        g.bundles = url
+        # The console must be read while the host waits for the first frame.
+        first: list[float] = []
+        t = threading.Thread(target=lambda: first.append(g.first_frame(timeout=240)), daemon=True)
+        t.start()
+        try:
+            g.wait_booted(timeout=240)
+            t.join(250)
+            g.boot_to_frame = first[0] - g.started if first else None
+            yield g
+        finally:
+            g.close()
 
 
 def test_boots_from_the_sd_card_to_streaming(firmware):
@@ -120,3 +127,10 @@ def test_the_watchdog_is_not_armed_under_emulation(firmware):
     assert "camstream.qemu.watchdog=off" in firmware.sh("cat /proc/cmdline")
     assert "the watchdog is off under this emulator" in firmware.console_text
     assert not firmware.sh("pidof watchdog", check=False).strip()
+
+
+def test_readme_update_steps_on_the_pi(firmware):
+    """README's "Update a board" on the Pi's layout: U-Boot for the Pi,
+    boot.cmd's A/B state on its FAT partition, slots on the SD card. Last:
+    it leaves the board in slot B."""
+    readme_update_steps(firmware, BOARD, IMAGE, firmware.bundles)

@@ -2,7 +2,10 @@
 kernel): vivid (raw formats, encoded by camstream) and v4l2loopback fed JPEG
 frames (an MJPEG camera), with a client on the host through a forwarded
 port. An unplug is a driver unbind; the RTSP session must survive it. The
-firmware's own camstream service is stopped; each test runs its own."""
+firmware's own camstream service is stopped; each test runs its own. One
+boot serves the file: after each test its camstream and feeder are ended,
+v4l2loopback unloaded and vivid bound afresh (its controls back to their
+defaults), which is the state a fresh boot leaves."""
 
 from __future__ import annotations
 
@@ -21,16 +24,27 @@ from test_interop import ffmpeg_client
 
 
 @pytest.fixture(scope="module")
-def image():
+def booted():
     guest.build()
-
-
-@pytest.fixture
-def firmware(image):
     g = guest.Guest()
     g.sh("/etc/init.d/S50camstream stop")
     yield g
     g.close()
+
+
+VIVID = "/sys/bus/platform/drivers/vivid"
+
+
+@pytest.fixture
+def firmware(booted):
+    yield booted
+    # What a test may leave running or loaded, ended; vivid unbound (if it
+    # is bound) and bound again: a new instance, with default controls.
+    booted.sh("for f in /tmp/camstream.pid /tmp/feed.pid; do [ ! -f $f ] || kill $(cat $f) 2>/dev/null; "
+              "rm -f $f; done; while pidof camstream v4l2-feed >/dev/null; do sleep 0.1; done; "
+              "! grep -q v4l2loopback /proc/modules || rmmod v4l2loopback; "
+              f"[ ! -e {VIVID}/vivid.0 ] || echo vivid.0 >{VIVID}/unbind; echo vivid.0 >{VIVID}/bind; "
+              f"until [ -e /dev/video0 ] && [ -e {VIVID}/vivid.0 ]; do sleep 0.1; done")
 
 
 def start(firmware: guest.Guest, args: str, log: str = "/tmp/camstream.log") -> str:
@@ -147,9 +161,14 @@ def test_mjpeg_camera_passthrough_and_repair(firmware):
 
 
 def test_unplug_and_replug_keep_the_session(firmware):
-    """The driver goes away under a streaming session and comes back, 100
+    """The driver goes away under a streaming session and comes back, 60
     times: the session keeps going, frames resume each time, and the daemon
-    ends with the descriptors and memory it started with."""
+    ends with the descriptors and memory it started with. The heap grows
+    over the first ~30 cycles (about 4 KiB a cycle) and is flat after; it
+    is compared over the 30 after those, failing at 12 KiB of growth: a
+    leak of 410 bytes a cycle or more (the 70 cycles compared before
+    failed at 32 KiB: 468 bytes a cycle), while a page or two of the
+    allocator's own pass. A descriptor a cycle shows in any count."""
     # This client sends no RTCP: keep its session for the whole test.
     start(firmware, "--source v4l2:auto --width 320 --height 180 --fps 30 --session-timeout 3600")
     c = Client(firmware.rtsp_port, timeout=30)
@@ -161,8 +180,8 @@ def test_unplug_and_replug_keep_the_session(firmware):
     # buffers and binary pages the kernel drops and reloads at will).
     usage = f"ls /proc/{pid}/fd | wc -l; grep RssAnon /proc/{pid}/status"
 
-    unbind = "echo vivid.0 > /sys/bus/platform/drivers/vivid/unbind"
-    bind = "echo vivid.0 > /sys/bus/platform/drivers/vivid/bind"
+    unbind = f"echo vivid.0 > {VIVID}/unbind"
+    bind = f"echo vivid.0 > {VIVID}/bind"
 
     def cycles(until: int) -> None:
         """Unplugs and replugs until camstream has had the camera back
@@ -184,20 +203,20 @@ def test_unplug_and_replug_keep_the_session(firmware):
         cycles(30)
         time.sleep(1)
         before = firmware.sh(usage)
-        cycles(100)
+        cycles(60)
         time.sleep(2)
         after = firmware.sh(usage)
     frames_after = len(whole_frames(c.packets(2)))
     log = firmware.sh("cat /tmp/camstream.log")
     assert quiet == 0, "no frames while unplugged"
     assert frames_after >= 20, f"streaming resumed on the same session:\n{log}"
-    assert log.count("camera back after") == 100, log
+    assert log.count("camera back after") == 60, log
     assert "ended" not in log, "the session outlived every unplug"
     fds_before, rss_before = int(before.split()[0]), int(before.split()[2])
     fds_after, rss_after = int(after.split()[0]), int(after.split()[2])
-    print(f"unplug/replug cycles 30 -> 100: fds {fds_before} -> {fds_after}, "
+    print(f"unplug/replug cycles 30 -> 60: fds {fds_before} -> {fds_after}, "
           f"RssAnon {rss_before} -> {rss_after} kB")
     assert fds_after == fds_before, (before, after)
-    assert rss_after - rss_before < 32, (before, after)
+    assert rss_after - rss_before < 12, (before, after)
     c.close()
     stop(firmware)

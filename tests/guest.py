@@ -90,7 +90,8 @@ def firmware_fixture(**kwargs):
 class Guest:
     def __init__(self, memory: str = "256M", testdrive: bool = True, wait: bool = True,
                  image: Path | None = None, drive: Path | None = None, password_needed: bool = False,
-                 ssh: bool = False, board: str = "qemu_aarch64", host_port: int | None = None):
+                 ssh: bool = False, board: str = "qemu_aarch64", host_port: int | None = None,
+                 qemu_args: list[str] | None = None):
         """`image`: a disk image of the test's own, booted without a snapshot
         (its writes stay, as on a real board); `drive`: a read-only second
         disk instead of the test drive; `password_needed`: the host's
@@ -98,7 +99,8 @@ class Guest:
         `ssh`: the guest's SSH port forwarded to `ssh_port`; `board`:
         scripts/qemu --board (rpi3_64: no extra drive, no PCIe);
         `host_port`: the host's 127.0.0.1:PORT reachable from the guest at
-        10.0.2.100:PORT (scripts/qemu --host-port)."""
+        10.0.2.100:PORT (scripts/qemu --host-port); `qemu_args`: more of
+        QEMU's arguments (devices)."""
         self.rtsp_port = free_port()
         self.http_port = free_port()
         self.ssh_port = free_port() if ssh else None
@@ -129,6 +131,7 @@ class Guest:
         args += ["--", "-qmp", f"unix:{self.qmp_path},server=on,wait=off"]
         if board == "qemu_aarch64":
             args += ["-device", "pcie-root-port,id=hp0,chassis=1"]
+        args += qemu_args or []
         self.console: list[str] = []
         self.testdrive = testdrive
         self.started = time.monotonic()

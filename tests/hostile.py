@@ -84,6 +84,10 @@ class Camera:
     def log_since(self, mark: int) -> list[str]:
         raise NotImplementedError
 
+    def blames(self, line: str) -> bool:
+        """Whether a line of the daemon's log names the honest clients."""
+        return f"{self.honest_peer}:" in line
+
 
 def closed_within(sock: socket.socket, seconds: float) -> bytes | None:
     """What the server sent before it closed `sock` (EOF or reset), or
@@ -149,8 +153,8 @@ def tunnel_post(camera: Camera, source: str, cookie: str) -> socket.socket:
 class Viewer:
     """An RTSP client with a password, playing over TCP interleaved. A
     thread reads everything the server sends: the RTP bytes by arrival
-    time, every response (in `responses`, and queued for `call`), and why
-    the connection ended."""
+    time (and each packet to `on_rtp`, if given), every response (in
+    `responses`, and queued for `call`), and why the connection ended."""
 
     def __init__(self, sock: socket.socket, url: str, user: str, send: Callable[[bytes], None] | None = None,
                  patience: float = 1.0):
@@ -164,6 +168,7 @@ class Viewer:
         self.replies: queue.Queue[Response] = queue.Queue()
         self.rtp: list[tuple[float, int]] = []
         self.ended: str | None = None
+        self.on_rtp: Callable[[float, bytes], None] | None = None
         self.stop = threading.Event()
         self.sock.settimeout(0.5)
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -194,6 +199,8 @@ class Viewer:
                         break
                     if buf[pos + 1] == 0:
                         self.rtp.append((now, n))
+                        if self.on_rtp:
+                            self.on_rtp(now, bytes(buf[pos + 4:pos + 4 + n]))
                     pos += 4 + n
                     continue
                 end = buf.find(b"\r\n\r\n", pos)
@@ -356,7 +363,7 @@ def leftover_post(camera: Camera) -> list[str]:
                 problems.append(f"{name}'s GET_PARAMETER was answered {wrong}")
             if stray := v.unasked():
                 problems.append(f"{name} received responses to the attacker's requests: {stray}")
-        blamed = [line for line in camera.log_since(mark) if f"{camera.honest_peer}:" in line]
+        blamed = [line for line in camera.log_since(mark) if camera.blames(line)]
         if blamed:
             problems.append("the log blames the honest clients' address for the attacker's bytes:\n  "
                             + "\n  ".join(blamed))

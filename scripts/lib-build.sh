@@ -38,8 +38,19 @@ cargo_aarch64() {
             CXX_aarch64_unknown_linux_gnu=aarch64-linux-gnu-g++ \
             PKG_CONFIG_ALLOW_CROSS=1 PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig \
             TURBOJPEG_SOURCE=explicit TURBOJPEG_LIB_DIR=/usr/lib/aarch64-linux-gnu TURBOJPEG_STATIC=1 \
-            /usr/bin/cargo "$@" --target aarch64-unknown-linux-gnu --target-dir "$ROOT/output/target"
+            /usr/bin/cargo "$@" --target aarch64-unknown-linux-gnu --target-dir "${AARCH64_TARGET_DIR:-$ROOT/output/target}"
     )
+}
+
+# camstream for aarch64 linked statically (glibc and libjpeg-turbo inside,
+# no libcamera: V4L2 cameras only), which runs on any aarch64 Linux, such
+# as a firmware image built from an older tree (scripts/soak). Its own
+# target directory: other flags than build_camstream_aarch64's. Prints its path.
+build_camstream_aarch64_static() {
+    AARCH64_TARGET_DIR="$ROOT/output/target-static" \
+        CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static" \
+        cargo_aarch64 build --release --locked -p camstream >&2
+    echo "$ROOT/output/target-static/aarch64-unknown-linux-gnu/release/camstream"
 }
 
 # RAUC for the QEMU image, cross-built from Debian's source of the rauc

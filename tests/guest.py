@@ -111,7 +111,7 @@ class Guest:
     def __init__(self, memory: str = "256M", testdrive: bool = True, wait: bool = True,
                  image: Path | None = None, drive: Path | None = None, password_needed: bool = False,
                  ssh: bool = False, board: str = "qemu_aarch64", host_port: int | None = None,
-                 bios: Path | None = None):
+                 bios: Path | None = None, qemu_args: list[str] | None = None):
         """`image`: a disk image of the test's own, booted without a snapshot
         (its writes stay, as on a real board); `drive`: a read-only second
         disk instead of the test drive; `password_needed`: the host's
@@ -120,7 +120,8 @@ class Guest:
         scripts/qemu --board (rpi3_64: no extra drive, no PCIe);
         `host_port`: the host's 127.0.0.1:PORT reachable from the guest at
         10.0.2.100:PORT (scripts/qemu --host-port); `bios`: the virt
-        board's U-Boot (scripts/qemu --bios)."""
+        board's U-Boot (scripts/qemu --bios); `qemu_args`: more of QEMU's
+        arguments (devices)."""
         self.rtsp_port = free_port()
         self.http_port = free_port()
         self.ssh_port = free_port() if ssh else None
@@ -153,6 +154,7 @@ class Guest:
         args += ["--", "-qmp", f"unix:{self.qmp_path},server=on,wait=off"]
         if board == "qemu_aarch64":
             args += ["-device", "pcie-root-port,id=hp0,chassis=1"]
+        args += qemu_args or []
         self.console: list[str] = []
         self.testdrive = testdrive
         self.started = time.monotonic()

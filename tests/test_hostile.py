@@ -1,56 +1,37 @@
-"""Hostile clients on the camera's network, five sequences as an attacker
-there runs them: the daemon in a network namespace of its own with the
-users viewer and nvr and every other setting at its default, its clients
-in another namespace on the same veth pair, from seven addresses: six are
-the attacker's, one the honest clients'. Each test checks what the daemon
-must do, collects every way it falls short, and fails with all of them:
-
-1. a tunnel's leftover POST reaches no other connection (a tunnel has one
-   POST; closing its GET closes it);
-2. a second POST into a live tunnel is refused, and nothing it carries
-   (interleaved RTCP, garbage) reaches the tunnel's client;
-3. slow senders and idle requests from six addresses lock no one else out;
-4. a request with an empty body is answered (curl's Digest against ONVIF);
-5. every pipelined request is answered without waiting for more bytes.
-"""
+"""Hostile clients on the camera's network, the five sequences of
+tests/hostile.py as an attacker there runs them: the daemon in a network
+namespace of its own with the users viewer and nvr and every other setting
+at its default, its clients in another namespace on the same veth pair,
+from seven addresses: six are the attacker's, one the honest clients'.
+Each test runs one sequence, which collects every way the daemon falls
+short, and fails with all of them."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import queue
-import select
 import socket
 import subprocess
-import threading
-import time
-from collections.abc import Callable
 
 import pytest
 
+import hostile
 from helpers import BIN, Camstream, Namespaces, in_netns, run, veth_namespaces
-from rtsp import Response, auth_params, digest_response
-from test_onvif import DEVICE, DEVICE_INFO, SOAP, envelope
 
 CAM = "192.0.2.1"
 HONEST = "192.0.2.2"  # the clients' namespace's first address: what curl and FFmpeg send from
 ATTACKER = [f"192.0.2.{n}" for n in range(11, 17)]
-PASSWORDS = {"viewer": "viewer-secret", "nvr": "nvr-secret"}
-# An RTCP receiver report without report blocks, then a BYE, both for SSRC 0x01020304.
-RR_BYE = bytes.fromhex("80c9000101020304" "81cb000101020304")
 
 
-class Camera:
-    """The daemon in its namespace, and ways to reach it from the clients'."""
+class NamespaceCamera(hostile.Camera):
+    """The daemon in its namespace, reached from the clients' namespace,
+    every source an address there."""
 
     def __init__(self, ns: Namespaces, cs: Camstream):
         self.ns, self.cs = ns, cs
+        self.host, self.rtsp_port, self.http_port = CAM, cs.port, cs.http_port
+        self.honest, self.attackers, self.honest_peer = HONEST, ATTACKER, HONEST
+        self.size = "1280,720"
 
-    def connect(self, source: str, port: int, timeout: float = 5, rcvbuf: int | None = None) -> socket.socket:
-        """A TCP connection from `source` (an address of the clients'
-        namespace) to the camera's `port`, with a receive buffer of
-        `rcvbuf` bytes if given (set before connecting, as the window
-        scale is agreed then)."""
+    def connect(self, source: str, port: str, timeout: float = 5, rcvbuf: int | None = None) -> socket.socket:
         with in_netns(self.ns.client):
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
@@ -58,7 +39,7 @@ class Camera:
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
                 s.settimeout(timeout)
                 s.bind((source, 0))
-                s.connect((CAM, port))
+                s.connect((CAM, self.rtsp_port if port == "rtsp" else self.http_port))
             except OSError:
                 s.close()
                 raise
@@ -69,8 +50,11 @@ class Camera:
         return subprocess.run(["ip", "netns", "exec", self.ns.client, *cmd], capture_output=True, text=True,
                               errors="replace", timeout=timeout, stdin=subprocess.DEVNULL)
 
-    def log_since(self, line: int) -> list[str]:
-        return self.cs.lines[line:]
+    def log_mark(self) -> int:
+        return len(self.cs.lines)
+
+    def log_since(self, mark: int) -> list[str]:
+        return self.cs.lines[mark:]
 
 
 @pytest.fixture
@@ -81,595 +65,36 @@ def namespaces():
 
 
 @pytest.fixture
-def camera(namespaces, camstream, tmp_path) -> Camera:
+def camera(namespaces, camstream, tmp_path) -> NamespaceCamera:
     config = tmp_path / "camstream.toml"
     config.write_bytes(b"".join(run([str(BIN), "passwd", user], input=(password + "\n").encode(), timeout=10).stdout
-                                for user, password in PASSWORDS.items()))
-    return Camera(namespaces, camstream("--config", str(config), netns=namespaces.cam, host=CAM))
+                                for user, password in hostile.PASSWORDS.items()))
+    return NamespaceCamera(namespaces, camstream("--config", str(config), netns=namespaces.cam, host=CAM))
 
 
-def closed_within(sock: socket.socket, seconds: float) -> bytes | None:
-    """What the server sent before it closed `sock` (EOF or reset), or
-    None if it was still open after `seconds`."""
-    got = b""
-    end = time.monotonic() + seconds
-    while (left := end - time.monotonic()) > 0:
-        sock.settimeout(left)
-        try:
-            chunk = sock.recv(65536)
-        except TimeoutError:
-            break
-        except ConnectionResetError:
-            return got
-        if not chunk:
-            return got
-        got += chunk
-    return None
-
-
-def send_quietly(sock: socket.socket, data: bytes) -> bool:
-    """The attacker's write: whether it went out (the server may have
-    closed the connection already, as it should)."""
-    try:
-        sock.sendall(data)
-        return True
-    except OSError:
-        return False
-
-
-def parse_head(head: bytes) -> tuple[str, list[tuple[str, str]]]:
-    """The status line and the header lines of a response head."""
-    status, *lines = head.decode("latin-1").split("\r\n")
-    headers = []
-    for line in lines:
-        k, _, v = line.partition(":")
-        headers.append((k.strip().lower(), v.strip()))
-    return status, headers
-
-
-def tunnel_get(camera: Camera, source: str, cookie: str) -> socket.socket:
-    """An RTSP-over-HTTP tunnel's GET (as live555 and FFmpeg send it),
-    after the 200 that opens it."""
-    get = camera.connect(source, camera.cs.http_port)
-    get.sendall(f"GET /stream HTTP/1.0\r\nx-sessioncookie: {cookie}\r\nAccept: application/x-rtsp-tunnelled\r\n"
-                "Pragma: no-cache\r\nCache-Control: no-cache\r\n\r\n".encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = get.recv(1)
-        assert chunk, f"the tunnel's GET was closed: {head!r}"
-        head += chunk
-    assert head.startswith(b"HTTP/1.1 200 ") and b"application/x-rtsp-tunnelled" in head, head
-    return get
-
-
-def tunnel_post(camera: Camera, source: str, cookie: str) -> socket.socket:
-    post = camera.connect(source, camera.cs.http_port)
-    post.sendall(f"POST /stream HTTP/1.0\r\nx-sessioncookie: {cookie}\r\nContent-Type: application/x-rtsp-tunnelled"
-                 "\r\nContent-Length: 32767\r\n\r\n".encode())
-    return post
-
-
-class Viewer:
-    """An RTSP client with a password, playing over TCP interleaved. A
-    thread reads everything the server sends: the RTP bytes by arrival
-    time, every response (in `responses`, and queued for `call`), and why
-    the connection ended."""
-
-    def __init__(self, sock: socket.socket, url: str, user: str, send: Callable[[bytes], None] | None = None):
-        self.sock, self.url, self.user = sock, url, user
-        self.send = send or sock.sendall
-        self.cseq, self.nc = 0, 0
-        self.sent: set[str] = set()
-        self.session: str | None = None
-        self.challenge: dict[str, str] | None = None
-        self.responses: list[Response] = []
-        self.replies: queue.Queue[Response] = queue.Queue()
-        self.rtp: list[tuple[float, int]] = []
-        self.ended: str | None = None
-        self.stop = threading.Event()
-        self.sock.settimeout(0.5)
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        buf = bytearray()
-        while not self.stop.is_set():
-            try:
-                chunk = self.sock.recv(1 << 16)
-            except TimeoutError:
-                continue
-            except OSError as e:
-                self.ended = f"{e!r}"
-                return
-            if not chunk:
-                self.ended = "closed by the server"
-                return
-            now = time.monotonic()
-            buf += chunk
-            pos = 0
-            while pos < len(buf):
-                if buf[pos] == 0x24:  # '$': an interleaved record
-                    if len(buf) - pos < 4:
-                        break
-                    n = int.from_bytes(buf[pos + 2:pos + 4], "big")
-                    if len(buf) - pos < 4 + n:
-                        break
-                    if buf[pos + 1] == 0:
-                        self.rtp.append((now, n))
-                    pos += 4 + n
-                    continue
-                end = buf.find(b"\r\n\r\n", pos)
-                if end < 0:
-                    break
-                status, lines = parse_head(bytes(buf[pos:end]))
-                headers = dict(lines)
-                length = int(headers.get("content-length", "0"))
-                if len(buf) < end + 4 + length:
-                    break
-                version, code, *reason = status.split(" ", 2)
-                r = Response(int(code) if code.isdigit() else 0, reason[0] if reason else status, headers,
-                             bytes(buf[end + 4:end + 4 + length]), lines)
-                self.responses.append(r)
-                self.replies.put(r)
-                pos = end + 4 + length
-            del buf[:pos]
-
-    def rtp_bytes(self, start: float, end: float) -> int:
-        return sum(n for t, n in list(self.rtp) if start <= t < end)
-
-    def authorization(self, method: str, uri: str) -> str:
-        self.nc += 1
-        p = {"username": self.user, "realm": self.challenge["realm"], "nonce": self.challenge["nonce"], "uri": uri,
-             "algorithm": "MD5", "qop": "auth", "nc": f"{self.nc:08x}", "cnonce": "0a1b2c3d"}
-        quoted = ("username", "realm", "nonce", "uri", "cnonce")
-        params = [f'{k}="{v}"' if k in quoted else f"{k}={v}" for k, v in p.items()]
-        return "Digest " + ", ".join(params + [f'response="{digest_response(p, method, PASSWORDS[self.user])}"'])
-
-    def request(self, method: str, url: str, headers: dict[str, str] | None = None) -> int:
-        """Sends a request (with the password once a challenge came);
-        returns its CSeq."""
-        self.cseq += 1
-        self.sent.add(str(self.cseq))
-        lines = [f"{method} {url} RTSP/1.0", f"CSeq: {self.cseq}"]
-        if self.session:
-            lines.append(f"Session: {self.session}")
-        if self.challenge:
-            lines.append(f"Authorization: {self.authorization(method, url)}")
-        lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
-        self.send(("\r\n".join(lines) + "\r\n\r\n").encode())
-        return self.cseq
-
-    def reply(self, timeout: float = 5) -> Response | None:
-        try:
-            return self.replies.get(timeout=timeout)
-        except queue.Empty:
-            return None
-
-    def call(self, method: str, url: str, headers: dict[str, str] | None = None) -> Response:
-        for _ in range(2):
-            cseq = self.request(method, url, headers)
-            r = self.reply()
-            assert r is not None, f"{self.user}: no answer to {method} ({self.ended or 'connection open'})"
-            assert r.header("cseq") == str(cseq), (method, cseq, r)
-            if r.status != 401 or self.challenge:
-                return r
-            self.challenge = auth_params(next(v for v in r.all("www-authenticate") if "MD5" in v))
-        return r
-
-    def play(self) -> None:
-        r = self.call("DESCRIBE", self.url, {"Accept": "application/sdp"})
-        assert r.status == 200, r
-        r = self.call("SETUP", self.url + "/trackID=0", {"Transport": "RTP/AVP/TCP;unicast;interleaved=0-1"})
-        assert r.status == 200, r
-        self.session = r.header("session").split(";")[0]
-        r = self.call("PLAY", self.url + "/", {"Range": "npt=now-"})
-        assert r.status == 200, r
-
-    def keepalive_answered(self) -> str | None:
-        """An authenticated GET_PARAMETER: None if the next response is its
-        200, else what came instead."""
-        while not self.replies.empty():
-            self.replies.get()
-        cseq = self.request("GET_PARAMETER", self.url + "/")
-        r = self.reply(3)
-        if r is None:
-            return f"no answer ({self.ended or 'connection open'})"
-        if r.status != 200 or r.header("cseq") != str(cseq):
-            return f"{r.status} {r.reason} with CSeq {r.header('cseq')} (sent CSeq {cseq})"
-        return None
-
-    def unasked(self) -> list[str]:
-        """The responses to requests this client did not send."""
-        return [f"{r.status} {r.reason}, CSeq {r.header('cseq')}" for r in self.responses
-                if r.header("cseq") not in self.sent]
-
-    def close(self) -> None:
-        self.stop.set()
-        self.sock.close()
-        self.reader.join(5)
-
-
-def media_kept(name: str, viewer: Viewer, before: tuple[float, float], after: tuple[float, float],
-               problems: list[str]) -> None:
-    """RTP bytes in the window after the attack must be comparable to the
-    window before (a client the stream stopped for gets only what was
-    queued: a few frames)."""
-    b, a = viewer.rtp_bytes(*before), viewer.rtp_bytes(*after)
-    print(f"{name}: {b} RTP bytes in the 2 s before, {a} in the 2 s after")
-    if a < b / 2:
-        problems.append(f"{name}'s media stopped: {b} bytes in the 2 s before the attack, {a} in the 2 s after")
-
-
-# ---- 1: a leftover POST --------------------------------------------------
+def check(problems: list[str]) -> None:
+    assert not problems, "\n".join(problems)
 
 
 def test_a_leftover_tunnel_post_reaches_no_other_connection(camera):
-    """GET and two POSTs with its cookie from one address, then the GET
-    closes: the second POST is refused and closing the GET closes the
-    first. Plain RTSP clients with a password from another address, one of
-    them on the connection slot the GET left, then get nothing of what the
-    attacker writes on the first POST (an OPTIONS with CSeq 777, an RTCP
-    RR+BYE, bytes that are not RTSP): no response they did not ask for,
-    their next request answered, their media on, no log line blaming them."""
-    cs = camera.cs
-    problems: list[str] = []
-    attacker = ATTACKER[0]
-    get = tunnel_get(camera, attacker, "leftover")
-    post_a = tunnel_post(camera, attacker, "leftover")
-    time.sleep(0.3)  # A is the tunnel's POST before B comes
-    post_b = tunnel_post(camera, attacker, "leftover")
-    answer = closed_within(post_b, 2)
-    if answer is None or not (answer.startswith(b"HTTP/1.") and answer[9:10] == b"4"):
-        problems.append(f"a second POST for a tunnel was not answered 4xx and closed: {answer!r}")
-    get.close()
-    if closed_within(post_a, 2) is None:
-        problems.append("the tunnel's POST is still open 2 s after its GET closed")
-
-    # Several, so that one takes the connection slot the GET left.
-    viewers = [Viewer(camera.connect(HONEST, cs.port), cs.url, "nvr") for _ in range(4)]
-    try:
-        for v in viewers:
-            v.play()
-        time.sleep(0.5)
-        before = (time.monotonic(), time.monotonic() + 2)
-        time.sleep(2)
-        attack_line = len(cs.lines)
-        # Bytes that are not RTSP may end the connection they land on:
-        # they go last, after the others had their chance to land.
-        for data in (f"OPTIONS rtsp://{CAM}:{cs.http_port}/stream RTSP/1.0\r\nCSeq: 777\r\n\r\n".encode(),
-                     b"$\x01" + len(RR_BYE).to_bytes(2, "big") + RR_BYE,
-                     # A TLS ClientHello's first bytes.
-                     bytes.fromhex("160301020001000001fc0303") + bytes(range(32))):
-            send_quietly(post_a, base64.b64encode(data))
-            time.sleep(0.3)
-        after = (time.monotonic(), time.monotonic() + 2)
-        time.sleep(2)
-        for n, v in enumerate(viewers):
-            name = f"honest client {n} (port {v.sock.getsockname()[1]})"
-            media_kept(name, v, before, after, problems)
-            if wrong := v.keepalive_answered():
-                problems.append(f"{name}'s GET_PARAMETER was answered {wrong}")
-            if stray := v.unasked():
-                problems.append(f"{name} received responses to the attacker's requests: {stray}")
-        blamed = [line for line in camera.log_since(attack_line) if f"{HONEST}:" in line]
-        if blamed:
-            problems.append("the log blames the honest clients' address for the attacker's bytes:\n  "
-                            + "\n  ".join(blamed))
-    finally:
-        for v in viewers:
-            v.close()
-        for s in (post_a, post_b):
-            s.close()
-    assert not problems, "\n".join(problems)
-
-
-# ---- 2: a second POST into a live tunnel ----------------------------------
+    check(hostile.leftover_post(camera))
 
 
 def test_a_second_post_into_a_live_tunnel_is_refused(camera):
-    """A client with a password streams through a tunnel (GET and one
-    POST); from its address (a NAT's), without credentials, a second POST
-    with its cookie is refused (4xx, closed), so the interleaved RTCP
-    RR+BYE and the unfinished request head written on it reach nothing:
-    the client's media goes on and its next GET_PARAMETER gets 200."""
-    cs = camera.cs
-    problems: list[str] = []
-    get = tunnel_get(camera, HONEST, "live-tunnel")
-    post = tunnel_post(camera, HONEST, "live-tunnel")
-    viewer = Viewer(get, f"rtsp://{CAM}:{cs.http_port}/stream", "viewer",
-                    send=lambda data: post.sendall(base64.b64encode(data)))
-    intruder = None
-    try:
-        viewer.play()
-        time.sleep(0.5)
-        before = (time.monotonic(), time.monotonic() + 2)
-        time.sleep(2)
-        intruder = tunnel_post(camera, HONEST, "live-tunnel")
-        answer = closed_within(intruder, 2)
-        if answer is None or not (answer.startswith(b"HTTP/1.") and answer[9:10] == b"4"):
-            problems.append(f"a second POST into a live tunnel was not answered 4xx and closed: {answer!r}")
-        for data in (b"$\x01" + len(RR_BYE).to_bytes(2, "big") + RR_BYE,
-                     b"OPTIONS * RTSP/1.0\r\nCSeq: 1\r\nX-Unfinished: "):
-            send_quietly(intruder, base64.b64encode(data))
-            time.sleep(0.3)
-        after = (time.monotonic(), time.monotonic() + 2)
-        time.sleep(2)
-        media_kept("the tunnel's client", viewer, before, after, problems)
-        if wrong := viewer.keepalive_answered():
-            problems.append(f"the tunnel's client's GET_PARAMETER was answered {wrong}")
-        if stray := viewer.unasked():
-            problems.append(f"the tunnel's client received responses to the attacker's requests: {stray}")
-    finally:
-        viewer.close()
-        post.close()
-        if intruder:
-            intruder.close()
-    assert not problems, "\n".join(problems)
-
-
-# ---- 3: admission ----------------------------------------------------------
-
-
-class Honest:
-    """New clients from HONEST, once a second: a snapshot with curl and a
-    stream with ffprobe, both with Digest; counts how many got through."""
-
-    def __init__(self, camera: Camera, tries: int):
-        self.camera, self.tries = camera, tries
-        self.failures: dict[str, list[str]] = {"snapshot": [], "rtsp": []}
-        self.threads = [threading.Thread(target=self._loop, args=(kind,)) for kind in self.failures]
-
-    def _snapshot(self) -> str | None:
-        cs = self.camera.cs
-        p = self.camera.client(["curl", "-sS", "--digest", "-u", f"viewer:{PASSWORDS['viewer']}", "--max-time", "8",
-                                "-o", "/dev/stdout", "-w", "\n%{http_code}", f"{cs.http}/snapshot.jpg"], timeout=15)
-        code = p.stdout.rsplit("\n", 1)[-1]
-        return None if p.returncode == 0 and code == "200" else f"curl {p.returncode}, HTTP {code} {p.stderr.strip()}"
-
-    def _rtsp(self) -> str | None:
-        cs = self.camera.cs
-        url = f"rtsp://viewer:{PASSWORDS['viewer']}@{CAM}:{cs.port}/stream"
-        try:
-            p = self.camera.client(["ffprobe", "-v", "error", "-rtsp_transport", "tcp", "-select_streams", "v:0",
-                                    "-show_entries", "stream=codec_name,width,height", "-of", "csv=p=0", url],
-                                   timeout=10)
-        except subprocess.TimeoutExpired:
-            return "ffprobe: no answer in 10 s"
-        out = p.stdout.strip()
-        return None if p.returncode == 0 and out == "mjpeg,1280,720" else f"ffprobe {p.returncode}: {out} " \
-            f"{p.stderr.strip()[-200:]}"
-
-    def _loop(self, kind: str) -> None:
-        attempt = self._snapshot if kind == "snapshot" else self._rtsp
-        start = time.monotonic()
-        for n in range(self.tries):
-            time.sleep(max(0.0, start + n - time.monotonic()))
-            try:
-                why = attempt()
-            except subprocess.TimeoutExpired:
-                why = "timed out"
-            if why:
-                self.failures[kind].append(why)
-
-    def run(self) -> None:
-        for t in self.threads:
-            t.start()
-        for t in self.threads:
-            t.join(60)
-
-    def problems(self) -> list[str]:
-        out = []
-        for kind, failed in self.failures.items():
-            print(f"new {kind} clients: {self.tries - len(failed)} of {self.tries} got through")
-            if failed:
-                out.append(f"new {kind} clients: {self.tries - len(failed)} of {self.tries} got through; "
-                           f"first refusal: {failed[0][:300]}")
-        return out
-
-
-class Slowloris:
-    """From each attacker address, on both ports, as many connections as
-    the daemon keeps (up to PER_PORT each), each sending one more byte of
-    a request head a second; what the daemon closes is opened again."""
-
-    PER_PORT = 32
-    HEADS = {
-        "http": b"GET /snapshot.jpg HTTP/1.1\r\nHost: " + CAM.encode() + b"\r\nX-Slow: ",
-        "rtsp": b"OPTIONS rtsp://" + CAM.encode() + b"/stream RTSP/1.0\r\nCSeq: 1\r\nX-Slow: ",
-    }
-
-    def __init__(self, camera: Camera):
-        self.camera = camera
-        self.stop = threading.Event()
-        # Connections each address held after its latest round.
-        self.held: dict[str, int] = {}
-        self.threads = [threading.Thread(target=self._address, args=(a,)) for a in ATTACKER]
-
-    def _address(self, source: str) -> None:
-        ports = {"http": self.camera.cs.http_port, "rtsp": self.camera.cs.port}
-        conns: list[tuple[socket.socket, str, int]] = []  # socket, kind, bytes sent
-        try:
-            while not self.stop.is_set():
-                for kind, port in ports.items():
-                    for _ in range(self.PER_PORT - sum(k == kind for _, k, _ in conns)):
-                        try:
-                            s = self.camera.connect(source, port, timeout=1)
-                        except OSError:
-                            break
-                        s.setblocking(False)
-                        conns.append((s, kind, 0))
-                time.sleep(0.2)
-                # What the daemon answered (503, 408) or closed is dropped.
-                readable, _, _ = select.select([s for s, _, _ in conns], [], [], 0)
-                for s in readable:
-                    s.close()
-                conns = [c for c in conns if c[0] not in readable]
-                self.held[source] = len(conns)
-                kept = []
-                for s, kind, sent in conns:
-                    head = self.HEADS[kind]
-                    byte = head[sent:sent + 1] or b"a"
-                    if send_quietly(s, byte):
-                        kept.append((s, kind, sent + 1))
-                    else:
-                        s.close()
-                conns = kept
-                self.stop.wait(0.8)
-        finally:
-            for s, _, _ in conns:
-                s.close()
-
-    def __enter__(self) -> Slowloris:
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(10)
+    check(hostile.second_post(camera))
 
 
 def test_slow_senders_from_six_addresses_lock_no_one_out(camera):
-    """Slowloris from six addresses on both ports, a byte a second on as
-    many connections as the daemon keeps: a new snapshot and a new RTSP
-    client from the seventh address each get through 11 times of 11."""
-    with Slowloris(camera) as slow:
-        time.sleep(2)
-        honest = Honest(camera, 11)
-        honest.run()
-    print(f"slow connections held at the end, per address: {slow.held}")
-    problems = honest.problems()
-    assert not problems, "\n".join(problems)
+    check(hostile.slow_senders(camera))
 
 
 def test_empty_onvif_posts_from_six_addresses_lock_no_one_out(camera):
-    """96 `POST /onvif/device_service` with `Content-Length: 0` (about 70
-    bytes each), sent once from six addresses and left open: each is
-    answered, and new snapshot and RTSP clients from the seventh address
-    get through 11 times of 11 in the seconds after."""
-    cs = camera.cs
-    request = f"POST {DEVICE} HTTP/1.1\r\nHost: {CAM}\r\nContent-Length: 0\r\n\r\n".encode()
-    held: list[socket.socket] = []
-    problems: list[str] = []
-    try:
-        for source in ATTACKER:
-            for _ in range(16):
-                s = camera.connect(source, cs.http_port)
-                s.sendall(request)
-                held.append(s)
-        answered: dict[socket.socket, bytes] = {}
-        end = time.monotonic() + 3
-        while len(answered) < len(held) and (left := end - time.monotonic()) > 0:
-            readable, _, _ = select.select([s for s in held if s not in answered], [], [], left)
-            for s in readable:
-                try:
-                    answered[s] = s.recv(4096)
-                except OSError as e:
-                    answered[s] = repr(e).encode()
-        statuses = sorted({a.split(b"\r\n", 1)[0].decode("latin-1") for a in answered.values()})
-        print(f"{len(request)} bytes each; {len(answered)} of {len(held)} answered: {statuses}")
-        unanswered = [s for s in held if not answered.get(s, b"").startswith(b"HTTP/1.")]
-        if unanswered:
-            problems.append(f"{len(unanswered)} of {len(held)} requests with Content-Length: 0 got no status line "
-                            f"in 3 s (answers: {statuses})")
-        honest = Honest(camera, 11)
-        honest.run()
-        problems += honest.problems()
-    finally:
-        for s in held:
-            s.close()
-    assert not problems, "\n".join(problems)
-
-
-# ---- 4: an empty body -------------------------------------------------------
+    check(hostile.empty_onvif_posts(camera))
 
 
 def test_curl_digest_against_onvif(camera):
-    """curl --digest sends its POST with an empty body first to get the
-    challenge: that request is answered, and so GetDeviceInformation with
-    nvr's password completes."""
-    cs = camera.cs
-    body = envelope(DEVICE_INFO).decode()
-    start = time.monotonic()
-    p = camera.client(["curl", "-sS", "--digest", "-u", f"nvr:{PASSWORDS['nvr']}", "--max-time", "5",
-                       "-H", f"Content-Type: {SOAP}", "--data-binary", body, "-w", "\n%{http_code}",
-                       f"{cs.http}{DEVICE}"], timeout=15)
-    took = time.monotonic() - start
-    code = p.stdout.rsplit("\n", 1)[-1]
-    answered = p.returncode == 0 and code == "200"
-    assert answered, f"curl exited {p.returncode} after {took:.1f} s, HTTP {code}: {p.stderr.strip()}"
-    assert "<tds:Manufacturer>camstream</tds:Manufacturer>" in p.stdout, p.stdout
-
-
-# ---- 5: pipelining ----------------------------------------------------------
-
-
-def http_responses(sock: socket.socket, wanted: int, seconds: float) -> list[tuple[str, dict[str, str], bytes]]:
-    """The responses (status line, headers, body) read on `sock` in
-    `seconds`, up to `wanted`."""
-    out: list[tuple[str, dict[str, str], bytes]] = []
-    buf = b""
-    end = time.monotonic() + seconds
-    while len(out) < wanted:
-        head_end = buf.find(b"\r\n\r\n")
-        if head_end >= 0:
-            status, lines = parse_head(buf[:head_end])
-            headers = dict(lines)
-            length = int(headers.get("content-length", "0"))
-            if len(buf) >= head_end + 4 + length:
-                # Every challenge: `headers` keeps the last of a name.
-                headers["www-authenticate"] = [v for k, v in lines if k == "www-authenticate"]
-                out.append((status, headers, buf[head_end + 4:head_end + 4 + length]))
-                buf = buf[head_end + 4 + length:]
-                continue
-        if (left := end - time.monotonic()) <= 0:
-            break
-        sock.settimeout(left)
-        try:
-            chunk = sock.recv(1 << 20)
-        except (TimeoutError, ConnectionResetError):
-            break
-        if not chunk:
-            break
-        buf += chunk
-    return out
+    check(hostile.curl_digest_onvif(camera))
 
 
 def test_pipelined_snapshots_are_all_answered(camera):
-    """50 authenticated `GET /snapshot.jpg` written at once on one
-    connection (Digest over a nonce from a 401, nc counting up): all 50
-    answered, each a whole JPEG, within 5 s; three times. The client
-    reads slower than the daemon writes, as on any link slower than the
-    camera's (a 64 KiB receive buffer, reading from half a second after
-    it wrote): the daemon's socket fills and it must go on with the
-    requests it holds when it can write again."""
-    cs = camera.cs
-    runs = []
-    for _ in range(3):
-        with camera.connect(HONEST, cs.http_port) as s:
-            s.sendall(f"GET /snapshot.jpg HTTP/1.1\r\nHost: {CAM}\r\n\r\n".encode())
-            ((status, headers, _),) = http_responses(s, 1, 5)
-        assert status.startswith("HTTP/1.1 401 "), status
-        challenge = auth_params(next(v for v in headers["www-authenticate"] if "MD5" in v))
-        requests = []
-        for nc in range(1, 51):
-            p = {"username": "viewer", "realm": challenge["realm"], "nonce": challenge["nonce"],
-                 "uri": "/snapshot.jpg", "algorithm": "MD5", "qop": "auth", "nc": f"{nc:08x}",
-                 "cnonce": hashlib.md5(str(nc).encode()).hexdigest()[:16]}
-            response = digest_response(p, "GET", PASSWORDS["viewer"])
-            requests.append(
-                f'GET /snapshot.jpg HTTP/1.1\r\nHost: {CAM}\r\nAuthorization: Digest username="viewer", '
-                f'realm="{p["realm"]}", nonce="{p["nonce"]}", uri="/snapshot.jpg", algorithm=MD5, qop=auth, '
-                f'nc={p["nc"]}, cnonce="{p["cnonce"]}", response="{response}"\r\n\r\n')
-        with camera.connect(HONEST, cs.http_port, rcvbuf=64 << 10) as s:
-            start = time.monotonic()
-            s.sendall("".join(requests).encode())
-            time.sleep(0.5)
-            got = http_responses(s, 50, 4.5)
-            took = time.monotonic() - start
-        jpegs = sum(status.startswith("HTTP/1.1 200 ") and body[:2] == b"\xff\xd8" and body[-2:] == b"\xff\xd9"
-                    for status, _, body in got)
-        print(f"50 pipelined snapshots: {len(got)} answered, {jpegs} of them whole JPEGs, in {took:.2f} s")
-        runs.append(jpegs)
-    assert runs == [50, 50, 50], f"whole JPEGs answered to 50 pipelined requests, in 3 runs: {runs}"
+    check(hostile.pipelined_snapshots(camera))

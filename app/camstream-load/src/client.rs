@@ -1,4 +1,5 @@
-//! One RTSP session: the request sequence, then the RTP packets it receives.
+//! One RTSP session: the request sequence (answering a 401 with Digest when
+//! the URL carries `user:password@`), then the RTP packets it receives.
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
@@ -6,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
 use camstream_rtp::rtp;
+use camstream_rtsp::auth::{self, User};
 use mio::event::Event;
 use mio::net::{TcpStream, UdpSocket};
 use mio::{Interest, Registry, Token};
@@ -29,12 +31,17 @@ pub struct Target {
     /// For HTTP's request line and Host header.
     pub path: String,
     pub host: String,
+    /// The URL's `user:password@` (RTSP only).
+    pub credentials: Option<(String, String)>,
 }
 
 impl Target {
     pub fn parse(url: &str) -> Result<Target> {
         if url.starts_with("http://") {
             let u = rtsp_types::Url::parse(url).map_err(|e| anyhow!("bad URL {url}: {e}"))?;
+            if !u.username().is_empty() || u.password().is_some() {
+                bail!("a user and password are for rtsp:// URLs; {url} is MJPEG over HTTP");
+            }
             let host = u.host_str().ok_or_else(|| anyhow!("no host in {url}"))?;
             let port = u.port().unwrap_or(80);
             let addr = resolve(host.trim_matches(['[', ']']), port)?;
@@ -51,6 +58,7 @@ impl Target {
                     Some(p) => format!("{host}:{p}"),
                     None => host.to_owned(),
                 },
+                credentials: None,
             });
         }
         let target = camstream_rtsp::url::parse(url)?;
@@ -61,6 +69,7 @@ impl Target {
             http: false,
             path: String::new(),
             host: target.host,
+            credentials: target.credentials,
         })
     }
 }
@@ -102,6 +111,29 @@ struct FrameCheck {
     /// The RTP timestamp and the offset the next packet must have.
     current: Option<(u32, usize)>,
     next_seq: Option<u16>,
+    /// RTP timestamps of the first and the latest whole frame: which of the
+    /// server's frames the session spans, for a harness that knows them all
+    /// (scripts/soak).
+    span: Option<(u32, u32)>,
+}
+
+/// Digest for a URL with `user:password@` (boxed: most runs have none).
+struct Auth {
+    name: String,
+    password: String,
+    /// The user's digests for the server's realm and its challenges, once a
+    /// 401 asked for them.
+    digest: Option<(User, Vec<String>)>,
+    sent: Option<Sent>,
+}
+
+/// The request last sent, to send again with credentials after a 401.
+struct Sent {
+    method: &'static str,
+    url: String,
+    extra: String,
+    /// Sent with an Authorization already.
+    answered: bool,
 }
 
 pub struct Client {
@@ -119,6 +151,7 @@ pub struct Client {
     last_request: Instant,
     check: FrameCheck,
     pub tally: Tally,
+    auth: Option<Box<Auth>>,
 }
 
 impl Client {
@@ -149,7 +182,20 @@ impl Client {
             last_request: Instant::now(),
             check: FrameCheck::default(),
             tally: Tally::default(),
+            auth: target.credentials.clone().map(|(name, password)| {
+                Box::new(Auth {
+                    name,
+                    password,
+                    digest: None,
+                    sent: None,
+                })
+            }),
         })
+    }
+
+    /// RTP timestamps of the first and the latest whole frame received.
+    pub fn frame_span(&self) -> Option<(u32, u32)> {
+        self.check.span
     }
 
     pub fn playing(&self) -> bool {
@@ -176,19 +222,68 @@ impl Client {
         }
     }
 
-    fn request(&mut self, method: &str, url: &str, extra: &str) {
+    fn request(&mut self, method: &'static str, url: &str, extra: &str) {
         self.cseq += 1;
+        let mut authorization = String::new();
+        if let Some(Auth {
+            digest: Some((user, challenges)),
+            ..
+        }) = self.auth.as_deref()
+        {
+            let challenges: Vec<&str> = challenges.iter().map(String::as_str).collect();
+            let cnonce = format!("{:08x}{:08x}", self.id, self.cseq);
+            if let Some(a) = auth::answer(&challenges, user, method, url, &cnonce) {
+                authorization = format!("Authorization: {a}\r\n");
+            }
+        }
         let _ = write!(
             self.out,
-            "{method} {url} RTSP/1.0\r\nCSeq: {}\r\nUser-Agent: camstream-load\r\n{extra}{}\r\n",
+            "{method} {url} RTSP/1.0\r\nCSeq: {}\r\nUser-Agent: camstream-load\r\n{authorization}{extra}{}\r\n",
             self.cseq,
             self.session
                 .as_ref()
                 .map(|s| format!("Session: {s}\r\n"))
                 .unwrap_or_default()
         );
+        if let Some(a) = self.auth.as_deref_mut() {
+            a.sent = Some(Sent {
+                method,
+                url: url.to_owned(),
+                extra: extra.to_owned(),
+                answered: !authorization.is_empty(),
+            });
+        }
         self.last_request = Instant::now();
         self.flush();
+    }
+
+    /// A 401: the same request again with Digest credentials, if the URL
+    /// has them and this one went without (or with a nonce gone stale).
+    fn answer_challenge(&mut self, resp: &rtsp_types::Response<Vec<u8>>) -> Result<()> {
+        let step = self.step;
+        let Some(a) = self.auth.as_deref_mut() else {
+            bail!("{step:?} answered 401: the server wants a password (rtsp://USER:PASSWORD@...)");
+        };
+        let challenges: Vec<String> = resp
+            .header(&rtsp_types::headers::WWW_AUTHENTICATE)
+            .map(|v| vec![v.as_str().to_owned()])
+            .unwrap_or_default();
+        let refs: Vec<&str> = challenges.iter().map(String::as_str).collect();
+        let sent = a
+            .sent
+            .take()
+            .ok_or_else(|| anyhow!("a 401 to no request"))?;
+        if sent.answered && !refs.iter().any(|c| c.contains("stale=true")) {
+            bail!("{} answered 401: the password was refused", sent.method);
+        }
+        let realm = auth::digest_realm(&refs)
+            .ok_or_else(|| anyhow!("{} answered 401 without a Digest challenge", sent.method))?;
+        a.digest = Some((
+            User::from_password(&a.name, &realm, &a.password),
+            challenges,
+        ));
+        self.request(sent.method, &sent.url, &sent.extra);
+        Ok(())
     }
 
     fn flush(&mut self) {
@@ -288,6 +383,9 @@ impl Client {
         target: &Target,
         registry: &Registry,
     ) -> Result<()> {
+        if resp.status() == StatusCode::Unauthorized {
+            return self.answer_challenge(resp);
+        }
         if resp.status() != StatusCode::Ok {
             bail!("{:?} answered {}", self.step, u16::from(resp.status()));
         }
@@ -441,6 +539,7 @@ fn check_packet(state: &mut FrameCheck, packet: &[u8]) -> (Verdict, u16) {
     };
     if p.header.marker {
         state.current = None;
+        state.span = Some((state.span.map_or(ts, |(first, _)| first), ts));
         return (Verdict::Frame, gap);
     }
     (verdict, gap)
@@ -489,6 +588,7 @@ mod tests {
         let mut st = FrameCheck::default();
         let verdicts: Vec<_> = pkts.iter().map(|p| check_packet(&mut st, p).0).collect();
         assert_eq!(verdicts.last(), Some(&Verdict::Frame));
+        assert_eq!(st.span, Some((9000, 9000)));
         assert!(
             verdicts[..verdicts.len() - 1]
                 .iter()

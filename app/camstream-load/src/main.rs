@@ -7,7 +7,8 @@
 //! http:// URL, each client GETs a multipart MJPEG stream and counts the
 //! parts that are whole JPEG files. Reports frames/s per client, bytes and
 //! the spacing of frame arrivals over a measuring window after a warm-up,
-//! and what watched processes (--watch) used over that window.
+//! and what watched processes (--watch) used over that window. An rtsp://
+//! URL's `user:password@` is answered with Digest when the server asks.
 
 mod client;
 mod mjpeg;
@@ -55,6 +56,14 @@ impl Session {
         match self {
             Session::Rtsp(c) => &c.tally,
             Session::Mjpeg(c) => c.tally(),
+        }
+    }
+
+    /// RTP timestamps of the first and the latest whole frame (RTSP only).
+    pub fn frame_span(&self) -> Option<(u32, u32)> {
+        match self {
+            Session::Rtsp(c) => c.frame_span(),
+            Session::Mjpeg(_) => None,
         }
     }
 }

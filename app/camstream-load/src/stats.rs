@@ -89,6 +89,16 @@ impl Tally {
     }
 }
 
+/// One client over its whole run (not only the window): what a harness
+/// that knows the server's frames compares with them (scripts/soak).
+struct SessionReport {
+    frames: u64,
+    broken: u64,
+    lost: u64,
+    span: Option<(u32, u32)>,
+    error: Option<String>,
+}
+
 pub struct Report {
     /// "tcp", "udp" (RTSP) or "mjpeg".
     transport: &'static str,
@@ -111,6 +121,7 @@ pub struct Report {
     intervals_ms: Vec<f64>,
     /// Processes watched over the window (--watch), by name.
     watched: Vec<(String, Usage)>,
+    sessions: Vec<SessionReport>,
 }
 
 impl Report {
@@ -163,6 +174,16 @@ impl Report {
             not_jpeg: sum(|c| c.window.not_jpeg),
             intervals_ms,
             watched,
+            sessions: clients
+                .iter()
+                .map(|c| SessionReport {
+                    frames: c.tally().total.frames,
+                    broken: c.tally().total.broken,
+                    lost: c.tally().total.lost,
+                    span: c.frame_span(),
+                    error: c.error().map(str::to_owned),
+                })
+                .collect(),
         }
     }
 
@@ -256,7 +277,7 @@ impl Report {
                 "\"frames\":{},\"packets\":{},\"bytes\":{},\"gbit_s\":{},\"broken\":{},\"lost\":{},",
                 "\"not_jpeg\":{},\"interval_ms_p50\":{},\"interval_ms_p99\":{},",
                 "\"interval_ms_p999\":{},\"interval_ms_p9999\":{},\"interval_ms_max\":{},",
-                "\"every_frame\":{},\"first_error\":{},\"watched\":{{{}}}}}"
+                "\"every_frame\":{},\"first_error\":{},\"watched\":{{{}}},\"sessions\":[{}]}}"
             ),
             self.transport,
             self.clients,
@@ -293,6 +314,19 @@ impl Report {
                     u.rss_kib,
                     u.hwm_kib,
                     u.camera_kib
+                ))
+                .collect::<Vec<_>>()
+                .join(","),
+            self.sessions
+                .iter()
+                .map(|s| format!(
+                    "{{\"frames\":{},\"broken\":{},\"lost\":{},\"first_ts\":{},\"last_ts\":{},\"error\":{}}}",
+                    s.frames,
+                    s.broken,
+                    s.lost,
+                    s.span.map_or("null".into(), |(f, _)| f.to_string()),
+                    s.span.map_or("null".into(), |(_, l)| l.to_string()),
+                    s.error.as_deref().map(string).unwrap_or_else(|| "null".into())
                 ))
                 .collect::<Vec<_>>()
                 .join(",")

@@ -415,6 +415,22 @@ pub fn answer(
     })
 }
 
+/// The realm of the first Digest challenge among a 401's WWW-Authenticate
+/// values: a client that has the password itself (camstream-load) makes
+/// the user's digests for it with [`User::from_password`], then [`answer`]s.
+pub fn digest_realm(challenges: &[&str]) -> Option<String> {
+    challenges
+        .iter()
+        .flat_map(|v| split_challenges(v))
+        .find_map(|c| {
+            let (scheme, rest) = c.trim().split_once(' ')?;
+            if !scheme.eq_ignore_ascii_case("Digest") {
+                return None;
+            }
+            Params::parse(rest)?.get("realm").map(str::to_owned)
+        })
+}
+
 /// The challenges in one WWW-Authenticate value: parsers that join repeated
 /// headers with ", " (as `rtsp-types` does) leave several in one. A new one
 /// starts after a comma outside quotes where a scheme and a space follow,
@@ -978,6 +994,13 @@ mod tests {
             answer(&["Basic realm=\"x\""], &user, "PLAY", "u", "c"),
             None
         );
+        // A client with the password: the realm from the challenge.
+        assert_eq!(digest_realm(&ch).as_deref(), Some("camstream"));
+        assert_eq!(
+            digest_realm(&["Basic realm=\"x\", Digest realm=\"other\", nonce=\"n\""]).as_deref(),
+            Some("other")
+        );
+        assert_eq!(digest_realm(&["Basic realm=\"x\""]), None);
         // All of them in one value, as when repeated headers are joined.
         let joined = a.challenges(100, false).join(", ");
         assert_eq!(split_challenges(&joined).count(), 2);

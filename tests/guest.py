@@ -225,8 +225,12 @@ class Guest:
         self.expect_nudging(r"__rc=(\d+)\r*\n", timeout)
         out, rc = self.p.before, int(self.p.match.group(1))
         self.expect_nudging(PROMPT, 120)
-        # Drop the echoed command line.
-        out = out.split("\n", 1)[1] if "\n" in out else ""
+        # Drop the echoed command line, and whatever the console printed
+        # before it (a daemon's line to /dev/console can come between the
+        # prompt and the echo).
+        echoed = out.rfind('echo "__rc=$?"')
+        start = out.find("\n", max(echoed, 0))
+        out = out[start + 1:] if start >= 0 else ""
         return rc, out.replace("\r", "")
 
     def sh(self, command: str, timeout: float = 120, check: bool = True) -> str:

@@ -12,6 +12,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -255,6 +256,19 @@ class Guest:
         m = re.search(pattern, out)
         assert m, f"no {pattern!r} in guest output:\n{out}"
         return m
+
+    def first_frame_while_booting(self, timeout: float = 120) -> float | None:
+        """While the guest boots: waits for its console (`wait_booted`) and,
+        beside it, for the first whole frame at a host client (the console
+        must be read meanwhile, or the boot stalls writing to it). Returns
+        when the frame came (time.monotonic()), or None if none came within
+        `timeout`."""
+        first: list[float] = []
+        t = threading.Thread(target=lambda: first.append(self.first_frame(timeout=timeout)), daemon=True)
+        t.start()
+        self.wait_booted(timeout=timeout)
+        t.join(timeout + 10)
+        return first[0] if first else None
 
     def first_frame(self, timeout: float = 120, path: str = "stream") -> float:
         """Seconds until a whole RTP frame reaches the host over TCP

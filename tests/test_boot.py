@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -41,17 +40,13 @@ def boot_to_frame(disk: Path, **kwargs) -> tuple[guest.Guest, float]:
     first frame; returns the guest, logged in, and the seconds from QEMU's
     start to that frame."""
     g = guest.Guest(image=disk, testdrive=False, wait=False, **kwargs)
-    first: list[float] = []
-    t = threading.Thread(target=lambda: first.append(g.first_frame(timeout=150)), daemon=True)
-    t.start()
     try:
-        g.wait_booted(timeout=150)
-        t.join(160)
+        first = g.first_frame_while_booting(timeout=150)
         assert first, f"no frame at the host:\n{g.console_text[-4000:]}"
     except BaseException:
         g.close()
         raise
-    return g, first[0] - g.started
+    return g, first - g.started
 
 
 def boot_times(g: guest.Guest) -> dict[str, float]:
@@ -123,11 +118,7 @@ def test_trial_boot_after_an_update_streams(card, tmp_path):
             g.p.expect("rebooting into slot B", timeout=300)
             g.p.expect("U-Boot 20", timeout=120)
             rebooted = time.monotonic()
-            first: list[float] = []
-            t = threading.Thread(target=lambda: first.append(g.first_frame(timeout=150)), daemon=True)
-            t.start()
-            g.wait_booted(timeout=150)
-            t.join(160)
+            first = g.first_frame_while_booting(timeout=150)
             assert first, g.console_text[-4000:]
             g.wait_for("camstream-update status", "kept", timeout=90)
             assert "rauc.slot=B" in g.sh("cat /proc/cmdline")
@@ -136,7 +127,7 @@ def test_trial_boot_after_an_update_streams(card, tmp_path):
             assert log.index("first frame sent to a client") < log.index(" is good, slot B kept"), log
             # After the trial's own check, which waits for a frame of its own.
             after = marked_after_the_first_frame(g, within=15)
-            figure(f"boot paths: trial boot after an update: first frame at the host {first[0] - rebooted:.1f} s "
+            figure(f"boot paths: trial boot after an update: first frame at the host {first - rebooted:.1f} s "
                    f"after U-Boot started again; {after}")
         finally:
             g.close()
@@ -187,11 +178,7 @@ def test_a_key_on_the_console_stops_uboot_and_boot_goes_on(card):
         g.p.sendline("")
         g.p.expect("=> ")
         g.p.sendline("boot")
-        first: list[float] = []
-        t = threading.Thread(target=lambda: first.append(g.first_frame(timeout=150)), daemon=True)
-        t.start()
-        g.wait_booted(timeout=150)
-        t.join(160)
+        first = g.first_frame_while_booting(timeout=150)
         assert first, g.console_text[-4000:]
     finally:
         g.close()

@@ -23,14 +23,9 @@ SERVICE = "/etc/init.d/S50camstream"
 def firmware():
     guest.build()
     g = guest.Guest(testdrive=False, wait=False)
-    # The console must be read while the host waits for the first frame.
-    first: list[float] = []
-    t = threading.Thread(target=lambda: first.append(g.first_frame()), daemon=True)
-    t.start()
     try:
-        g.wait_booted()
-        t.join(150)
-        g.boot_to_frame = first[0] - g.started if first else None
+        first = g.first_frame_while_booting()
+        g.boot_to_frame = first - g.started if first else None
         yield g
     finally:
         g.close()

@@ -11,7 +11,6 @@ from the host's web server the board was booted to reach."""
 from __future__ import annotations
 
 import re
-import threading
 
 import pytest
 
@@ -29,14 +28,9 @@ def firmware():
     with guest.web_server(IMAGE) as (port, url):
         g = guest.Guest(board=BOARD, wait=False, host_port=port)
         g.bundles = url
-        # The console must be read while the host waits for the first frame.
-        first: list[float] = []
-        t = threading.Thread(target=lambda: first.append(g.first_frame(timeout=240)), daemon=True)
-        t.start()
         try:
-            g.wait_booted(timeout=240)
-            t.join(250)
-            g.boot_to_frame = first[0] - g.started if first else None
+            first = g.first_frame_while_booting(timeout=240)
+            g.boot_to_frame = first - g.started if first else None
             yield g
         finally:
             g.close()

@@ -549,6 +549,46 @@ def given_source(entry, pkg, dl_dir, version, source, site_file, want, by_pkg, l
 
 
 
+def copy_outside_links(tree):
+    """Links in a source tree to files outside it (libtoolize without
+    --copy links ltmain.sh to this machine's libtool) become copies, as a
+    release tarball has them: the build patches them in its own tree."""
+    for dirpath, _, filenames in os.walk(tree):
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            target = os.path.realpath(path)
+            if os.path.islink(path) and os.path.isfile(target) and \
+                    os.path.commonpath([target, os.path.realpath(tree)]) != os.path.realpath(tree):
+                os.unlink(path)
+                shutil.copy2(target, path)
+
+
+def libtool_patches(info, local_mk):
+    """Buildroot patches each autotools package's libtool (ltmain.sh) after
+    the package's own patches, so that relinking at install time looks in
+    the staging directory, not the build machine's /usr/lib; a source given
+    as an override skips that step (libnl 3.11's install stopped on
+    "unsafe ... path used in cross-compilation: '-L/usr/lib'"). Its hook
+    runs after the override's copy instead, except where the package's .mk
+    says LIBTOOL_PATCH = NO or the package autoreconfs (Buildroot patches
+    it after that, before configure, overrides too)."""
+    names = {var(n): (n, pkg) for n, pkg in info.items()}
+    lines = []
+    for line in local_mk:
+        m = re.match(r"^(\w+)_OVERRIDE_SRCDIR = ", line)
+        if not m or m[1] not in names:
+            continue
+        name, pkg = names[m[1]]
+        d = pkg.get("package_dir") or ""
+        d = d if os.path.isabs(d) else os.path.join(BUILDROOT, d)
+        text = "".join(open(os.path.join(d, f)).read() for f in sorted(os.listdir(d)) if f.endswith(".mk"))
+        # A package that autoreconfs has the hook after that, before configure.
+        if ("autotools-package" in text and f"{m[1]}_LIBTOOL_PATCH = NO" not in text
+                and f"{m[1]}_AUTORECONF = YES" not in text):
+            lines.append(f"{m[1]}_POST_RSYNC_HOOKS += LIBTOOL_PATCH_HOOK")
+    return lines
+
+
 def main():
     info = json.load(open(os.path.join(OUT, "show-info.json")))
     by_hash, by_pkg = debian_index()
@@ -707,6 +747,11 @@ def main():
     with open(os.path.join(OUT, "sources-manifest.tsv"), "w") as f:
         f.write("# packages\tversion\tfile\torigin\tcheck\tBuildroot's sha256\n")
         f.write("\n".join(manifest) + "\n")
+    for line in local_mk:
+        m = re.match(r"^\w+_OVERRIDE_SRCDIR = (/.*)$", line)
+        if m and os.path.isdir(m[1]):
+            copy_outside_links(m[1])
+    local_mk += libtool_patches(info, local_mk)
     with open(os.path.join(OUT, "local.mk"), "w") as f:
         f.write("# Sources used instead of downloads (scripts/buildroot-offline).\n")
         f.write("\n".join(local_mk) + "\n")

@@ -162,6 +162,7 @@ def generate_configure(dest):
         return
     cmd = ["sh", "autogen.sh"] if os.path.exists(os.path.join(dest, "autogen.sh")) else ["autoreconf", "-fi"]
     subprocess.run(cmd, cwd=dest, check=True, stdout=subprocess.DEVNULL)
+    copy_outside_links(dest)
 
 
 def debian_repack_fixup(dl_dir, dest):
@@ -450,6 +451,7 @@ def run_steps(dest, steps, by_pkg):
             shutil.rmtree(work)
         elif step not in ("no-patches", "python-major"):
             raise ValueError("unknown step " + step)
+    copy_outside_links(dest)
 
 
 def given_source(entry, pkg, dl_dir, version, source, site_file, want, by_pkg, local_mk):
@@ -747,10 +749,6 @@ def main():
     with open(os.path.join(OUT, "sources-manifest.tsv"), "w") as f:
         f.write("# packages\tversion\tfile\torigin\tcheck\tBuildroot's sha256\n")
         f.write("\n".join(manifest) + "\n")
-    for line in local_mk:
-        m = re.match(r"^\w+_OVERRIDE_SRCDIR = (/.*)$", line)
-        if m and os.path.isdir(m[1]):
-            copy_outside_links(m[1])
     local_mk += libtool_patches(info, local_mk)
     with open(os.path.join(OUT, "local.mk"), "w") as f:
         f.write("# Sources used instead of downloads (scripts/buildroot-offline).\n")

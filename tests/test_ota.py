@@ -14,7 +14,6 @@ import re
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -207,16 +206,12 @@ class Board:
     def wait_reboot_to_frame(self, timeout: float = 300) -> float:
         """After a reboot began: waits for the console and a frame at the host;
         returns when the frame came."""
-        first: list[float] = []
-        t = threading.Thread(target=lambda: first.append(self.g.first_frame(timeout=timeout)), daemon=True)
         # Only once U-Boot runs again: the old system may still be serving.
         self.g.p.expect("U-Boot 20", timeout=timeout)
-        t.start()
-        self.g.wait_booted(timeout=timeout)
-        t.join(timeout)
+        first = self.g.first_frame_while_booting(timeout=timeout)
         assert first, f"no frame after the reboot:\n{self.g.console_text[-4000:]}"
         self.mount()
-        return first[0]
+        return first
 
     def close(self) -> None:
         self.g.close()

@@ -77,6 +77,25 @@ def test_probe_and_auto_detection(firmware, tmp_path):
     stop(firmware)
 
 
+def test_auto_leaves_libcamera_alone_without_a_sensor(firmware):
+    """With vivid alone (no sensor behind a media device), "auto" takes it
+    without starting libcamera's camera manager (which logs its version at
+    INFO when it starts): that would cost start-up time and memory."""
+    firmware.sh(UNBIND)
+    try:
+        log = start(firmware, "--source auto --width 640 --height 480", env="LIBCAMERA_LOG_LEVELS='*:INFO'")
+        stop(firmware)
+        assert re.search(r"/dev/video\d+ \([^)]*vivid[^)]*\): capturing", log), log
+        assert "camera_manager" not in log, log
+    finally:
+        firmware.sh(BIND)
+        firmware.wait_for("ls /dev", "media1")
+    # The same daemon starts libcamera once vimc's sensor is back.
+    log = start(firmware, f"--source auto --width {W} --height {H}", env="LIBCAMERA_LOG_LEVELS='*:INFO'")
+    stop(firmware)
+    assert re.search(r"INFO Camera camera_manager\.cpp:\d+ libcamera v", log), log
+
+
 def test_same_picture_as_libcamera_cam(firmware):
     """camstream's stream, decoded, against the frame libcamera's `cam`
     saves of the same camera in the same format and size."""

@@ -47,9 +47,11 @@ def firmware(booted):
               f"until [ -e /dev/video0 ] && [ -e {VIVID}/vivid.0 ]; do sleep 0.1; done")
 
 
-def start(firmware: guest.Guest, args: str, log: str = "/tmp/camstream.log") -> str:
+def start(firmware: guest.Guest, args: str, log: str = "/tmp/camstream.log", env: str = "") -> str:
+    """Starts camstream in the guest (`env`: assignments before it); its log
+    up to the line that says it streams."""
     # The host's clients arrive from QEMU's side of the forwarded port.
-    firmware.sh(f"camstream --anonymous true {args} 2>{log} & echo $! >/tmp/camstream.pid")
+    firmware.sh(f"{env} camstream --anonymous true {args} 2>{log} & echo $! >/tmp/camstream.pid")
     firmware.wait_for(f"cat {log}", "streaming |error")
     out = firmware.sh(f"cat {log}")
     assert "error" not in out, out

@@ -209,9 +209,11 @@ pub fn open(settings: &Settings) -> Result<Box<dyn FrameSource>> {
     })
 }
 
+/// libcamera's camera manager is started only when a sensor for it is
+/// there: for a V4L2 camera it would cost start-up time and memory.
 #[cfg(feature = "libcamera")]
 fn libcamera_has_camera() -> bool {
-    libcamera::usable_camera()
+    v4l2::libcamera_sensor_present() && libcamera::usable_camera()
 }
 
 #[cfg(not(feature = "libcamera"))]

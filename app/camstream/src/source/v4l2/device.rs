@@ -33,7 +33,7 @@ pub(super) unsafe fn update<const OPCODE: Opcode, T>(
     }
 }
 
-fn cstr(bytes: &[u8]) -> String {
+pub(super) fn cstr(bytes: &[u8]) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     String::from_utf8_lossy(&bytes[..end]).trim().to_string()
 }

@@ -11,10 +11,12 @@ mod capture;
 mod controls;
 mod device;
 mod encode;
+mod media;
 mod probe;
 mod select;
 mod sys;
 
+pub use media::libcamera_sensor_present;
 pub use probe::probe;
 pub use select::parse_format;
 

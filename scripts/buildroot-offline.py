@@ -584,9 +584,11 @@ def libtool_patches(info, local_mk):
         d = pkg.get("package_dir") or ""
         d = d if os.path.isabs(d) else os.path.join(BUILDROOT, d)
         text = "".join(open(os.path.join(d, f)).read() for f in sorted(os.listdir(d)) if f.endswith(".mk"))
-        # A package that autoreconfs has the hook after that, before configure.
-        if ("autotools-package" in text and f"{m[1]}_LIBTOOL_PATCH = NO" not in text
-                and f"{m[1]}_AUTORECONF = YES" not in text):
+        # A package that autoreconfs has the hook after that, before configure;
+        # a host package inherits both settings from its target one.
+        own = {m[1], m[1].removeprefix("HOST_")}
+        if ("autotools-package" in text and not any(f"{v}_LIBTOOL_PATCH = NO" in text for v in own)
+                and not any(f"{v}_AUTORECONF = YES" in text for v in own)):
             lines.append(f"{m[1]}_POST_RSYNC_HOOKS += LIBTOOL_PATCH_HOOK")
     return lines
 

@@ -54,7 +54,7 @@ use camstream_rtsp::auth::User;
 use crate::source::{self, SourceSpec};
 
 pub use file::DEFAULT_CONFIG;
-pub use options::{Command, Options, StreamsOptions, SubOptions, UserHashes};
+pub use options::{Command, H264Options, Options, StreamsOptions, SubOptions, UserHashes};
 pub use users::{REALM, set_user, valid_user_name, with_user};
 
 /// The validated settings the daemon runs with.
@@ -89,6 +89,8 @@ pub struct Config {
     pub onvif: bool,
     /// None: `[streams.sub]` says enabled = false.
     pub sub: Option<SubSettings>,
+    /// None: `[streams.h264]` says enabled = false.
+    pub h264: Option<H264Settings>,
     /// The users given a password for ONVIF (`camstream passwd --onvif`):
     /// name, password.
     pub onvif_passwords: Vec<(String, String)>,
@@ -121,6 +123,35 @@ fn sub_settings(o: SubOptions, main_fps: u32) -> Result<Option<SubSettings>> {
         height,
         fps,
         quality,
+    }))
+}
+
+/// The H.264 stream's settings (it is the main stream's frames, encoded
+/// again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct H264Settings {
+    /// Bits per second the encoder aims at.
+    pub bitrate: u32,
+    /// Frames from one key frame (IDR picture) to the next.
+    pub gop: u32,
+}
+
+fn h264_settings(o: H264Options, main_fps: u32) -> Result<Option<H264Settings>> {
+    if o.enabled == Some(false) {
+        return Ok(None);
+    }
+    let kbit = in_range(
+        "streams.h264.bitrate",
+        o.bitrate.unwrap_or(2000),
+        64,
+        100_000,
+    )?;
+    // Two seconds by default: a client that joins is sent a key frame at
+    // once anyway.
+    let gop = in_range("streams.h264.gop", o.gop.unwrap_or(2 * main_fps), 1, 1000)?;
+    Ok(Some(H264Settings {
+        bitrate: kbit * 1000,
+        gop,
     }))
 }
 
@@ -238,6 +269,10 @@ impl Config {
             onvif: o.onvif.unwrap_or(default!(onvif)),
             sub: sub_settings(
                 o.streams.clone().and_then(|s| s.sub).unwrap_or_default(),
+                fps,
+            )?,
+            h264: h264_settings(
+                o.streams.clone().and_then(|s| s.h264).unwrap_or_default(),
                 fps,
             )?,
         })

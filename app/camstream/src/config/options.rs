@@ -25,6 +25,9 @@ use crate::source::controls::{ControlSetting, Value};
                   stream, unless anonymous = true\n  \
                   [streams.sub]  the detection sub-stream (rtsp://CAMERA/sub, ONVIF's second\n                 \
                   profile): width, height, fps, quality, or enabled = false\n  \
+                  [streams.h264] the main stream in H.264 (rtsp://CAMERA/h264), encoded\n                 \
+                  while someone watches: bitrate (kbit/s), gop (frames between\n                 \
+                  key frames), or enabled = false\n  \
                   [controls]     camera controls, NAME = VALUE (as --control)"
 )]
 #[serde(deny_unknown_fields)]
@@ -142,6 +145,17 @@ pub struct Options {
 #[serde(deny_unknown_fields)]
 pub struct StreamsOptions {
     pub sub: Option<SubOptions>,
+    pub h264: Option<H264Options>,
+}
+
+/// `[streams.h264]`: the H.264 stream's bit rate (kbit/s) and key frame
+/// interval (frames), or `enabled = false`.
+#[derive(Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct H264Options {
+    pub enabled: Option<bool>,
+    pub bitrate: Option<u32>,
+    pub gop: Option<u32>,
 }
 
 /// `[streams.sub]`: its size, rate and quality, or `enabled = false`.

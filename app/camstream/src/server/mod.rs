@@ -20,6 +20,7 @@ mod conn;
 mod ctx;
 mod fanout;
 mod gate;
+mod h264;
 mod host;
 mod http;
 mod listen;
@@ -30,6 +31,7 @@ mod rtsp;
 mod signals;
 mod substream;
 mod table;
+mod worker;
 
 use std::io::{self, Read};
 use std::net::SocketAddr;
@@ -47,6 +49,7 @@ use conn::{Conn, ConnId, Conns, Kind, Port};
 use ctx::Ctx;
 use fanout::{Fanout, Stream};
 use gate::Gate;
+use h264::H264Stream;
 use http::{Handoff, Http};
 use listen::Listeners;
 use onvif::Onvif;
@@ -69,6 +72,10 @@ const ADDRESS_CHANGES: Token = Token(8);
 const SUB_DONE: Token = Token(9);
 /// The fan-out queued a main-stream frame for the sub-stream.
 const SUB_FRAME: Token = Token(10);
+/// The H.264 stream's worker finished an access unit.
+const H264_DONE: Token = Token(11);
+/// The fan-out queued a main-stream frame for the H.264 stream.
+const H264_FRAME: Token = Token(12);
 
 /// How long a connection closing after an error may take to drain.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -121,6 +128,8 @@ pub struct Server {
     onvif: Onvif,
     /// The detection sub-stream, unless [streams.sub] turns it off.
     sub: Option<SubStream>,
+    /// The H.264 stream, unless [streams.h264] turns it off.
+    h264: Option<H264Stream>,
     /// WS-Discovery, when ONVIF is on.
     discovery: Option<onvif::discovery::Discovery>,
     source: Option<Box<dyn FrameSource>>,
@@ -157,6 +166,7 @@ impl Server {
             http,
             onvif: Onvif::default(),
             sub: None,
+            h264: None,
             discovery: None,
             source: None,
             camera_mode: String::new(),
@@ -166,6 +176,7 @@ impl Server {
         };
         let r = server.poll.registry();
         server.sub = substream::start(&server.cfg, &mut server.fanout, r, SUB_DONE, SUB_FRAME);
+        server.h264 = h264::start(&server.cfg, &mut server.fanout, r, H264_DONE, H264_FRAME);
         server.discovery = onvif::discovery::start(&server.cfg, r, DISCOVERY, ADDRESS_CHANGES);
         let r = server.poll.registry();
         server.listeners.register(r, LISTENER, HTTP_LISTENER)?;
@@ -247,6 +258,11 @@ impl Server {
                         s.done(&mut self.fanout);
                     }
                 }
+                H264_DONE => {
+                    if let Some(s) = &mut self.h264 {
+                        s.done(&mut self.fanout);
+                    }
+                }
                 SOURCE => self.source_readable()?,
                 SIGNAL => {
                     log::info!("stopping");
@@ -292,6 +308,9 @@ impl Server {
         if let Some(s) = &mut self.sub {
             s.follow_watchers(&mut self.fanout);
         }
+        if let Some(s) = &mut self.h264 {
+            s.follow_watchers(&mut self.fanout);
+        }
         let fanout = &mut self.fanout;
         let r = source.ready(&mut |f| fanout.captured(f));
         self.note_camera(&*source);
@@ -324,6 +343,11 @@ impl Server {
                 match (t, conn::of_token(t)) {
                     (SUB_FRAME, _) => {
                         if let Some(s) = &mut self.sub {
+                            s.frame_ready(&mut self.fanout);
+                        }
+                    }
+                    (H264_FRAME, _) => {
+                        if let Some(s) = &mut self.h264 {
                             s.frame_ready(&mut self.fanout);
                         }
                     }

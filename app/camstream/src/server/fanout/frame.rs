@@ -1,8 +1,8 @@
 //! A frame made once for every client: its RTP packets laid out as RTSP
 //! interleaved records (`$`, channel 0, length, packet), so a TCP client is
 //! sent one contiguous byte range and a UDP client gets each packet as a
-//! slice of it; and the JPEG file HTTP clients get, rebuilt from the same
-//! tables and scan as an RTP/JPEG receiver rebuilds it. Frames are shared by
+//! slice of it; and for JPEG the file HTTP clients get, rebuilt from the
+//! same tables and scan as an RTP/JPEG receiver rebuilds it. Frames are shared by
 //! reference count and a pool keeps them: once the last client is done, the
 //! frame (its reference count and its buffers) carries a later one, so a
 //! frame costs no allocation and memory depends on the queue depth, not on
@@ -11,6 +11,8 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use camstream_h264::AccessUnit;
+use camstream_rtp::rtp::OutgoingPacket;
 use camstream_rtp::{Jpeg, Packetizer, jfif};
 
 use crate::clock::Mono;
@@ -23,8 +25,38 @@ struct Buffers {
     wire: Vec<u8>,
     /// Start of each record in `wire`, then `wire.len()`.
     records: Vec<u32>,
-    /// The frame as a JPEG file (RFC 2435 Appendix B headers).
+    /// The frame as a JPEG file (RFC 2435 Appendix B headers); empty for
+    /// H.264.
     jpeg: Vec<u8>,
+}
+
+impl Buffers {
+    /// Writes each packet as an interleaved record; the payload octets.
+    fn lay_out<'a, const N: usize>(
+        &mut self,
+        packets: impl Iterator<Item = OutgoingPacket<'a, N>>,
+    ) -> u32 {
+        let mut payload_octets = 0u32;
+        for p in packets {
+            self.records.push(self.wire.len() as u32);
+            self.wire.extend_from_slice(&[b'$', 0]);
+            self.wire.extend_from_slice(&(p.len() as u16).to_be_bytes());
+            self.wire.extend_from_slice(p.header());
+            self.wire.extend_from_slice(p.payload);
+            payload_octets = payload_octets.wrapping_add(p.payload_len() as u32);
+        }
+        self.records.push(self.wire.len() as u32);
+        payload_octets
+    }
+}
+
+/// What a frame says of itself beyond its bytes.
+struct Head {
+    first_sequence: u16,
+    key: bool,
+    timestamp: u32,
+    captured: Mono,
+    entered: Mono,
 }
 
 /// The frames of one stream: each is reused once only the pool holds it.
@@ -51,6 +83,9 @@ pub struct SharedFrame {
     pub entered: Mono,
     /// RTP payload bytes (what RTCP octet counts add up).
     pub payload_octets: u32,
+    /// A client can start decoding here: every JPEG frame, an H.264 IDR
+    /// picture.
+    pub key: bool,
 }
 
 impl SharedFrame {
@@ -64,16 +99,55 @@ impl SharedFrame {
         captured: Mono,
         entered: Mono,
     ) -> Rc<SharedFrame> {
+        let head = Head {
+            first_sequence: packetizer.next_sequence(),
+            key: true,
+            timestamp,
+            captured,
+            entered,
+        };
+        Self::fill(pool, head, |bufs| {
+            jfif::write_file(&mut bufs.jpeg, jpeg);
+            bufs.lay_out(packetizer.packetize(jpeg, timestamp))
+        })
+    }
+
+    /// Packetizes an H.264 access unit (RFC 6184) into a pooled frame, as
+    /// `build` does a JPEG one; it has no file for HTTP.
+    pub fn build_h264(
+        pool: &Pool,
+        packetizer: &mut camstream_h264::Packetizer,
+        au: &AccessUnit<'_>,
+        timestamp: u32,
+        captured: Mono,
+        entered: Mono,
+    ) -> Rc<SharedFrame> {
+        let head = Head {
+            first_sequence: packetizer.next_sequence(),
+            key: au.idr,
+            timestamp,
+            captured,
+            entered,
+        };
+        Self::fill(pool, head, |bufs| {
+            bufs.lay_out(packetizer.packetize(au, timestamp))
+        })
+    }
+
+    /// A frame no client holds (or a new one, kept if the pool has room),
+    /// emptied and filled by `write`, which gives the payload octets.
+    fn fill(pool: &Pool, head: Head, write: impl FnOnce(&mut Buffers) -> u32) -> Rc<SharedFrame> {
         let mut frames = pool.frames.borrow_mut();
         let mut shared = match frames.iter_mut().position(|f| Rc::get_mut(f).is_some()) {
             Some(i) => frames.swap_remove(i),
             None => Rc::new(SharedFrame {
                 bufs: Buffers::default(),
-                timestamp,
+                timestamp: 0,
                 first_sequence: 0,
-                captured,
-                entered,
+                captured: Mono(0),
+                entered: Mono(0),
                 payload_octets: 0,
+                key: false,
             }),
         };
         let frame = Rc::get_mut(&mut shared).expect("no client holds it");
@@ -81,22 +155,12 @@ impl SharedFrame {
         bufs.wire.clear();
         bufs.records.clear();
         bufs.jpeg.clear();
-        jfif::write_file(&mut bufs.jpeg, jpeg);
-        frame.first_sequence = packetizer.next_sequence();
-        let mut payload_octets = 0u32;
-        for p in packetizer.packetize(jpeg, timestamp) {
-            bufs.records.push(bufs.wire.len() as u32);
-            bufs.wire.extend_from_slice(&[b'$', 0]);
-            bufs.wire.extend_from_slice(&(p.len() as u16).to_be_bytes());
-            bufs.wire.extend_from_slice(p.header());
-            bufs.wire.extend_from_slice(p.payload);
-            payload_octets = payload_octets.wrapping_add(p.payload_len() as u32);
-        }
-        bufs.records.push(bufs.wire.len() as u32);
-        frame.timestamp = timestamp;
-        frame.captured = captured;
-        frame.entered = entered;
-        frame.payload_octets = payload_octets;
+        frame.payload_octets = write(bufs);
+        frame.first_sequence = head.first_sequence;
+        frame.key = head.key;
+        frame.timestamp = head.timestamp;
+        frame.captured = head.captured;
+        frame.entered = head.entered;
         // Within the capacity reserved: no allocation.
         if frames.len() < pool.keep {
             frames.push(shared.clone());

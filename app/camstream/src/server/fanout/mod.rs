@@ -14,7 +14,8 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
 
-use camstream_rtp::{Jpeg, Packetizer};
+use camstream_h264::AccessUnit;
+use camstream_rtp::Jpeg;
 use mio::Token;
 
 use frame::Pool;
@@ -39,6 +40,32 @@ impl StreamId {
     pub const MAIN: StreamId = StreamId(0);
 }
 
+/// How a stream's frames become RTP packets: its codec's payload format.
+pub enum Packetizer {
+    /// RFC 2435.
+    Jpeg(camstream_rtp::Packetizer),
+    /// RFC 6184, packetization-mode 1 (boxed: it keeps the parameter sets
+    /// inline, half a kilobyte).
+    H264(Box<camstream_h264::Packetizer>),
+}
+
+impl Packetizer {
+    pub fn ssrc(&self) -> u32 {
+        match self {
+            Packetizer::Jpeg(p) => p.ssrc(),
+            Packetizer::H264(p) => p.ssrc(),
+        }
+    }
+
+    /// Sequence number the next packet will carry.
+    pub fn next_sequence(&self) -> u16 {
+        match self {
+            Packetizer::Jpeg(p) => p.next_sequence(),
+            Packetizer::H264(p) => p.next_sequence(),
+        }
+    }
+}
+
 /// A stream's frames, as every client of it gets them.
 pub struct Stream {
     id: StreamId,
@@ -52,11 +79,14 @@ pub struct Stream {
     /// The SDP's session id (o= line), fixed for the stream's life.
     pub sdp_session_id: u64,
     warned_size_change: bool,
+    /// A subscriber waits for a key frame (H.264: an IDR picture): its
+    /// encoder is asked for one.
+    pub key_wanted: bool,
 }
 
 impl Stream {
-    /// `ids`: random values for the SSRC, the first sequence number, the
-    /// first timestamp and the SDP's session id.
+    /// A JPEG stream. `ids`: random values for the SSRC, the first sequence
+    /// number, the first timestamp and the SDP's session id.
     pub fn new(
         name: &str,
         info: StreamInfo,
@@ -64,17 +94,48 @@ impl Stream {
         frames: usize,
         ids: [u64; 4],
     ) -> anyhow::Result<Stream> {
-        Ok(Stream {
+        let p = camstream_rtp::Packetizer::new(ids[0] as u32, ids[1] as u16, mtu)?;
+        Ok(Self::with(name, info, Packetizer::Jpeg(p), frames, ids))
+    }
+
+    /// An H.264 stream, as `new` a JPEG one.
+    pub fn h264(
+        name: &str,
+        info: StreamInfo,
+        mtu: usize,
+        frames: usize,
+        ids: [u64; 4],
+    ) -> anyhow::Result<Stream> {
+        let p = camstream_h264::Packetizer::new(ids[0] as u32, ids[1] as u16, mtu)
+            .map_err(|e| anyhow::anyhow!("mtu = {mtu}: {e:?}"))?;
+        Ok(Self::with(
+            name,
+            info,
+            Packetizer::H264(Box::new(p)),
+            frames,
+            ids,
+        ))
+    }
+
+    fn with(
+        name: &str,
+        info: StreamInfo,
+        packetizer: Packetizer,
+        frames: usize,
+        ids: [u64; 4],
+    ) -> Stream {
+        Stream {
             id: StreamId::MAIN,
             name: name.to_owned(),
             info,
-            packetizer: Packetizer::new(ids[0] as u32, ids[1] as u16, mtu)?,
+            packetizer,
             clock: RtpClock::new(Mono::now(), ids[2] as u32),
             pool: Pool::new(frames),
             last: None,
             sdp_session_id: ids[3] >> 1,
             warned_size_change: false,
-        })
+            key_wanted: false,
+        }
     }
 
     /// The newest frame, if it is fresh.
@@ -127,6 +188,9 @@ pub struct Subscriber {
     active: bool,
     limit: usize,
     queue: VecDeque<Rc<SharedFrame>>,
+    /// Frames wait for a key frame: it joined, or lost frames, mid-way
+    /// through an H.264 group of pictures, which it could not decode.
+    need_key: bool,
     pub frames_sent: u64,
     pub frames_dropped: u64,
 }
@@ -246,6 +310,37 @@ impl Fanout {
         );
     }
 
+    /// An access unit of an H.264 stream made here.
+    pub fn publish_h264(
+        &mut self,
+        id: StreamId,
+        au: &AccessUnit<'_>,
+        captured: Mono,
+        entered: Mono,
+    ) {
+        let stream = &mut self.streams[usize::from(id.0)];
+        let Packetizer::H264(packetizer) = &mut stream.packetizer else {
+            return;
+        };
+        let ts = stream.clock.timestamp(captured);
+        let frame = SharedFrame::build_h264(&stream.pool, packetizer, au, ts, captured, entered);
+        if frame.key {
+            stream.key_wanted = false;
+        }
+        queue(
+            stream,
+            &mut self.subscribers,
+            &mut self.ready,
+            &mut self.labels,
+            frame,
+        );
+    }
+
+    /// Takes back the wish for a key frame (the encoder was asked).
+    pub fn take_key_wanted(&mut self, id: StreamId) -> bool {
+        std::mem::take(&mut self.streams[usize::from(id.0)].key_wanted)
+    }
+
     pub fn subscribe(&mut self, s: Subscription) -> SubscriberId {
         let limit = s.queue.unwrap_or(self.queue).max(1);
         let id = self.subscribers.insert(Subscriber {
@@ -258,6 +353,7 @@ impl Fanout {
             active: false,
             limit,
             queue: VecDeque::with_capacity(limit),
+            need_key: false,
             frames_sent: 0,
             frames_dropped: 0,
         });
@@ -287,11 +383,21 @@ impl Fanout {
             return;
         }
         let now = Mono::now();
-        if let Some(f) = self.streams[usize::from(s.stream.0)].latest(now) {
-            s.next_due = f.captured;
-            advance(s, f.captured);
-            s.queue.push_back(f.clone());
-            self.ready.push(s.wake);
+        let stream = &mut self.streams[usize::from(s.stream.0)];
+        match stream.latest(now) {
+            Some(f) if f.key => {
+                s.next_due = f.captured;
+                advance(s, f.captured);
+                s.queue.push_back(f.clone());
+                self.ready.push(s.wake);
+            }
+            // H.264 mid-way through a group of pictures: from the next IDR
+            // picture, which its encoder is asked for.
+            Some(_) => {
+                s.need_key = true;
+                stream.key_wanted = true;
+            }
+            None => {}
         }
     }
 
@@ -413,27 +519,52 @@ fn publish(
         stream.warned_size_change = true;
     }
     let ts = stream.clock.timestamp(captured);
-    let frame = SharedFrame::build(
-        &stream.pool,
-        &mut stream.packetizer,
-        jpeg,
-        ts,
-        captured,
-        entered,
-    );
+    let Packetizer::Jpeg(packetizer) = &mut stream.packetizer else {
+        return;
+    };
+    let frame = SharedFrame::build(&stream.pool, packetizer, jpeg, ts, captured, entered);
+    queue(stream, subscribers, ready, labels, frame);
+}
+
+/// Queues `frame` of `stream` to each of its active subscribers that is
+/// due one (and, for H.264, that can decode from it).
+fn queue(
+    stream: &mut Stream,
+    subscribers: &mut Table<Subscriber>,
+    ready: &mut Vec<Token>,
+    labels: &mut [(&'static str, Delivery)],
+    frame: Rc<SharedFrame>,
+) {
+    let captured = frame.captured;
     stream.last = Some(frame.clone());
     for (_, s) in subscribers.iter_mut() {
         if !s.active || s.stream != stream.id {
             continue;
         }
+        if s.need_key && !frame.key {
+            continue;
+        }
         if s.every.is_some() && captured < s.next_due {
             continue;
         }
+        s.need_key = false;
         advance(s, captured);
         if s.queue.len() >= s.limit {
-            s.queue.pop_front();
-            s.frames_dropped += 1;
-            labels[usize::from(s.label.0)].1.frames_dropped += 1;
+            if frame.key {
+                s.queue.pop_front();
+                s.frames_dropped += 1;
+                labels[usize::from(s.label.0)].1.frames_dropped += 1;
+            } else {
+                // What it holds needs the frames before it: all go, and
+                // it waits for the next IDR picture.
+                let n = s.queue.len() as u64 + 1;
+                s.queue.clear();
+                s.frames_dropped += n;
+                labels[usize::from(s.label.0)].1.frames_dropped += n;
+                s.need_key = true;
+                stream.key_wanted = true;
+                continue;
+            }
         }
         s.queue.push_back(frame.clone());
         ready.push(s.wake);

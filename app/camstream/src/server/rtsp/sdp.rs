@@ -2,6 +2,8 @@
 
 use std::net::IpAddr;
 
+use camstream_h264::packetize::PAYLOAD_TYPE_H264;
+use camstream_h264::sdp as h264_sdp;
 use camstream_rtp::packetize::needs_x_dimensions;
 use camstream_rtp::rtp::{JPEG_CLOCK_RATE, PAYLOAD_TYPE_JPEG};
 use sdp_types::{Attribute, Connection, Media, Origin, Session, Time};
@@ -18,24 +20,44 @@ fn attr(name: &str, value: impl Into<Option<String>>) -> Attribute {
     }
 }
 
-/// One live JPEG video stream, aggregate control `*`, track `trackID=0`.
-/// `a=x-dimensions` carries sizes the RTP/JPEG header cannot (over 2040 or
-/// not a multiple of 8); GStreamer and live555 (VLC) read it.
-pub fn describe(info: &StreamInfo, local: IpAddr, session_id: u64) -> Vec<u8> {
+/// What a stream's media line says of its codec.
+pub enum Format<'a> {
+    /// RTP/JPEG (RFC 2435), static payload type 26.
+    Jpeg,
+    /// H.264 (RFC 6184) with these parameter sets, once the encoder made
+    /// them (without, a client takes them from the stream: they come in
+    /// band before each IDR picture).
+    H264(Option<(&'a [u8], &'a [u8])>),
+}
+
+/// One live video stream, aggregate control `*`, track `trackID=0`. For
+/// JPEG, `a=x-dimensions` carries sizes the RTP/JPEG header cannot (over
+/// 2040 or not a multiple of 8); GStreamer and live555 (VLC) read it.
+pub fn describe(info: &StreamInfo, format: &Format<'_>, local: IpAddr, session_id: u64) -> Vec<u8> {
     let unspecified: IpAddr = if local.is_ipv4() {
         [0u8; 4].into()
     } else {
         [0u16; 8].into()
     };
-    let mut media_attrs = vec![
-        attr(
-            "rtpmap",
-            format!("{PAYLOAD_TYPE_JPEG} JPEG/{JPEG_CLOCK_RATE}"),
+    let (payload_type, mut media_attrs) = match format {
+        Format::Jpeg => (
+            PAYLOAD_TYPE_JPEG,
+            vec![attr(
+                "rtpmap",
+                format!("{PAYLOAD_TYPE_JPEG} JPEG/{JPEG_CLOCK_RATE}"),
+            )],
         ),
-        attr("control", TRACK.to_string()),
-        attr("framerate", info.fps.to_string()),
-    ];
-    if needs_x_dimensions(info.width, info.height) {
+        Format::H264(sets) => (
+            PAYLOAD_TYPE_H264,
+            vec![
+                attr("rtpmap", h264_sdp::rtpmap(PAYLOAD_TYPE_H264)),
+                attr("fmtp", h264_sdp::fmtp(PAYLOAD_TYPE_H264, *sets)),
+            ],
+        ),
+    };
+    media_attrs.push(attr("control", TRACK.to_string()));
+    media_attrs.push(attr("framerate", info.fps.to_string()));
+    if matches!(format, Format::Jpeg) && needs_x_dimensions(info.width, info.height) {
         media_attrs.push(attr(
             "x-dimensions",
             format!("{},{}", info.width, info.height),
@@ -67,7 +89,7 @@ pub fn describe(info: &StreamInfo, local: IpAddr, session_id: u64) -> Vec<u8> {
             port: 0,
             num_ports: None,
             proto: "RTP/AVP".into(),
-            fmt: PAYLOAD_TYPE_JPEG.to_string(),
+            fmt: payload_type.to_string(),
             media_title: None,
             connections: vec![],
             bandwidths: vec![],
@@ -94,6 +116,7 @@ mod tests {
                 height: 1080,
                 fps: 30,
             },
+            &Format::Jpeg,
             "192.0.2.7".parse().unwrap(),
             42,
         );
@@ -123,6 +146,7 @@ mod tests {
                 height: 2160,
                 fps: 5,
             },
+            &Format::Jpeg,
             "::1".parse().unwrap(),
             1,
         ))

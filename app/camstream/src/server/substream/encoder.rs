@@ -5,6 +5,7 @@
 
 use anyhow::Result;
 
+use super::super::worker::Encode;
 use crate::convert::{i420_plane_sizes, resample_plane};
 use crate::turbo::{Decoder, Encoder, OnWarning};
 
@@ -16,7 +17,6 @@ pub struct SubEncoder {
     height: usize,
     decoded: [Vec<u8>; 3],
     i420: [Vec<u8>; 3],
-    out: Vec<u8>,
 }
 
 /// The smallest size libjpeg-turbo's scaled decode makes (M/8 of the
@@ -49,12 +49,14 @@ impl SubEncoder {
             height,
             decoded: Default::default(),
             i420: Default::default(),
-            out: Vec::new(),
         })
     }
+}
 
-    /// The sub-stream's JPEG made from a main-stream frame.
-    pub fn encode(&mut self, jpeg: &[u8]) -> Result<&[u8]> {
+impl Encode for SubEncoder {
+    /// The sub-stream's JPEG made from a main-stream frame; every JPEG is
+    /// a key frame: `key` asks for nothing.
+    fn encode(&mut self, jpeg: &[u8], _key: bool, out: &mut Vec<u8>) -> Result<()> {
         let header = self.decoder.header(jpeg)?;
         let (w, h) = (header.width, header.height);
         let (tw, th) = sub_size((w, h), (self.width, self.height));
@@ -83,128 +85,16 @@ impl SubEncoder {
             [target[0].0, target[1].0, target[2].0],
             tw,
             th,
-            &mut self.out,
+            out,
         )?;
-        Ok(&self.out)
+        Ok(())
     }
-}
-
-/// A main-stream frame for the worker, and what it makes of it.
-pub struct Job {
-    pub jpeg: Vec<u8>,
-    pub captured: crate::clock::Mono,
-}
-
-pub struct Done {
-    /// The sub-stream's frame, or why there is none.
-    pub jpeg: Result<Vec<u8>, String>,
-    pub captured: crate::clock::Mono,
-    /// The buffer the job came in, back for the next one.
-    pub spare: Vec<u8>,
-    /// CPU time the encode took on the worker's thread.
-    pub took: std::time::Duration,
-}
-
-/// The sub-stream's worker thread: takes at most one frame at a time (a
-/// frame offered while it is busy is not taken: the sub-stream's rate is
-/// low, the main stream never waits), wakes the event loop when one is
-/// done.
-pub struct Worker {
-    jobs: std::sync::mpsc::SyncSender<Job>,
-    done: std::sync::mpsc::Receiver<Done>,
-    busy: bool,
-    spare: Vec<u8>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Worker {
-    pub fn start(mut enc: SubEncoder, waker: std::sync::Arc<mio::Waker>) -> Result<Worker> {
-        let (jobs, rx) = std::sync::mpsc::sync_channel::<Job>(1);
-        let (tx, done) = std::sync::mpsc::channel::<Done>();
-        let thread = std::thread::Builder::new()
-            .name("sub-stream".into())
-            .spawn(move || {
-                for job in rx {
-                    let t0 = thread_cpu();
-                    let jpeg = enc
-                        .encode(&job.jpeg)
-                        .map(<[u8]>::to_vec)
-                        .map_err(|e| format!("{e:#}"));
-                    let took = thread_cpu().saturating_sub(t0);
-                    let d = Done {
-                        jpeg,
-                        captured: job.captured,
-                        spare: job.jpeg,
-                        took,
-                    };
-                    if tx.send(d).is_err() || waker.wake().is_err() {
-                        return;
-                    }
-                }
-            })?;
-        Ok(Worker {
-            jobs,
-            done,
-            busy: false,
-            spare: Vec::new(),
-            thread: Some(thread),
-        })
-    }
-
-    /// Whether it is encoding a frame.
-    pub fn busy(&self) -> bool {
-        self.busy
-    }
-
-    /// Hands `jpeg` to the worker unless it is busy; whether it took it.
-    pub fn offer(&mut self, jpeg: &[u8], captured: crate::clock::Mono) -> bool {
-        if self.busy {
-            return false;
-        }
-        let mut buf = std::mem::take(&mut self.spare);
-        buf.clear();
-        buf.extend_from_slice(jpeg);
-        match self.jobs.try_send(Job {
-            jpeg: buf,
-            captured,
-        }) {
-            Ok(()) => {
-                self.busy = true;
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    /// A frame the worker finished, if any.
-    pub fn take(&mut self) -> Option<Done> {
-        let mut d = self.done.try_recv().ok()?;
-        self.busy = false;
-        self.spare = std::mem::take(&mut d.spare);
-        Some(d)
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        // Closing the channel ends the thread's loop.
-        let (closed, _) = std::sync::mpsc::sync_channel(1);
-        drop(std::mem::replace(&mut self.jobs, closed));
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// This thread's CPU time.
-fn thread_cpu() -> std::time::Duration {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::worker::Worker;
 
     #[test]
     fn the_worker_encodes_one_frame_at_a_time_and_wakes_the_loop() {
@@ -215,25 +105,27 @@ mod tests {
         .unwrap();
         let mut poll = mio::Poll::new().unwrap();
         let waker = std::sync::Arc::new(mio::Waker::new(poll.registry(), mio::Token(9)).unwrap());
-        let mut w = Worker::start(SubEncoder::new(80, 64, 75).unwrap(), waker).unwrap();
+        let mut w =
+            Worker::start(SubEncoder::new(80, 64, 75).unwrap(), "sub-stream", waker).unwrap();
         let t = crate::clock::Mono(42);
-        assert!(w.offer(&src, t));
+        assert!(w.offer(&src, t, false));
         // Busy: the next frame is not taken.
-        assert!(!w.offer(&src, t));
+        assert!(!w.offer(&src, t, false));
         let mut events = mio::Events::with_capacity(4);
         poll.poll(&mut events, Some(std::time::Duration::from_secs(10)))
             .unwrap();
         assert!(events.iter().any(|e| e.token() == mio::Token(9)));
         let d = w.take().unwrap();
-        let jpeg = d.jpeg.unwrap();
+        d.made.unwrap();
+        let jpeg = d.out;
         assert_eq!(d.captured.0, 42);
         let img = turbojpeg::decompress(&jpeg, turbojpeg::PixelFormat::GRAY).unwrap();
         assert_eq!((img.width, img.height), (80, 64));
         // Free again; a broken frame comes back as an error, not a crash.
-        assert!(w.offer(b"not a jpeg", t));
+        assert!(w.offer(b"not a jpeg", t, false));
         poll.poll(&mut events, Some(std::time::Duration::from_secs(10)))
             .unwrap();
-        assert!(w.take().unwrap().jpeg.is_err());
+        assert!(w.take().unwrap().made.is_err());
     }
 
     #[test]
@@ -258,7 +150,8 @@ mod tests {
         ))
         .unwrap();
         let mut enc = SubEncoder::new(80, 64, 75).unwrap();
-        let out = enc.encode(&src).unwrap().to_vec();
+        let mut out = Vec::new();
+        enc.encode(&src, false, &mut out).unwrap();
         let img = turbojpeg::decompress(&out, turbojpeg::PixelFormat::GRAY).unwrap();
         assert_eq!((img.width, img.height), (80, 64));
         // The picture is the source's, smaller: compare with the source

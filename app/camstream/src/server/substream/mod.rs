@@ -14,10 +14,11 @@ use mio::{Registry, Token, Waker};
 
 use super::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
 use super::random::random_u64;
+use super::worker::Worker;
 use crate::clock::Mono;
 use crate::config::{Config, SubSettings};
 use crate::source::StreamInfo;
-use encoder::{SubEncoder, Worker, sub_size};
+use encoder::{SubEncoder, sub_size};
 
 /// Its path: rtsp://CAMERA/sub.
 pub const PATH: &str = "sub";
@@ -98,7 +99,7 @@ impl SubStream {
             id,
             cfg,
             subscription,
-            worker: Worker::start(enc, waker.clone())?,
+            worker: Worker::start(enc, "sub-stream", waker.clone())?,
             waker,
             cpu: Duration::ZERO,
             frames: 0,
@@ -120,7 +121,7 @@ impl SubStream {
             return;
         }
         if let Some(frame) = fanout.next(self.subscription) {
-            self.worker.offer(frame.jpeg(), frame.captured);
+            self.worker.offer(frame.jpeg(), frame.captured, false);
         }
     }
 
@@ -130,8 +131,8 @@ impl SubStream {
             return;
         };
         self.cpu += done.took;
-        match done.jpeg {
-            Ok(jpeg) => match camstream_rtp::jpeg::parse(&jpeg) {
+        match done.made {
+            Ok(()) => match camstream_rtp::jpeg::parse(&done.out) {
                 Ok(parsed) => {
                     self.frames += 1;
                     fanout.publish(self.id, &parsed, done.captured, Mono::now());
@@ -146,6 +147,7 @@ impl SubStream {
                 log::debug!("sub-stream: {e}");
             }
         }
+        self.worker.give_back(done.out);
         // A frame that came while it worked.
         self.frame_ready(fanout);
     }
@@ -161,7 +163,7 @@ impl SubStream {
             (usize::from(cfg.width), usize::from(cfg.height)),
         );
         let enc = SubEncoder::new(w, h, cfg.quality)?;
-        self.worker = Worker::start(enc, self.waker.clone())?;
+        self.worker = Worker::start(enc, "sub-stream", self.waker.clone())?;
         fanout.stream_mut(self.id).info = StreamInfo {
             width: w as u16,
             height: h as u16,

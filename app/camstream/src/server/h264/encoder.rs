@@ -1,0 +1,169 @@
+//! The H.264 stream's encoder: a main-stream frame decoded by libjpeg-turbo
+//! to its planes, made 4:2:0 where the camera's JPEG is 4:2:2 or 4:4:4, and
+//! encoded by OpenH264 (Cisco's encoder, BSD-2-Clause, built from source
+//! into camstream: no patent-encumbered binary is loaded at run time, and
+//! the license asks only for its notice) as Constrained Baseline, which
+//! every RTSP client and NVR decodes. Its output is one access unit in
+//! Annex B, SPS and PPS before each IDR picture.
+
+use anyhow::{Result, bail};
+use openh264::OpenH264API;
+use openh264::encoder::{
+    BitRate, Encoder, EncoderConfig, FrameRate, IntraFramePeriod, Profile, RateControlMode,
+    SpsPpsStrategy, UsageType,
+};
+use openh264::formats::YUVSlices;
+
+use crate::config::H264Settings;
+use crate::convert::{i420_plane_sizes, resample_plane};
+use crate::server::worker::Encode;
+use crate::turbo::{Decoder, OnWarning};
+
+pub struct H264Encoder {
+    decoder: Decoder,
+    encoder: Encoder,
+    decoded: [Vec<u8>; 3],
+    i420: [Vec<u8>; 3],
+}
+
+impl H264Encoder {
+    pub fn new(settings: H264Settings, fps: u32) -> Result<H264Encoder> {
+        let config = EncoderConfig::new()
+            .bitrate(BitRate::from_bps(settings.bitrate))
+            .max_frame_rate(FrameRate::from_hz(fps as f32))
+            .rate_control_mode(RateControlMode::Bitrate)
+            .usage_type(UsageType::CameraVideoRealTime)
+            .profile(Profile::Baseline)
+            // OpenH264 holds the bit rate only if it may skip a frame that
+            // would overrun it (an empty access unit, not published).
+            .skip_frames(true)
+            .intra_frame_period(IntraFramePeriod::from_num_frames(settings.gop))
+            // The parameter sets before each IDR picture.
+            .sps_pps_strategy(SpsPpsStrategy::ConstantId)
+            // One thread: the worker is one; the event loop keeps a core.
+            .num_threads(1);
+        let encoder = Encoder::with_api_config(OpenH264API::from_source(), config)
+            .map_err(|e| anyhow::anyhow!("OpenH264: {e}"))?;
+        Ok(H264Encoder {
+            decoder: Decoder::new()?,
+            encoder,
+            decoded: Default::default(),
+            i420: Default::default(),
+        })
+    }
+}
+
+impl Encode for H264Encoder {
+    fn encode(&mut self, jpeg: &[u8], key: bool, out: &mut Vec<u8>) -> Result<()> {
+        out.clear();
+        let header = self.decoder.header(jpeg)?;
+        let (w, h) = (header.width, header.height);
+        // 4:2:0 wants an even size: an odd last row or column goes.
+        let (tw, th) = (w & !1, h & !1);
+        if tw < 16 || th < 16 {
+            bail!("{w}x{h} is too small to encode");
+        }
+        let sizes = self.decoder.decode_planes(
+            jpeg,
+            &header,
+            (w, h),
+            &mut self.decoded,
+            OnWarning::Continue,
+        )?;
+        let target = i420_plane_sizes(tw, th);
+        for i in 0..3 {
+            let (cw, ch) = target[i];
+            self.i420[i].resize(cw * ch, 128);
+            let (sw, sh) = sizes[i];
+            if i > 0 && header.gray() {
+                self.i420[i].fill(128);
+            } else if (sw, sh) == (cw, ch) {
+                self.i420[i].copy_from_slice(&self.decoded[i][..cw * ch]);
+            } else if sw >= cw && sh >= ch && i == 0 {
+                // The luma of an odd-sized frame: its rows cut to the even width.
+                for (row, dst) in self.i420[0].chunks_exact_mut(cw).enumerate() {
+                    dst.copy_from_slice(&self.decoded[0][row * sw..row * sw + cw]);
+                }
+            } else {
+                resample_plane(&self.decoded[i], sw, sh, &mut self.i420[i], cw, ch);
+            }
+        }
+        if key {
+            self.encoder.force_intra_frame();
+        }
+        let yuv = YUVSlices::new(
+            (&self.i420[0], &self.i420[1], &self.i420[2]),
+            (tw, th),
+            (target[0].0, target[1].0, target[2].0),
+        );
+        let bitstream = self
+            .encoder
+            .encode(&yuv)
+            .map_err(|e| anyhow::anyhow!("OpenH264: {e}"))?;
+        bitstream.write_vec(out);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use camstream_h264::AccessUnit;
+
+    fn frame() -> Vec<u8> {
+        std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../camstream-rtp/testdata/ffmpeg-5.1-mjpeg-yuvj420p-huffman-default-160x120.jpg"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn key_frames_carry_their_parameter_sets_and_come_when_asked() {
+        let settings = H264Settings {
+            bitrate: 500_000,
+            gop: 100,
+        };
+        let mut enc = H264Encoder::new(settings, 30).unwrap();
+        let jpeg = frame();
+        let mut out = Vec::new();
+        let mut kinds = Vec::new();
+        for i in 0..6 {
+            enc.encode(&jpeg, i == 4, &mut out).unwrap();
+            let au = AccessUnit::parse(&out).unwrap();
+            kinds.push((au.idr, au.sps.is_some() && au.pps.is_some()));
+        }
+        // The first is an IDR picture with SPS and PPS; then P pictures,
+        // until one is asked for.
+        assert_eq!(
+            kinds,
+            [
+                (true, true),
+                (false, false),
+                (false, false),
+                (false, false),
+                (true, true),
+                (false, false)
+            ]
+        );
+        // Constrained Baseline (profile_idc 66).
+        let au = {
+            enc.encode(&jpeg, true, &mut out).unwrap();
+            AccessUnit::parse(&out).unwrap()
+        };
+        assert_eq!(au.sps.unwrap()[1], 66);
+    }
+
+    #[test]
+    fn a_broken_frame_is_an_error() {
+        let settings = H264Settings {
+            bitrate: 500_000,
+            gop: 60,
+        };
+        let mut enc = H264Encoder::new(settings, 30).unwrap();
+        let mut out = Vec::new();
+        assert!(enc.encode(b"not a jpeg", false, &mut out).is_err());
+        enc.encode(&frame(), false, &mut out).unwrap();
+        assert!(AccessUnit::parse(&out).unwrap().idr);
+    }
+}

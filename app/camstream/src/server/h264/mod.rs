@@ -1,0 +1,151 @@
+//! The H.264 stream, rtsp://CAMERA/h264: the main stream's frames encoded
+//! again as H.264 ([`encoder`], on a worker thread) while someone watches
+//! it, published on the fan-out as a stream of its own and sent as RFC 6184
+//! packets. A client that joins (or falls behind) waits for an IDR picture,
+//! which the encoder is asked for at once.
+
+mod encoder;
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use camstream_h264::AccessUnit;
+use mio::{Registry, Token, Waker};
+
+use super::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
+use super::random::random_u64;
+use super::worker::Worker;
+use crate::clock::Mono;
+use crate::config::{Config, H264Settings};
+use encoder::H264Encoder;
+
+/// Its path: rtsp://CAMERA/h264.
+pub const PATH: &str = "h264";
+
+/// The H.264 stream [streams.h264] asks for, or None (turned off, or it
+/// could not start: the log says why).
+pub fn start(
+    cfg: &Config,
+    fanout: &mut Fanout,
+    registry: &Registry,
+    done: Token,
+    wake: Token,
+) -> Option<H264Stream> {
+    let settings = cfg.h264?;
+    match H264Stream::start(settings, cfg.mtu, fanout, registry, done, wake) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            log::warn!("no H.264 stream: {e:#}");
+            None
+        }
+    }
+}
+
+pub struct H264Stream {
+    /// Its stream on the fan-out.
+    pub id: StreamId,
+    /// Of the main stream.
+    subscription: SubscriberId,
+    worker: Worker,
+    /// CPU time the worker spent, and access units it made.
+    pub cpu: std::time::Duration,
+    pub frames: u64,
+    pub failed: u64,
+}
+
+impl H264Stream {
+    /// Starts its worker, which wakes the event loop with `done`; main
+    /// frames for it wake it with `wake`.
+    pub fn start(
+        cfg: H264Settings,
+        mtu: usize,
+        fanout: &mut Fanout,
+        registry: &Registry,
+        done: Token,
+        wake: Token,
+    ) -> Result<H264Stream> {
+        let mut info = fanout.stream(StreamId::MAIN).info;
+        info.width &= !1;
+        info.height &= !1;
+        let enc = H264Encoder::new(cfg, info.fps)?;
+        let waker = Arc::new(Waker::new(registry, done)?);
+        let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
+        // A group of pictures is queued whole: a client behind by more
+        // waits for the next IDR picture.
+        let id = fanout.add_stream(Stream::h264(PATH, info, mtu, 4, ids)?);
+        let label = fanout.label("h264");
+        let subscription = fanout.subscribe(Subscription {
+            stream: StreamId::MAIN,
+            wake,
+            label,
+            every: None,
+            queue: Some(1),
+            client: false,
+            active: false,
+        });
+        log::info!(
+            "H.264 stream: {}x{} at {} fps, {} kbit/s, a key frame every {} frames, rtsp://CAMERA/{PATH}",
+            info.width,
+            info.height,
+            info.fps,
+            cfg.bitrate / 1000,
+            cfg.gop
+        );
+        Ok(H264Stream {
+            id,
+            subscription,
+            worker: Worker::start(enc, "h264", waker)?,
+            cpu: std::time::Duration::ZERO,
+            frames: 0,
+            failed: 0,
+        })
+    }
+
+    /// Encoded only while someone watches it.
+    pub fn follow_watchers(&mut self, fanout: &mut Fanout) {
+        let watched = fanout.watched(self.id);
+        fanout.set_active(self.subscription, watched);
+    }
+
+    /// A main-stream frame came for it: to the worker, if it is free (else
+    /// it waits, replaced by any newer one, until the worker is done).
+    pub fn frame_ready(&mut self, fanout: &mut Fanout) {
+        if self.worker.busy() {
+            return;
+        }
+        if let Some(frame) = fanout.next(self.subscription) {
+            let key = fanout.take_key_wanted(self.id);
+            if !self.worker.offer(frame.jpeg(), frame.captured, key) && key {
+                fanout.stream_mut(self.id).key_wanted = true;
+            }
+        }
+    }
+
+    /// The worker finished an access unit: published to the stream's
+    /// clients.
+    pub fn done(&mut self, fanout: &mut Fanout) {
+        let Some(done) = self.worker.take() else {
+            return;
+        };
+        self.cpu += done.took;
+        match done.made {
+            Ok(()) if done.out.is_empty() => {}
+            Ok(()) => match AccessUnit::parse(&done.out) {
+                Ok(au) => {
+                    self.frames += 1;
+                    fanout.publish_h264(self.id, &au, done.captured, Mono::now());
+                }
+                Err(e) => {
+                    self.failed += 1;
+                    log::warn!("H.264 stream: the encoder's access unit does not parse: {e:?}");
+                }
+            },
+            Err(e) => {
+                self.failed += 1;
+                log::debug!("H.264 stream: {e}");
+            }
+        }
+        self.worker.give_back(done.out);
+        self.frame_ready(fanout);
+    }
+}

@@ -1,0 +1,147 @@
+//! A worker thread that makes a stream of its own out of main-stream
+//! frames (the sub-stream's JPEG encoder, the H.264 encoder): it takes at
+//! most one frame at a time (a frame offered while it is busy is not taken:
+//! the main stream never waits) and wakes the event loop when one is done.
+//! The frame's bytes go in and out in buffers handed back and forth, so a
+//! frame costs no allocation once they have grown.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::clock::Mono;
+
+/// What a worker runs: one main-stream JPEG in, its own frame out.
+pub trait Encode: Send + 'static {
+    /// Writes the frame made of `jpeg` into `out` (emptied first); `key`:
+    /// a key frame is asked for (a client of an H.264 stream joined or lost
+    /// frames). An empty `out` is a frame the encoder skipped.
+    fn encode(&mut self, jpeg: &[u8], key: bool, out: &mut Vec<u8>) -> Result<()>;
+}
+
+struct Job {
+    jpeg: Vec<u8>,
+    out: Vec<u8>,
+    captured: Mono,
+    key: bool,
+}
+
+pub struct Done {
+    /// The frame (`out`), or why there is none.
+    pub made: Result<(), String>,
+    pub out: Vec<u8>,
+    pub captured: Mono,
+    /// The buffer the job came in, back for the next one.
+    spare: Vec<u8>,
+    /// CPU time the encode took on the worker's thread.
+    pub took: Duration,
+}
+
+pub struct Worker {
+    jobs: SyncSender<Job>,
+    done: Receiver<Done>,
+    busy: bool,
+    spare: Vec<u8>,
+    out: Vec<u8>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Worker {
+    /// Starts `enc` on a thread called `name`, which wakes `waker` after
+    /// each frame.
+    pub fn start<E: Encode>(mut enc: E, name: &str, waker: Arc<mio::Waker>) -> Result<Worker> {
+        let (jobs, rx) = sync_channel::<Job>(1);
+        let (tx, done) = channel::<Done>();
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                for mut job in rx {
+                    let t0 = thread_cpu();
+                    let made = enc
+                        .encode(&job.jpeg, job.key, &mut job.out)
+                        .map_err(|e| format!("{e:#}"));
+                    let took = thread_cpu().saturating_sub(t0);
+                    let d = Done {
+                        made,
+                        out: job.out,
+                        captured: job.captured,
+                        spare: job.jpeg,
+                        took,
+                    };
+                    if tx.send(d).is_err() || waker.wake().is_err() {
+                        return;
+                    }
+                }
+            })?;
+        Ok(Worker {
+            jobs,
+            done,
+            busy: false,
+            spare: Vec::new(),
+            out: Vec::new(),
+            thread: Some(thread),
+        })
+    }
+
+    pub fn busy(&self) -> bool {
+        self.busy
+    }
+
+    /// Hands `jpeg` over (copied into the spare buffer), unless a frame is
+    /// being made.
+    pub fn offer(&mut self, jpeg: &[u8], captured: Mono, key: bool) -> bool {
+        if self.busy {
+            return false;
+        }
+        let mut buf = std::mem::take(&mut self.spare);
+        buf.clear();
+        buf.extend_from_slice(jpeg);
+        let job = Job {
+            jpeg: buf,
+            out: std::mem::take(&mut self.out),
+            captured,
+            key,
+        };
+        match self.jobs.try_send(job) {
+            Ok(()) => {
+                self.busy = true;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The frame it finished, if it has; give its `out` back with
+    /// [`Worker::give_back`] once published.
+    pub fn take(&mut self) -> Option<Done> {
+        let mut d = self.done.try_recv().ok()?;
+        self.busy = false;
+        self.spare = std::mem::take(&mut d.spare);
+        Some(d)
+    }
+
+    /// The output buffer of a frame taken, for the next one.
+    pub fn give_back(&mut self, out: Vec<u8>) {
+        self.out = out;
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread's loop after its frame.
+        let (closed, _) = sync_channel(1);
+        drop(std::mem::replace(&mut self.jobs, closed));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// This thread's CPU time.
+fn thread_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}

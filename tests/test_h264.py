@@ -1,0 +1,113 @@
+"""H.264 beside MJPEG: rtsp://CAMERA/h264, the main stream encoded again
+in software (OpenH264), played by real clients with a password over TCP
+and UDP; a client that joins mid-stream starts at an IDR picture with its
+parameter sets; the SDP names the profile and the parameter sets."""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+import subprocess
+import time
+
+import pytest
+
+from helpers import Media, gst_launch, run, split
+from rtsp import Client
+from test_auth import PASSWORD, USER, config, with_user  # noqa: F401 (config: a fixture)
+
+W, H = 640, 360
+# RFC 6184 NAL unit types.
+IDR, SPS, PPS, STAP_A, FU_A = 5, 7, 8, 24, 28
+
+
+def h264_url(cs) -> str:
+    return cs.url.removesuffix("/stream") + "/h264"
+
+
+def psnr(a: bytes, b: bytes) -> float:
+    se = sum((x - y) ** 2 for x, y in zip(a, b, strict=True))
+    return math.inf if se == 0 else 10 * math.log10(255 * 255 * len(a) / se)
+
+
+@pytest.fixture
+def clip(media):
+    return media.ffmpeg("ffmpeg-testsrc2-640x360-420.mjpeg", f"{W}x{H}", 60)
+
+
+@pytest.mark.parametrize("transport", ["tcp", "udp"])
+def test_ffmpeg_plays_h264_with_the_password(camstream, config, media, clip, transport):  # noqa: F811
+    cs = camstream("--config", str(config), "--source", f"file:{clip}")
+    out = subprocess.run(["ffmpeg", "-v", "error", "-rtsp_transport", transport, "-i", with_user(h264_url(cs)),
+                          "-frames:v", "40", "-f", "rawvideo", "-pix_fmt", "gray", "-"],
+                         capture_output=True, timeout=60)
+    frames = split(out.stdout, W * H)
+    # No decoding error: the first frame it got was an IDR picture.
+    assert out.returncode == 0 and out.stderr == b"", out.stderr.decode()
+    assert len(frames) == 40
+    # The picture is the camera's: each decoded frame is close to one of
+    # the clip's (2 Mbit/s at 640x360: over 30 dB measured; another frame
+    # of the clip scores under 20).
+    reference = split(run(["ffmpeg", "-v", "error", "-i", str(clip), "-f", "rawvideo", "-pix_fmt", "gray", "-"],
+                          timeout=60).stdout, W * H)
+    rows = slice(0, W * H, 7)  # every 7th pixel: quick, and enough to tell pictures apart
+    best = [max(psnr(f[rows], r[rows]) for r in reference) for f in frames[::8]]
+    print(f"H.264 over {transport}: PSNR against the nearest source frame {min(best):.1f} to {max(best):.1f} dB")
+    assert min(best) > 25, best
+    # Without the password: 401.
+    refused = subprocess.run(["ffprobe", "-v", "error", h264_url(cs)], capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "401 Unauthorized" in refused.stderr, refused.stderr
+
+
+@pytest.mark.parametrize("protocols", ["tcp", "udp"])
+def test_gstreamer_plays_h264_with_the_password(camstream, config, protocols, tmp_path):  # noqa: F811
+    cs = camstream("--config", str(config), "--width", str(W), "--height", str(H))
+    out = tmp_path / "gst.raw"
+    gst_launch(["rtspsrc", f"location={h264_url(cs)}", f"user-id={USER}", f"user-pw={PASSWORD}",
+                f"protocols={protocols}", "latency=200", "!", "rtph264depay", "!", "avdec_h264", "!",
+                "video/x-raw,format=I420", "!", "identity", "eos-after=21", "!", "filesink", f"location={out}"])
+    assert len(split(out.read_bytes(), Media.frame_size(W, H, "I420"))) == 20
+
+
+def test_a_client_joining_starts_at_a_key_frame_with_its_parameter_sets(camstream, tmp_path):
+    # Key frames only every 1000 frames (33 s): a joining client's first
+    # picture must be one asked for when it joined. (No user: this host's
+    # clients stream without a password.)
+    cfg = tmp_path / "camstream.toml"
+    cfg.write_text("[streams.h264]\ngop = 1000\n")
+    cs = camstream("--config", str(cfg), "--width", str(W), "--height", str(H))
+    first = subprocess.Popen(["ffmpeg", "-v", "error", "-rtsp_transport", "tcp", "-i", h264_url(cs),
+                              "-t", "8", "-f", "null", "-"], stderr=subprocess.PIPE)
+    try:
+        cs.wait_for("session ", timeout=20)
+        for _ in range(3):
+            time.sleep(1)
+            c = Client(cs.port, path="h264", timeout=20)
+            r = c.call("DESCRIBE")
+            assert r.status == 200, r
+            sdp = r.body.decode()
+            assert "m=video 0 RTP/AVP 96" in sdp and "a=rtpmap:96 H264/90000" in sdp, sdp
+            assert c.setup_tcp().status == 200
+            assert c.play().status == 200
+            packets = list(c.packets(1.5))
+            c.close()
+            assert packets, "no packets"
+            # The first packet: SPS and PPS in one STAP-A, then the IDR
+            # picture (in FU-A fragments at this size).
+            p0 = packets[0].payload
+            assert p0[0] & 0x1F == STAP_A, p0[:4].hex()
+            n1 = int.from_bytes(p0[1:3], "big")
+            assert p0[3] & 0x1F == SPS and p0[3 + n1 + 2] & 0x1F == PPS, p0.hex()
+            p1 = packets[1].payload
+            assert (p1[0] & 0x1F, p1[1] & 0x1F) == (FU_A, IDR) or p1[0] & 0x1F == IDR, p1[:2].hex()
+            # The SDP names what the stream carries.
+            fmtp = re.search(r"a=fmtp:96 packetization-mode=1;profile-level-id=(\w{6});"
+                             r"sprop-parameter-sets=([\w+/=]+),([\w+/=]+)", sdp)
+            assert fmtp, sdp
+            sps = base64.b64decode(fmtp[2])
+            assert fmtp[1] == sps[1:4].hex().upper() and sps[1] == 66, fmtp[0]  # Constrained Baseline
+            assert p0[3:3 + n1] == sps
+    finally:
+        first.wait(30)
+    assert first.returncode == 0 and first.stderr.read() == b""

@@ -12,6 +12,7 @@ import subprocess
 import time
 
 import pytest
+import requests
 
 from helpers import Media, gst_launch, run, split
 from rtsp import Client
@@ -111,3 +112,17 @@ def test_a_client_joining_starts_at_a_key_frame_with_its_parameter_sets(camstrea
     finally:
         first.wait(30)
     assert first.returncode == 0 and first.stderr.read() == b""
+
+
+def test_metrics_name_each_streams_codec_and_count_its_bytes(camstream):
+    cs = camstream("--width", str(W), "--height", str(H))
+    run(["ffmpeg", "-v", "error", "-rtsp_transport", "tcp", "-i", h264_url(cs), "-frames:v", "60",
+         "-f", "null", "-"], timeout=60)
+    text = requests.get(cs.http + "/metrics", timeout=10).text
+    assert re.search(r'camstream_stream_info\{path="h264",codec="h264",width="640",height="360",fps="30"\} 1',
+                     text), text
+    assert re.search(r'camstream_stream_info\{path="stream",codec="jpeg",', text), text
+    frames = int(re.search(r'camstream_stream_frames_total\{path="h264"\} (\d+)', text)[1])
+    payload = int(re.search(r'camstream_stream_payload_bytes_total\{path="h264"\} (\d+)', text)[1])
+    assert frames >= 60 and payload > 0, (frames, payload)
+    print(f"H.264 at 2000 kbit/s asked: {frames} frames, {payload * 8 / frames * 30 / 1000:.0f} kbit/s made")

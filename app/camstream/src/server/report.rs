@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::admission::{Admission, Refusal};
 use super::fanout::{Fanout, StreamId};
-use super::http::metrics::{self, Delivery, Figures};
+use super::http::metrics::{self, Delivery, Figures, StreamFigures};
 use super::{http, rtsp};
 use crate::clock::{Mono, wall_now};
 use crate::config::Config;
@@ -146,6 +146,20 @@ impl Reports {
             uptime_seconds: Mono::now().saturating_sub(self.started).as_secs_f64(),
             start_time_seconds: self.started_unix,
             latency: &p.fanout.latency.total,
+            streams: p
+                .fanout
+                .streams()
+                .iter()
+                .map(|s| StreamFigures {
+                    path: &s.name,
+                    codec: s.codec(),
+                    width: s.info.width,
+                    height: s.info.height,
+                    fps: s.info.fps,
+                    frames: s.frames_made,
+                    payload_bytes: s.payload_bytes,
+                })
+                .collect(),
         })
     }
 }

@@ -82,6 +82,10 @@ pub struct Stream {
     /// A subscriber waits for a key frame (H.264: an IDR picture): its
     /// encoder is asked for one.
     pub key_wanted: bool,
+    /// Frames made and their RTP payload bytes, since the start (its bit
+    /// rate, to /metrics).
+    pub frames_made: u64,
+    pub payload_bytes: u64,
 }
 
 impl Stream {
@@ -135,6 +139,16 @@ impl Stream {
             sdp_session_id: ids[3] >> 1,
             warned_size_change: false,
             key_wanted: false,
+            frames_made: 0,
+            payload_bytes: 0,
+        }
+    }
+
+    /// Its codec, as /metrics and the status page name it.
+    pub fn codec(&self) -> &'static str {
+        match self.packetizer {
+            Packetizer::Jpeg(_) => "jpeg",
+            Packetizer::H264(_) => "h264",
         }
     }
 
@@ -247,6 +261,11 @@ impl Fanout {
 
     pub fn stream(&self, id: StreamId) -> &Stream {
         &self.streams[usize::from(id.0)]
+    }
+
+    /// Every stream, the main one first.
+    pub fn streams(&self) -> &[Stream] {
+        &self.streams
     }
 
     pub fn stream_mut(&mut self, id: StreamId) -> &mut Stream {
@@ -536,6 +555,8 @@ fn queue(
     frame: Rc<SharedFrame>,
 ) {
     let captured = frame.captured;
+    stream.frames_made += 1;
+    stream.payload_bytes += u64::from(frame.payload_octets);
     stream.last = Some(frame.clone());
     for (_, s) in subscribers.iter_mut() {
         if !s.active || s.stream != stream.id {

@@ -90,6 +90,17 @@ pub struct Delivery {
     pub bytes_sent: u64,
 }
 
+/// One of the camera's streams (the main one, the sub-stream, H.264).
+pub struct StreamFigures<'a> {
+    pub path: &'a str,
+    pub codec: &'static str,
+    pub width: u16,
+    pub height: u16,
+    pub fps: u32,
+    pub frames: u64,
+    pub payload_bytes: u64,
+}
+
 /// Everything /metrics shows, gathered from the parts that count it.
 pub struct Figures<'a> {
     pub path: &'a str,
@@ -120,6 +131,7 @@ pub struct Figures<'a> {
     pub uptime_seconds: f64,
     pub start_time_seconds: f64,
     pub latency: &'a Cumulative,
+    pub streams: Vec<StreamFigures<'a>>,
 }
 
 /// The figures in Prometheus' text format.
@@ -139,6 +151,27 @@ pub fn text(f: &Figures<'_>) -> String {
         .iter()
         .map(|(name, _)| [("reason", *name)])
         .collect();
+    let stream_sizes: Vec<[String; 3]> = f
+        .streams
+        .iter()
+        .map(|s| [s.width.to_string(), s.height.to_string(), s.fps.to_string()])
+        .collect();
+    let stream_labels: Vec<[(&str, &str); 5]> = f
+        .streams
+        .iter()
+        .zip(&stream_sizes)
+        .map(|(s, [w, h, r])| {
+            [
+                ("path", s.path),
+                ("codec", s.codec),
+                ("width", w.as_str()),
+                ("height", h.as_str()),
+                ("fps", r.as_str()),
+            ]
+        })
+        .collect();
+    let stream_paths: Vec<[(&str, &str); 1]> =
+        f.streams.iter().map(|s| [("path", s.path)]).collect();
     let rtsp = [("protocol", "rtsp")];
     let http = [("protocol", "http")];
     let onvif = if f.onvif { "true" } else { "false" };
@@ -160,6 +193,32 @@ pub fn text(f: &Figures<'_>) -> String {
                 ],
                 1.0,
             )],
+        ),
+        gauges(
+            "camstream_stream_info",
+            "Each stream: its RTSP path, codec, size and rate (value 1).",
+            &stream_labels
+                .iter()
+                .map(|l| (l.as_slice(), 1.0))
+                .collect::<Vec<_>>(),
+        ),
+        counters(
+            "camstream_stream_frames_total",
+            "Frames each stream made (an H.264 stream's only while someone watches it).",
+            &f.streams
+                .iter()
+                .zip(&stream_paths)
+                .map(|(s, l)| (l.as_slice(), s.frames))
+                .collect::<Vec<_>>(),
+        ),
+        counters(
+            "camstream_stream_payload_bytes_total",
+            "RTP payload bytes each stream made: its bit rate is this counter's rate, times 8.",
+            &f.streams
+                .iter()
+                .zip(&stream_paths)
+                .map(|(s, l)| (l.as_slice(), s.payload_bytes))
+                .collect::<Vec<_>>(),
         ),
         gauges(
             "camstream_camera_present",

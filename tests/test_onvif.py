@@ -98,21 +98,29 @@ def test_onvif_zeep_async_profiles_stream_and_snapshot(camstream, config, tmp_pa
                 for p in profiles]
         snap_uri = await media.GetSnapshotUri({"ProfileToken": token})
         snapshot = await cam.get_snapshot(token)
-        return info, wsdl, profiles, uris, snap_uri.Uri, snapshot
+        h264 = await media.GetVideoEncoderConfigurationOptions({"ConfigurationToken": "h264"})
+        return info, wsdl, profiles, uris, snap_uri.Uri, snapshot, h264
 
-    info, wsdl, profiles, uris, snap_uri, snapshot = with_camera(cs.http_port, ask)
+    info, wsdl, profiles, uris, snap_uri, snapshot, h264 = with_camera(cs.http_port, ask)
     assert info.Manufacturer == "camstream" and info.FirmwareVersion
     assert wsdl.startswith("http://www.onvif.org/"), wsdl
-    # The main stream and the detection sub-stream, both JPEG.
+    # The main stream and the detection sub-stream, both JPEG, and the
+    # main stream in H.264.
     sizes = [(p.token, p.VideoEncoderConfiguration.Encoding, p.VideoEncoderConfiguration.Resolution.Width,
               p.VideoEncoderConfiguration.Resolution.Height, p.VideoEncoderConfiguration.RateControl.FrameRateLimit)
              for p in profiles]
-    assert sizes == [("main", "JPEG", 1280, 720, 30), ("sub", "JPEG", 640, 360, 5)], sizes
-    assert uris == [f"rtsp://127.0.0.1:{cs.port}/stream", f"rtsp://127.0.0.1:{cs.port}/sub"], uris
+    assert sizes == [("main", "JPEG", 1280, 720, 30), ("sub", "JPEG", 640, 360, 5),
+                     ("h264", "H264", 1280, 720, 30)], sizes
+    assert uris == [f"rtsp://127.0.0.1:{cs.port}/stream", f"rtsp://127.0.0.1:{cs.port}/sub",
+                    f"rtsp://127.0.0.1:{cs.port}/h264"], uris
+    h264_conf = profiles[2].VideoEncoderConfiguration
+    assert (h264_conf.H264.GovLength, h264_conf.H264.H264Profile, h264_conf.RateControl.BitrateLimit) == \
+        (60, "Baseline", 2000), h264_conf
+    assert (h264.H264.GovLengthRange.Min, h264.H264.H264ProfilesSupported) == (60, ["Baseline"]), h264
     assert snap_uri == f"http://127.0.0.1:{cs.http_port}/snapshot.jpg", snap_uri
     assert jpeg_size(snapshot, tmp_path) == "1280x720"
     # FFmpeg streams each URI the camera gave, with the same user.
-    for uri, (w, h) in zip(uris, [(1280, 720), (640, 360)], strict=True):
+    for uri, (w, h) in zip(uris, [(1280, 720), (640, 360), (1280, 720)], strict=True):
         authed = uri.replace("rtsp://", f"rtsp://{USER}:{PASSWORD}@")
         out = run(["ffmpeg", "-v", "error", "-rtsp_transport", "tcp", "-i", authed, "-frames:v", "10",
                    "-f", "rawvideo", "-pix_fmt", "yuvj420p", "-"], timeout=60).stdout
@@ -126,7 +134,7 @@ def test_set_video_encoder_configuration(camstream, config):
 
     async def change(cam):
         media = await cam.create_media_service()
-        main, sub = await media.GetProfiles()
+        main, sub, _h264 = await media.GetProfiles()
         opts = await media.GetVideoEncoderConfigurationOptions({"ConfigurationToken": "sub"})
         sizes = [(r.Width, r.Height) for r in opts.JPEG.ResolutionsAvailable]
         conf = sub.VideoEncoderConfiguration

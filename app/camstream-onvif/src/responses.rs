@@ -264,7 +264,17 @@ pub struct VideoSource {
     pub fps: f64,
 }
 
-/// A stream as a profile: its encoder configuration (JPEG) on the source.
+/// What an H.264 stream's encoder configuration says beyond JPEG's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct H264 {
+    /// kbit/s.
+    pub bitrate: u32,
+    /// Frames from one key frame to the next.
+    pub gov_length: u32,
+}
+
+/// A stream as a profile: its encoder configuration (JPEG, or H.264
+/// Baseline) on the source.
 #[derive(Debug, Clone)]
 pub struct Profile {
     /// "main" or "sub": the profile's and its encoder configuration's token.
@@ -277,6 +287,8 @@ pub struct Profile {
     pub quality: u32,
     /// Whether a client may change its size, rate and quality.
     pub settable: bool,
+    /// An H.264 stream's (None: JPEG).
+    pub h264: Option<H264>,
 }
 
 fn source_configuration(tag: &str, src: &VideoSource, users: usize) -> String {
@@ -289,8 +301,19 @@ fn source_configuration(tag: &str, src: &VideoSource, users: usize) -> String {
 }
 
 fn encoder_configuration(tag: &str, p: &Profile) -> String {
+    let (encoding, bitrate, h264) = match p.h264 {
+        None => ("JPEG", 0, String::new()),
+        Some(h) => (
+            "H264",
+            h.bitrate,
+            format!(
+                "<tt:H264><tt:GovLength>{}</tt:GovLength><tt:H264Profile>Baseline</tt:H264Profile></tt:H264>",
+                h.gov_length
+            ),
+        ),
+    };
     format!(
-        "<{tag} token=\"{t}\"><tt:Name>{n}</tt:Name><tt:UseCount>1</tt:UseCount><tt:Encoding>JPEG</tt:Encoding><tt:Resolution><tt:Width>{}</tt:Width><tt:Height>{}</tt:Height></tt:Resolution><tt:Quality>{}</tt:Quality><tt:RateControl><tt:FrameRateLimit>{}</tt:FrameRateLimit><tt:EncodingInterval>1</tt:EncodingInterval><tt:BitrateLimit>0</tt:BitrateLimit></tt:RateControl><tt:Multicast><tt:Address><tt:Type>IPv4</tt:Type><tt:IPv4Address>0.0.0.0</tt:IPv4Address></tt:Address><tt:Port>0</tt:Port><tt:TTL>0</tt:TTL><tt:AutoStart>false</tt:AutoStart></tt:Multicast><tt:SessionTimeout>PT60S</tt:SessionTimeout></{tag}>",
+        "<{tag} token=\"{t}\"><tt:Name>{n}</tt:Name><tt:UseCount>1</tt:UseCount><tt:Encoding>{encoding}</tt:Encoding><tt:Resolution><tt:Width>{}</tt:Width><tt:Height>{}</tt:Height></tt:Resolution><tt:Quality>{}</tt:Quality><tt:RateControl><tt:FrameRateLimit>{}</tt:FrameRateLimit><tt:EncodingInterval>1</tt:EncodingInterval><tt:BitrateLimit>{bitrate}</tt:BitrateLimit></tt:RateControl>{h264}<tt:Multicast><tt:Address><tt:Type>IPv4</tt:Type><tt:IPv4Address>0.0.0.0</tt:IPv4Address></tt:Address><tt:Port>0</tt:Port><tt:TTL>0</tt:TTL><tt:AutoStart>false</tt:AutoStart></tt:Multicast><tt:SessionTimeout>PT60S</tt:SessionTimeout></{tag}>",
         p.width,
         p.height,
         p.quality,
@@ -373,6 +396,8 @@ pub struct EncoderOptions {
     pub sizes: Vec<(u32, u32)>,
     pub fps: (u32, u32),
     pub quality: (u32, u32),
+    /// An H.264 stream's key frame interval (None: JPEG).
+    pub gov_length: Option<(u32, u32)>,
 }
 
 pub fn video_encoder_configuration_options(o: &EncoderOptions) -> String {
@@ -383,9 +408,19 @@ pub fn video_encoder_configuration_options(o: &EncoderOptions) -> String {
             "<tt:ResolutionsAvailable><tt:Width>{w}</tt:Width><tt:Height>{h}</tt:Height></tt:ResolutionsAvailable>"
         );
     }
+    let rates = format!(
+        "<tt:FrameRateRange><tt:Min>{}</tt:Min><tt:Max>{}</tt:Max></tt:FrameRateRange><tt:EncodingIntervalRange><tt:Min>1</tt:Min><tt:Max>1</tt:Max></tt:EncodingIntervalRange>",
+        o.fps.0, o.fps.1
+    );
+    let codec = match o.gov_length {
+        None => format!("<tt:JPEG>{sizes}{rates}</tt:JPEG>"),
+        Some((lo, hi)) => format!(
+            "<tt:H264>{sizes}<tt:GovLengthRange><tt:Min>{lo}</tt:Min><tt:Max>{hi}</tt:Max></tt:GovLengthRange>{rates}<tt:H264ProfilesSupported>Baseline</tt:H264ProfilesSupported></tt:H264>"
+        ),
+    };
     envelope(&format!(
-        "<trt:GetVideoEncoderConfigurationOptionsResponse><trt:Options><tt:QualityRange><tt:Min>{}</tt:Min><tt:Max>{}</tt:Max></tt:QualityRange><tt:JPEG>{sizes}<tt:FrameRateRange><tt:Min>{}</tt:Min><tt:Max>{}</tt:Max></tt:FrameRateRange><tt:EncodingIntervalRange><tt:Min>1</tt:Min><tt:Max>1</tt:Max></tt:EncodingIntervalRange></tt:JPEG></trt:Options></trt:GetVideoEncoderConfigurationOptionsResponse>",
-        o.quality.0, o.quality.1, o.fps.0, o.fps.1
+        "<trt:GetVideoEncoderConfigurationOptionsResponse><trt:Options><tt:QualityRange><tt:Min>{}</tt:Min><tt:Max>{}</tt:Max></tt:QualityRange>{codec}</trt:Options></trt:GetVideoEncoderConfigurationOptionsResponse>",
+        o.quality.0, o.quality.1
     ))
 }
 
@@ -421,6 +456,7 @@ mod tests {
             fps: 30,
             quality: 80,
             settable: true,
+            h264: None,
         };
         let sub = Profile {
             token: "sub".into(),
@@ -430,6 +466,7 @@ mod tests {
             fps: 5,
             quality: 70,
             settable: true,
+            h264: None,
         };
         let src = VideoSource {
             token: "camera".into(),
@@ -495,6 +532,22 @@ mod tests {
                 sizes: vec![(1280, 720), (640, 360)],
                 fps: (1, 30),
                 quality: (1, 100),
+                gov_length: None,
+            }),
+            video_encoder_configuration(&Profile {
+                token: "h264".into(),
+                name: "h264".into(),
+                h264: Some(H264 {
+                    bitrate: 2000,
+                    gov_length: 60,
+                }),
+                ..ps[0].clone()
+            }),
+            video_encoder_configuration_options(&EncoderOptions {
+                sizes: vec![(1280, 720)],
+                fps: (30, 30),
+                quality: (50, 50),
+                gov_length: Some((60, 60)),
             }),
             media_uri(false, "rtsp://192.0.2.10/stream?a=1&b=2"),
             media_uri(true, "http://192.0.2.10/snapshot.jpg"),
@@ -514,7 +567,14 @@ mod tests {
             all[0].contains("<tt:Year>2026</tt:Year><tt:Month>11</tt:Month><tt:Day>25</tt:Day>")
         );
         assert!(all[1].contains("rpi4_64 &amp; camera"));
-        assert!(all[18].contains("stream?a=1&amp;b=2"));
+        assert!(all[18].contains("<tt:Encoding>H264</tt:Encoding>"));
+        assert!(all[18].contains("<tt:BitrateLimit>2000</tt:BitrateLimit></tt:RateControl><tt:H264><tt:GovLength>60</tt:GovLength><tt:H264Profile>Baseline</tt:H264Profile></tt:H264>"));
+        assert!(
+            all[19].contains(
+                "<tt:H264ProfilesSupported>Baseline</tt:H264ProfilesSupported></tt:H264>"
+            )
+        );
+        assert!(all[20].contains("stream?a=1&amp;b=2"));
         assert!(
             all[10]
                 .contains("<tt:Encoding>JPEG</tt:Encoding><tt:Resolution><tt:Width>640</tt:Width>")

@@ -20,7 +20,7 @@ mod conn;
 mod ctx;
 mod fanout;
 mod gate;
-mod h264;
+pub(super) mod h264;
 mod host;
 mod http;
 mod listen;

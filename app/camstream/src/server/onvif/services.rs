@@ -1,11 +1,13 @@
 //! ONVIF's device and media services (Profile S): each operation's answer
-//! from the camera's streams, and the one change a client may make (the
-//! sub-stream's encoder).
+//! from the camera's streams (main, sub, and the H.264 stream's profile,
+//! "h264"), and the one change a client may make (the sub-stream's
+//! encoder).
 
 use camstream_onvif::responses::{self as resp, DeviceInfo, Profile, VideoSource, XAddrs};
 use camstream_onvif::soap::{Fault, Request as Soap, Service};
 
 use super::super::fanout::{Fanout, StreamId};
+use super::super::h264;
 use super::super::host::hostname;
 use super::super::substream::SubStream;
 use super::{Context, DEVICE_PATH, MEDIA_PATH, Request, board, clock_synchronised, ifaces, scopes};
@@ -21,6 +23,7 @@ fn encoder_options(ctx: &Context<'_>, p: &Profile) -> resp::EncoderOptions {
             sizes: vec![(p.width, p.height)],
             fps: (p.fps, p.fps),
             quality: (p.quality, p.quality),
+            gov_length: p.h264.map(|h| (h.gov_length, h.gov_length)),
         };
     }
     let main = ctx.fanout.stream(StreamId::MAIN).info;
@@ -37,6 +40,7 @@ fn encoder_options(ctx: &Context<'_>, p: &Profile) -> resp::EncoderOptions {
         sizes,
         fps: (1, ctx.cfg.source.fps),
         quality: (1, 100),
+        gov_length: None,
     }
 }
 
@@ -57,11 +61,14 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
             })
             .transpose()
     };
+    let encoding = if token == h264::PATH { "H264" } else { "JPEG" };
     if soap
         .arg(&["Configuration", "Encoding"])
-        .is_some_and(|e| e != "JPEG")
+        .is_some_and(|e| e != encoding)
     {
-        return Err(bad("this camera encodes JPEG only"));
+        return Err(bad(
+            "a profile's encoding is its stream's (JPEG, or H264 for the h264 profile)",
+        ));
     }
     let w = num(&["Configuration", "Resolution", "Width"])?;
     let h = num(&["Configuration", "Resolution", "Height"])?;
@@ -115,6 +122,18 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
                 ))
             }
         }
+        (h264::PATH, _) if ctx.cfg.h264.is_some() => {
+            let same = w.is_none_or(|w| w == u32::from(main.width & !1))
+                && h.is_none_or(|h| h == u32::from(main.height & !1))
+                && fps.is_none_or(|f| f == ctx.cfg.source.fps);
+            if same {
+                Ok(resp::empty("trt", "SetVideoEncoderConfiguration"))
+            } else {
+                Err(bad(
+                    "the H.264 stream's size, rate and bit rate are set in camstream.toml",
+                ))
+            }
+        }
         _ => Err(Fault::invalid_arg_val(
             "ter:NoConfig",
             "no such configuration",
@@ -146,10 +165,29 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
         fps: ctx.cfg.source.fps,
         quality: u32::from(ctx.cfg.source.quality),
         settable: false,
+        h264: None,
     };
     let mut profiles = vec![main];
     if let Some(sub) = ctx.sub.as_deref() {
         profiles.push(sub_profile(sub, ctx.fanout));
+    }
+    if let (Some(h), Some(id)) = (ctx.cfg.h264, ctx.fanout.find(h264::PATH)) {
+        let info = ctx.fanout.stream(id).info;
+        profiles.push(Profile {
+            token: h264::PATH.into(),
+            name: h264::PATH.into(),
+            width: u32::from(info.width),
+            height: u32::from(info.height),
+            fps: info.fps,
+            // ONVIF's encoder configuration has a quality whatever the
+            // codec; H.264's is its bit rate.
+            quality: 50,
+            settable: false,
+            h264: Some(resp::H264 {
+                bitrate: h.bitrate / 1000,
+                gov_length: h.gop,
+            }),
+        });
     }
     let profile_arg = || -> Result<&Profile, Fault> {
         let token = soap.arg(&["ProfileToken"]).unwrap_or("");
@@ -211,6 +249,7 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
             };
             let path = match (p.token.as_str(), ctx.sub.as_deref()) {
                 ("sub", Some(sub)) => ctx.fanout.stream(sub.id).name.as_str(),
+                (h264::PATH, _) => h264::PATH,
                 _ => ctx.fanout.stream(StreamId::MAIN).name.as_str(),
             };
             resp::media_uri(false, &format!("rtsp://{rtsp_host}{port}/{path}"))
@@ -246,5 +285,6 @@ fn sub_profile(sub: &SubStream, fanout: &Fanout) -> Profile {
         fps: sub.cfg.fps,
         quality: u32::from(sub.cfg.quality),
         settable: true,
+        h264: None,
     }
 }

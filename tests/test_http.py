@@ -464,12 +464,15 @@ def test_status_page_in_chromium(camstream, config, tmp_path):
             # (Not wait_for_function: the page's CSP allows no eval, rightly.)
             expect(page.locator("#rate")).to_have_text(re.compile(r"frames/s$"), timeout=15000)
             expect(page.locator("#clients")).to_have_text(re.compile("HTTP over mjpeg"), timeout=15000)
+            expect(page.locator("#bitrates")).to_have_text(re.compile(r"stream \(JPEG 320x240\): [\d.]+ Mbit/s"),
+                                                           timeout=15000)
             first = page.locator("#picture").screenshot()
             time.sleep(1)
             second = page.locator("#picture").screenshot()
             texts = {i: page.locator(f"#{i}").text_content() for i in
-                     ("url-rtsp", "url-rtsph", "url-mjpeg", "url-sub", "url-onvif", "state", "mode", "clients")}
-            shown = {i: page.locator(f"#{i}").is_visible() for i in ("row-sub", "row-onvif")}
+                     ("url-rtsp", "url-rtsph", "url-mjpeg", "url-sub", "url-h264", "url-onvif", "state", "mode",
+                      "clients", "bitrates")}
+            shown = {i: page.locator(f"#{i}").is_visible() for i in ("row-sub", "row-h264", "row-onvif")}
         finally:
             browser.close()
     assert first != second, "the picture did not change in a second"
@@ -478,7 +481,9 @@ def test_status_page_in_chromium(camstream, config, tmp_path):
     assert texts["url-mjpeg"] == f"{cs.http}/stream.mjpg", texts
     assert texts["url-sub"] == f"rtsp://127.0.0.1:{cs.port}/sub", texts
     assert texts["url-onvif"] == f"{cs.http}/onvif/device_service", texts
-    assert shown == {"row-sub": True, "row-onvif": True}, shown
+    assert texts["url-h264"] == f"rtsp://127.0.0.1:{cs.port}/h264", texts
+    assert shown == {"row-sub": True, "row-h264": True, "row-onvif": True}, shown
+    assert "h264 (H.264 320x240)" in texts["bitrates"], texts
     assert texts["state"] == "streaming" and texts["mode"].startswith("test pattern 320x240"), texts
     assert "1 HTTP over mjpeg" in texts["clients"], texts
     assert not errors, errors

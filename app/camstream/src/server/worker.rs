@@ -20,6 +20,10 @@ pub trait Encode: Send + 'static {
     /// a key frame is asked for (a client of an H.264 stream joined or lost
     /// frames). An empty `out` is a frame the encoder skipped.
     fn encode(&mut self, jpeg: &[u8], key: bool, out: &mut Vec<u8>) -> Result<()>;
+
+    /// No one watches any more: memory kept only for the next frame may
+    /// go (the next `encode` starts afresh).
+    fn rest(&mut self) {}
 }
 
 struct Job {
@@ -27,6 +31,8 @@ struct Job {
     out: Vec<u8>,
     captured: Mono,
     key: bool,
+    /// Not a frame: `Encode::rest`, and no answer.
+    rest: bool,
 }
 
 pub struct Done {
@@ -59,6 +65,10 @@ impl Worker {
             .name(name.into())
             .spawn(move || {
                 for mut job in rx {
+                    if job.rest {
+                        enc.rest();
+                        continue;
+                    }
                     let t0 = thread_cpu();
                     let made = enc
                         .encode(&job.jpeg, job.key, &mut job.out)
@@ -104,6 +114,7 @@ impl Worker {
             out: std::mem::take(&mut self.out),
             captured,
             key,
+            rest: false,
         };
         match self.jobs.try_send(job) {
             Ok(()) => {
@@ -112,6 +123,22 @@ impl Worker {
             }
             Err(_) => false,
         }
+    }
+
+    /// Asks the encoder to let go of its memory (`Encode::rest`) once it
+    /// is done with its frame; false if it is busy (ask again later).
+    pub fn rest(&mut self) -> bool {
+        if self.busy {
+            return false;
+        }
+        let job = Job {
+            jpeg: Vec::new(),
+            out: Vec::new(),
+            captured: Mono(0),
+            key: false,
+            rest: true,
+        };
+        self.jobs.try_send(job).is_ok()
     }
 
     /// The frame it finished, if it has; give its `out` back with

@@ -21,7 +21,10 @@ use crate::turbo::{Decoder, OnWarning};
 
 pub struct H264Encoder {
     decoder: Decoder,
-    encoder: Encoder,
+    config: EncoderConfig,
+    /// Made at the first frame after a rest: OpenH264 keeps reference
+    /// pictures and buffers for the size it encodes (about 12 MiB at 720p).
+    encoder: Option<Encoder>,
     decoded: [Vec<u8>; 3],
     i420: [Vec<u8>; 3],
 }
@@ -42,11 +45,10 @@ impl H264Encoder {
             .sps_pps_strategy(SpsPpsStrategy::ConstantId)
             // One thread: the worker is one; the event loop keeps a core.
             .num_threads(1);
-        let encoder = Encoder::with_api_config(OpenH264API::from_source(), config)
-            .map_err(|e| anyhow::anyhow!("OpenH264: {e}"))?;
         Ok(H264Encoder {
             decoder: Decoder::new()?,
-            encoder,
+            config,
+            encoder: None,
             decoded: Default::default(),
             i420: Default::default(),
         })
@@ -88,20 +90,41 @@ impl Encode for H264Encoder {
                 resample_plane(&self.decoded[i], sw, sh, &mut self.i420[i], cw, ch);
             }
         }
+        let encoder = match &mut self.encoder {
+            Some(e) => e,
+            // A new encoder's first picture is an IDR picture anyway.
+            None => self.encoder.insert(
+                Encoder::with_api_config(OpenH264API::from_source(), self.config)
+                    .map_err(|e| anyhow::anyhow!("OpenH264: {e}"))?,
+            ),
+        };
         if key {
-            self.encoder.force_intra_frame();
+            encoder.force_intra_frame();
         }
         let yuv = YUVSlices::new(
             (&self.i420[0], &self.i420[1], &self.i420[2]),
             (tw, th),
             (target[0].0, target[1].0, target[2].0),
         );
-        let bitstream = self
-            .encoder
+        let bitstream = encoder
             .encode(&yuv)
             .map_err(|e| anyhow::anyhow!("OpenH264: {e}"))?;
         bitstream.write_vec(out);
         Ok(())
+    }
+
+    fn rest(&mut self) {
+        self.encoder = None;
+        self.decoded = Default::default();
+        self.i420 = Default::default();
+        // The worker thread's malloc arena keeps what was freed; give the
+        // free pages back (glibc trims every arena).
+        #[cfg(target_env = "gnu")]
+        // SAFETY: no argument but the padding to keep; it only walks
+        // malloc's own free lists.
+        unsafe {
+            libc::malloc_trim(0);
+        }
     }
 }
 

@@ -47,6 +47,8 @@ pub struct H264Stream {
     /// Of the main stream.
     subscription: SubscriberId,
     worker: Worker,
+    /// The encoder was told to let go of its memory since the last client.
+    resting: bool,
     /// CPU time the worker spent, and access units it made.
     pub cpu: std::time::Duration,
     pub frames: u64,
@@ -95,16 +97,23 @@ impl H264Stream {
             id,
             subscription,
             worker: Worker::start(enc, "h264", waker)?,
+            resting: true,
             cpu: std::time::Duration::ZERO,
             frames: 0,
             failed: 0,
         })
     }
 
-    /// Encoded only while someone watches it.
+    /// Encoded only while someone watches it; the encoder's memory goes
+    /// when the last client does.
     pub fn follow_watchers(&mut self, fanout: &mut Fanout) {
         let watched = fanout.watched(self.id);
         fanout.set_active(self.subscription, watched);
+        if watched {
+            self.resting = false;
+        } else if !self.resting {
+            self.resting = self.worker.rest();
+        }
     }
 
     /// A main-stream frame came for it: to the worker, if it is free (else

@@ -123,10 +123,11 @@ def test_same_picture_as_libcamera_cam(firmware):
     swapped = bytes(theirs[i ^ 2 if i % 3 != 1 else i] for i in range(len(theirs)))
     figure(f"libcamera (vimc {W}x{H} BGR888): camstream's JPEG at quality 95 is {p:.1f} dB from cam's frame "
            f"({psnr(ours, swapped):.1f} dB with red and blue swapped)")
-    # 4:2:0 halves the chroma of vimc's sharp-edged colour bars: 26-28 dB
-    # measured; a channel swap, a wrong stride or another picture scores
-    # under 10.
-    assert p > 22, p
+    # 4:2:0 halves the chroma of vimc's sharp-edged colour bars, and vimc's
+    # frames differ a little from one capture to the next (two of camstream's
+    # own, one daemon after the other, are 28 dB apart): 22-28 dB measured;
+    # a channel swap, a wrong stride or another picture scores under 10.
+    assert p > 18, p
     assert psnr(ours, swapped) < p - 10
 
 

@@ -168,3 +168,22 @@ streams:
         log = relay.communicate(timeout=10)[0].decode(errors="replace")
     assert len(split(out.stdout, W * H)) == 30, (out.stderr.decode(), log)
     assert any("session " in line and "RTP/AVP/TCP" in line for line in cs.lines), cs.log()
+
+
+@pytest.mark.parametrize("transport", ["tcp", "udp"])
+def test_live555_saves_h264_that_ffmpeg_decodes(camstream, config, openrtsp, transport):  # noqa: F811
+    """live555's openRTSP (VLC's RTSP client) with the password: the H.264
+    file it saves (the SDP's parameter sets, then the stream's NAL units)
+    decodes whole in FFmpeg."""
+    cs = camstream("--config", str(config), "--width", str(W), "--height", str(H))
+    folder, out = openrtsp(*(["-t"] if transport == "tcp" else []), "-d", "4", "-u", USER, PASSWORD,
+                           h264_url(cs))
+    assert out.returncode == 0, out.stderr[-4000:]
+    saved = list(folder.glob("video-H264-*"))
+    assert len(saved) == 1, sorted(p.name for p in folder.iterdir())
+    decoded = subprocess.run(["ffmpeg", "-v", "error", "-f", "h264", "-i", str(saved[0]), "-f", "rawvideo",
+                              "-pix_fmt", "gray", "-"], capture_output=True, timeout=60)
+    frames = split(decoded.stdout, W * H)
+    print(f"openRTSP over {transport}: {saved[0].stat().st_size} bytes, {len(frames)} frames decoded")
+    # 4 s at 30 frames/s; no decoding error.
+    assert len(frames) >= 90 and decoded.stderr == b"", decoded.stderr.decode()[-2000:]

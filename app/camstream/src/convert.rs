@@ -60,6 +60,37 @@ pub fn split_uv(src: &[u8], stride: usize, cw: usize, ch: usize, u: &mut [u8], v
     }
 }
 
+/// Decoded planes (`sizes` each; a gray frame's chroma is not used) made
+/// the 4:2:0 planes of `target`: copied where a plane has the size already,
+/// cut where luma has one row or column more (an odd-sized frame), else
+/// resampled.
+pub fn planes_to_i420(
+    decoded: &[Vec<u8>; 3],
+    sizes: [(usize, usize); 3],
+    gray: bool,
+    target: (usize, usize),
+    i420: &mut [Vec<u8>; 3],
+) {
+    let want = i420_plane_sizes(target.0, target.1);
+    for i in 0..3 {
+        let (cw, ch) = want[i];
+        let (sw, sh) = sizes[i];
+        let dst = &mut i420[i];
+        dst.resize(cw * ch, 128);
+        if i > 0 && gray {
+            dst.fill(128);
+        } else if (sw, sh) == (cw, ch) {
+            dst.copy_from_slice(&decoded[i][..cw * ch]);
+        } else if i == 0 && sw >= cw && sh >= ch && sw - cw <= 1 && sh - ch <= 1 {
+            for (row, d) in dst.chunks_exact_mut(cw).enumerate() {
+                d.copy_from_slice(&decoded[0][row * sw..row * sw + cw]);
+            }
+        } else {
+            resample_plane(&decoded[i], sw, sh, dst, cw, ch);
+        }
+    }
+}
+
 /// Resizes a plane by an integer-ish ratio: box average when shrinking,
 /// nearest sample when growing. Used to bring the chroma of 4:4:4, 4:1:1,
 /// 4:4:0, ... JPEGs to 4:2:0.
@@ -86,6 +117,24 @@ pub fn resample_plane(src: &[u8], sw: usize, sh: usize, dst: &mut [u8], dw: usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn planes_become_i420_of_the_target() {
+        // A 5x3 frame of 4:4:4 (chroma as large as luma) to 4x2 4:2:0.
+        let luma: Vec<u8> = (0..15).collect();
+        let decoded = [luma, vec![100; 15], vec![200; 15]];
+        let mut out: [Vec<u8>; 3] = Default::default();
+        planes_to_i420(&decoded, [(5, 3); 3], false, (4, 2), &mut out);
+        // Luma cut to 4x2, rows kept; chroma averaged down to 2x1.
+        assert_eq!(out[0], [0, 1, 2, 3, 5, 6, 7, 8]);
+        assert_eq!(
+            (out[1].as_slice(), out[2].as_slice()),
+            (&[100, 100][..], &[200, 200][..])
+        );
+        // Gray: neutral chroma.
+        planes_to_i420(&decoded, [(5, 3), (0, 0), (0, 0)], true, (4, 2), &mut out);
+        assert_eq!(out[1], [128, 128]);
+    }
 
     #[test]
     fn yuyv_and_uyvy() {

@@ -15,7 +15,7 @@ use openh264::encoder::{
 use openh264::formats::YUVSlices;
 
 use crate::config::H264Settings;
-use crate::convert::{i420_plane_sizes, resample_plane};
+use crate::convert::{i420_plane_sizes, planes_to_i420};
 use crate::server::worker::Encode;
 use crate::turbo::{Decoder, OnWarning};
 
@@ -72,24 +72,14 @@ impl Encode for H264Encoder {
             &mut self.decoded,
             OnWarning::Continue,
         )?;
+        planes_to_i420(
+            &self.decoded,
+            sizes,
+            header.gray(),
+            (tw, th),
+            &mut self.i420,
+        );
         let target = i420_plane_sizes(tw, th);
-        for i in 0..3 {
-            let (cw, ch) = target[i];
-            self.i420[i].resize(cw * ch, 128);
-            let (sw, sh) = sizes[i];
-            if i > 0 && header.gray() {
-                self.i420[i].fill(128);
-            } else if (sw, sh) == (cw, ch) {
-                self.i420[i].copy_from_slice(&self.decoded[i][..cw * ch]);
-            } else if sw >= cw && sh >= ch && i == 0 {
-                // The luma of an odd-sized frame: its rows cut to the even width.
-                for (row, dst) in self.i420[0].chunks_exact_mut(cw).enumerate() {
-                    dst.copy_from_slice(&self.decoded[0][row * sw..row * sw + cw]);
-                }
-            } else {
-                resample_plane(&self.decoded[i], sw, sh, &mut self.i420[i], cw, ch);
-            }
-        }
         let encoder = match &mut self.encoder {
             Some(e) => e,
             // A new encoder's first picture is an IDR picture anyway.

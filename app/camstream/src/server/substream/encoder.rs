@@ -6,7 +6,7 @@
 use anyhow::Result;
 
 use super::super::worker::Encode;
-use crate::convert::{i420_plane_sizes, resample_plane};
+use crate::convert::{i420_plane_sizes, planes_to_i420};
 use crate::turbo::{Decoder, Encoder, OnWarning};
 
 pub struct SubEncoder {
@@ -69,17 +69,14 @@ impl Encode for SubEncoder {
             &mut self.decoded,
             OnWarning::Continue,
         )?;
+        planes_to_i420(
+            &self.decoded,
+            sizes,
+            header.gray(),
+            (tw, th),
+            &mut self.i420,
+        );
         let target = i420_plane_sizes(tw, th);
-        for i in 0..3 {
-            let (cw, ch) = target[i];
-            self.i420[i].resize(cw * ch, 128);
-            if i > 0 && header.gray() {
-                self.i420[i].fill(128);
-            } else {
-                let (sw, sh) = sizes[i];
-                resample_plane(&self.decoded[i], sw, sh, &mut self.i420[i], cw, ch);
-            }
-        }
         self.encoder.encode_planes(
             [&self.i420[0], &self.i420[1], &self.i420[2]],
             [target[0].0, target[1].0, target[2].0],
@@ -94,6 +91,7 @@ impl Encode for SubEncoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::convert::resample_plane;
     use crate::server::worker::Worker;
 
     #[test]

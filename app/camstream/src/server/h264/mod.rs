@@ -4,6 +4,7 @@
 //! packets. A client that joins (or falls behind) waits for an IDR picture,
 //! which the encoder is asked for at once.
 
+#[cfg(feature = "h264")]
 mod encoder;
 
 use std::sync::Arc;
@@ -17,7 +18,26 @@ use super::random::random_u64;
 use super::worker::Worker;
 use crate::clock::Mono;
 use crate::config::{Config, H264Settings};
+#[cfg(feature = "h264")]
 use encoder::H264Encoder;
+
+/// Built without the h264 feature: the stream is not made, and says why.
+#[cfg(not(feature = "h264"))]
+struct H264Encoder;
+
+#[cfg(not(feature = "h264"))]
+impl H264Encoder {
+    fn new(_: H264Settings, _: u32) -> Result<H264Encoder> {
+        anyhow::bail!("this camstream was built without H.264 (cargo feature h264)")
+    }
+}
+
+#[cfg(not(feature = "h264"))]
+impl super::worker::Encode for H264Encoder {
+    fn encode(&mut self, _: &[u8], _: bool, _: &mut Vec<u8>) -> Result<()> {
+        unreachable!("never made")
+    }
+}
 
 /// Its path: rtsp://CAMERA/h264.
 pub const PATH: &str = "h264";

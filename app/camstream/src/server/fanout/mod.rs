@@ -410,13 +410,14 @@ impl Fanout {
                 s.queue.push_back(f.clone());
                 self.ready.push(s.wake);
             }
-            // H.264 mid-way through a group of pictures: from the next IDR
-            // picture, which its encoder is asked for.
-            Some(_) => {
+            // H.264 mid-way through a group of pictures, or with no fresh
+            // picture: from the next IDR picture, which its encoder is
+            // asked for.
+            _ if matches!(stream.packetizer, Packetizer::H264(_)) => {
                 s.need_key = true;
                 stream.key_wanted = true;
             }
-            None => {}
+            _ => {}
         }
     }
 
@@ -602,5 +603,74 @@ fn advance(s: &mut Subscriber, captured: Mono) {
         }
         // Frames come a little early or late: take one within a tenth.
         s.next_due = Mono(s.next_due.0.saturating_sub((every / 10).as_nanos() as u64));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::StreamInfo;
+
+    const INFO: StreamInfo = StreamInfo {
+        width: 64,
+        height: 64,
+        fps: 30,
+    };
+
+    /// An access unit: an IDR picture with its parameter sets, or a P one.
+    fn au(idr: bool) -> Vec<u8> {
+        let mut b = Vec::new();
+        if idr {
+            b.extend_from_slice(&[0, 0, 0, 1, 0x67, 0x42, 0xc0, 0x1f, 0xda]);
+            b.extend_from_slice(&[0, 0, 0, 1, 0x68, 0xce, 0x3c, 0x80]);
+            b.extend_from_slice(&[0, 0, 0, 1, 0x65, 0x88, 0x84, 0x21]);
+        } else {
+            b.extend_from_slice(&[0, 0, 0, 1, 0x41, 0x9a, 0x02, 0x03]);
+        }
+        b
+    }
+
+    fn publish(f: &mut Fanout, id: StreamId, idr: bool) {
+        let bytes = au(idr);
+        let au = AccessUnit::parse(&bytes).unwrap();
+        f.publish_h264(id, &au, Mono::now(), Mono::now());
+    }
+
+    #[test]
+    fn an_h264_subscriber_starts_and_restarts_at_an_idr_picture() {
+        let main = Stream::new("stream", INFO, 1400, 4, [1, 2, 3, 4]).unwrap();
+        let mut f = Fanout::new(80, 2, main).unwrap();
+        let id = f.add_stream(Stream::h264("h264", INFO, 1400, 4, [5, 6, 7, 8]).unwrap());
+        let label = f.label("rtsp");
+        publish(&mut f, id, true);
+        publish(&mut f, id, false);
+        // Joining after a P picture: nothing until the next IDR picture,
+        // which the encoder is asked for.
+        let s = f.subscribe(Subscription {
+            stream: id,
+            wake: Token(99),
+            label,
+            every: None,
+            queue: None,
+            client: true,
+            active: true,
+        });
+        assert!(f.next(s).is_none());
+        assert!(f.take_key_wanted(id));
+        publish(&mut f, id, false);
+        assert!(f.next(s).is_none());
+        publish(&mut f, id, true);
+        assert!(f.next(s).is_some_and(|fr| fr.key));
+        // Falling behind (a queue of 2) on P pictures: what it holds goes,
+        // counted as dropped, and it waits for the next IDR picture again.
+        publish(&mut f, id, false);
+        publish(&mut f, id, false);
+        publish(&mut f, id, false);
+        assert!(f.next(s).is_none());
+        assert!(f.take_key_wanted(id));
+        assert_eq!(f.unsubscribe(s).map(|s| s.frames_dropped), Some(3));
+        // A JPEG stream's frames are all key frames: a new subscriber gets
+        // the newest at once (none here: no frame captured yet).
+        assert!(!f.take_key_wanted(StreamId::MAIN));
     }
 }

@@ -42,12 +42,17 @@ def test_boots_from_the_sd_card_to_streaming(firmware):
     console = firmware.console_text
     # U-Boot for the Pi ran boot.cmd from the FAT partition and took an
     # attempt from slot A.
-    assert "Found U-Boot script /boot.scr" in console, console
+    # (U-Boot 2023's words, or 2024's and later: a bootflow "with script".)
+    assert "Found U-Boot script /boot.scr" in console or \
+        re.search(r"Booting bootflow '\S+\.bootdev\.part_1' with script", console), console
     assert "Booting root slot A (partition 2; 2 more attempts after this one)" in console, console
     assert "Starting camstream: OK" in console, console
     assert "Machine model: Raspberry Pi 3 Model B" in firmware.sh("dmesg")
     mounts = firmware.sh("cat /proc/mounts")
-    assert re.search(r"^/dev/mmcblk0p2 / ext4 ro[ ,]", mounts, re.M), mounts
+    # The kernel mounts the root slot itself when there is no initramfs
+    # (the Buildroot image): /dev/root, the command line's root=.
+    assert re.search(r"^(/dev/mmcblk0p2|/dev/root) / ext4 ro[ ,]", mounts, re.M), mounts
+    assert "root=/dev/mmcblk0p2 " in firmware.sh("cat /proc/cmdline") + " "
     assert re.search(r"^/dev/mmcblk0p4 /data ext4 rw[ ,]", mounts, re.M), mounts
     assert re.search(r"^/dev/mmcblk0p1 /boot/firmware vfat rw[ ,]", mounts, re.M), mounts
 

@@ -408,4 +408,29 @@ pub(super) mod tests {
         assert!(parse("[streams.sub]\nsize = 1\n").is_err());
         assert!(parse("[streams.main]\nwidth = 1\n").is_err());
     }
+
+    #[test]
+    fn the_h264_stream() {
+        // On by default: 2000 kbit/s, a key frame every two seconds.
+        let c = Config::from_options(parse("fps = 15\n").unwrap()).unwrap();
+        let want = H264Settings {
+            bitrate: 2_000_000,
+            gop: 30,
+        };
+        assert_eq!(c.h264, Some(want));
+        let c = Config::from_options(parse("[streams.h264]\nbitrate = 500\ngop = 10\n").unwrap())
+            .unwrap();
+        assert_eq!(c.h264.map(|h| (h.bitrate, h.gop)), Some((500_000, 10)));
+        let c = Config::from_options(parse("[streams.h264]\nenabled = false\n").unwrap()).unwrap();
+        assert_eq!(c.h264, None);
+        let e = Config::from_options(parse("[streams.h264]\nbitrate = 10\n").unwrap()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("streams.h264.bitrate = 10 is out of range (64..=100000)"),
+            "{e}"
+        );
+        let e = Config::from_options(parse("[streams.h264]\ngop = 0\n").unwrap()).unwrap_err();
+        assert!(e.to_string().contains("streams.h264.gop = 0"), "{e}");
+        assert!(parse("[streams.h264]\nprofile = \"high\"\n").is_err());
+    }
 }

@@ -69,10 +69,19 @@ pub struct H264Stream {
     worker: Worker,
     /// The encoder was told to let go of its memory since the last client.
     resting: bool,
-    /// CPU time the worker spent, and access units it made.
-    pub cpu: std::time::Duration,
-    pub frames: u64,
-    pub failed: u64,
+    /// When the encoder was last asked for a key frame out of turn.
+    forced: Option<Mono>,
+}
+
+/// Key frames asked for out of turn, at most one this often: a client
+/// that joins and leaves on a loop must not raise everyone's bit rate
+/// with IDR pictures (it waits that long at most for its own).
+const FORCED_KEY_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether a key frame asked for now may be forced, the last having been
+/// forced at `last`.
+fn may_force(last: Option<Mono>, now: Mono) -> bool {
+    last.is_none_or(|t| now.saturating_sub(t) >= FORCED_KEY_EVERY)
 }
 
 impl H264Stream {
@@ -92,8 +101,6 @@ impl H264Stream {
         let enc = H264Encoder::new(cfg, info.fps)?;
         let waker = Arc::new(Waker::new(registry, done)?);
         let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
-        // A group of pictures is queued whole: a client behind by more
-        // waits for the next IDR picture.
         let id = fanout.add_stream(Stream::h264(PATH, info, mtu, 4, ids)?);
         let label = fanout.label("h264");
         let subscription = fanout.subscribe(Subscription {
@@ -118,9 +125,7 @@ impl H264Stream {
             subscription,
             worker: Worker::start(enc, "h264", waker)?,
             resting: true,
-            cpu: std::time::Duration::ZERO,
-            frames: 0,
-            failed: 0,
+            forced: None,
         })
     }
 
@@ -143,9 +148,13 @@ impl H264Stream {
             return;
         }
         if let Some(frame) = fanout.next(self.subscription) {
-            let key = fanout.take_key_wanted(self.id);
-            if !self.worker.offer(frame.jpeg(), frame.captured, key) && key {
-                fanout.stream_mut(self.id).key_wanted = true;
+            let now = Mono::now();
+            let key = may_force(self.forced, now) && fanout.take_key_wanted(self.id);
+            if !self.worker.offer(frame.jpeg(), frame.captured, key) {
+                // Asked again with the next frame.
+                fanout.stream_mut(self.id).key_wanted |= key;
+            } else if key {
+                self.forced = Some(now);
             }
         }
     }
@@ -156,25 +165,33 @@ impl H264Stream {
         let Some(done) = self.worker.take() else {
             return;
         };
-        self.cpu += done.took;
         match done.made {
             Ok(()) if done.out.is_empty() => {}
             Ok(()) => match AccessUnit::parse(&done.out) {
-                Ok(au) => {
-                    self.frames += 1;
-                    fanout.publish_h264(self.id, &au, done.captured, Mono::now());
-                }
+                Ok(au) => fanout.publish_h264(self.id, &au, done.captured, Mono::now()),
                 Err(e) => {
-                    self.failed += 1;
-                    log::warn!("H.264 stream: the encoder's access unit does not parse: {e:?}");
+                    log::warn!("H.264 stream: the encoder's access unit does not parse: {e:?}")
                 }
             },
-            Err(e) => {
-                self.failed += 1;
-                log::debug!("H.264 stream: {e}");
-            }
+            Err(e) => log::debug!("H.264 stream: {e}"),
         }
         self.worker.give_back(done.out);
         self.frame_ready(fanout);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_frames_out_of_turn_at_most_once_a_second() {
+        let t = Mono(5_000_000_000);
+        assert!(may_force(None, t));
+        assert!(!may_force(
+            Some(t),
+            t.add(std::time::Duration::from_millis(999))
+        ));
+        assert!(may_force(Some(t), t.add(FORCED_KEY_EVERY)));
     }
 }

@@ -410,14 +410,13 @@ impl Fanout {
                 s.queue.push_back(f.clone());
                 self.ready.push(s.wake);
             }
-            // H.264 mid-way through a group of pictures, or with no fresh
-            // picture: from the next IDR picture, which its encoder is
-            // asked for.
-            _ if matches!(stream.packetizer, Packetizer::H264(_)) => {
+            // No fresh key frame (H.264 mid-way through a group of
+            // pictures): from the next one, which the stream's encoder is
+            // asked for. (A JPEG stream's next frame is one anyway.)
+            _ => {
                 s.need_key = true;
                 stream.key_wanted = true;
             }
-            _ => {}
         }
     }
 

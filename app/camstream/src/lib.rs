@@ -7,6 +7,7 @@ pub mod check;
 mod clock;
 pub mod config;
 mod convert;
+pub mod encoders;
 mod intake;
 mod latency;
 pub mod logger;

@@ -1,7 +1,7 @@
 //! The camstream daemon: settings, then the server (main.rs of the library
 //! this binary is a thin shell around).
 
-use camstream::{check, config, logger, privileges, server, source};
+use camstream::{check, config, encoders, logger, privileges, server, source};
 
 use std::process::ExitCode;
 
@@ -18,6 +18,33 @@ fn run() -> anyhow::Result<()> {
             }
         }
         print!("{}", source::v4l2::probe(device.as_deref())?);
+        return Ok(());
+    }
+    if let Some(config::Command::Encoders {
+        trial,
+        size,
+        frames,
+        save,
+    }) = &opts.command
+    {
+        let trial = match trial {
+            false => None,
+            true => {
+                let (w, h) = size
+                    .split_once('x')
+                    .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
+                    .ok_or_else(|| {
+                        anyhow::anyhow!("--size {size:?}: use WIDTHxHEIGHT, e.g. 1280x720")
+                    })?;
+                Some(encoders::Trial {
+                    width: w,
+                    height: h,
+                    frames: *frames,
+                    save: save.clone(),
+                })
+            }
+        };
+        print!("{}", encoders::run(trial)?);
         return Ok(());
     }
     if let Some(config::Command::Passwd { name, onvif }) = &opts.command {

@@ -128,12 +128,39 @@ fn sub_settings(o: SubOptions, main_fps: u32) -> Result<Option<SubSettings>> {
 
 /// The H.264 stream's settings (it is the main stream's frames, encoded
 /// again).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct H264Settings {
     /// Bits per second the encoder aims at.
     pub bitrate: u32,
     /// Frames from one key frame (IDR picture) to the next.
     pub gop: u32,
+    pub encoder: H264Encoding,
+}
+
+/// Which encoder makes the H.264 stream (`[streams.h264] encoder`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum H264Encoding {
+    /// The kernel's memory-to-memory H.264 encoder if there is one (the
+    /// Pi's VideoCore), OpenH264 otherwise.
+    Auto,
+    /// OpenH264, on the CPU.
+    Software,
+    /// This memory-to-memory device, or no H.264 stream.
+    Device(std::path::PathBuf),
+}
+
+impl std::str::FromStr for H264Encoding {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<H264Encoding> {
+        Ok(match s {
+            "auto" => H264Encoding::Auto,
+            "software" => H264Encoding::Software,
+            p if p.starts_with("/dev/") => H264Encoding::Device(p.into()),
+            _ => bail!(
+                "streams.h264.encoder = {s:?}: use \"auto\", \"software\" or a device such as \"/dev/video11\""
+            ),
+        })
+    }
 }
 
 fn h264_settings(o: H264Options, main_fps: u32) -> Result<Option<H264Settings>> {
@@ -149,9 +176,11 @@ fn h264_settings(o: H264Options, main_fps: u32) -> Result<Option<H264Settings>> 
     // Two seconds by default: a client that joins is sent a key frame at
     // once anyway.
     let gop = in_range("streams.h264.gop", o.gop.unwrap_or(2 * main_fps), 1, 1000)?;
+    let encoder = o.encoder.as_deref().unwrap_or("auto").parse()?;
     Ok(Some(H264Settings {
         bitrate: kbit * 1000,
         gop,
+        encoder,
     }))
 }
 
@@ -416,6 +445,7 @@ pub(super) mod tests {
         let want = H264Settings {
             bitrate: 2_000_000,
             gop: 30,
+            encoder: H264Encoding::Auto,
         };
         assert_eq!(c.h264, Some(want));
         let c = Config::from_options(parse("[streams.h264]\nbitrate = 500\ngop = 10\n").unwrap())
@@ -432,5 +462,18 @@ pub(super) mod tests {
         let e = Config::from_options(parse("[streams.h264]\ngop = 0\n").unwrap()).unwrap_err();
         assert!(e.to_string().contains("streams.h264.gop = 0"), "{e}");
         assert!(parse("[streams.h264]\nprofile = \"high\"\n").is_err());
+        let c =
+            Config::from_options(parse("[streams.h264]\nencoder = \"/dev/video11\"\n").unwrap())
+                .unwrap();
+        assert_eq!(
+            c.h264.map(|h| h.encoder),
+            Some(H264Encoding::Device("/dev/video11".into()))
+        );
+        let e = Config::from_options(parse("[streams.h264]\nencoder = \"gpu\"\n").unwrap())
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("streams.h264.encoder = \"gpu\""),
+            "{e}"
+        );
     }
 }

@@ -27,7 +27,9 @@ use crate::source::controls::{ControlSetting, Value};
                   profile): width, height, fps, quality, or enabled = false\n  \
                   [streams.h264] the main stream in H.264 (rtsp://CAMERA/h264), encoded\n                 \
                   while someone watches: bitrate (kbit/s), gop (frames between\n                 \
-                  key frames), or enabled = false\n  \
+                  key frames), encoder (\"auto\": the kernel's hardware encoder\n                 \
+                  if there is one, else \"software\"; or a device), or\n                 \
+                  enabled = false\n  \
                   [controls]     camera controls, NAME = VALUE (as --control)"
 )]
 #[serde(deny_unknown_fields)]
@@ -156,6 +158,7 @@ pub struct H264Options {
     pub enabled: Option<bool>,
     pub bitrate: Option<u32>,
     pub gop: Option<u32>,
+    pub encoder: Option<String>,
 }
 
 /// `[streams.sub]`: its size, rate and quality, or `enabled = false`.
@@ -188,6 +191,24 @@ pub enum Command {
     Probe {
         /// Only this device, e.g. /dev/video0
         device: Option<PathBuf>,
+    },
+    /// List the kernel's hardware (memory-to-memory) encoders camstream can
+    /// use for H.264 and JPEG; with --try, encode a moving test picture on
+    /// each and report speed, size and whether the result checks out
+    Encoders {
+        /// Encode on each encoder found (exit status 1 if one fails)
+        #[arg(long = "try")]
+        trial: bool,
+        /// Picture size for --try
+        #[arg(long, default_value = "1280x720", value_name = "WxH")]
+        size: String,
+        /// Frames to encode with --try
+        #[arg(long, default_value_t = 30)]
+        frames: u32,
+        /// With --try: write the frames sent (input.yu12, planar 4:2:0)
+        /// and each encoder's output (videoN.FOURCC) into DIR
+        #[arg(long, value_name = "DIR")]
+        save: Option<PathBuf>,
     },
     /// Read a password from standard input and print the config lines that
     /// let user NAME stream with it (its digests; the password is not kept);

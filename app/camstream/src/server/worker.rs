@@ -26,6 +26,15 @@ pub trait Encode: Send + 'static {
     fn rest(&mut self) {}
 }
 
+impl Encode for Box<dyn Encode> {
+    fn encode(&mut self, jpeg: &[u8], key: bool, out: &mut Vec<u8>) -> Result<()> {
+        (**self).encode(jpeg, key, out)
+    }
+    fn rest(&mut self) {
+        (**self).rest()
+    }
+}
+
 struct Job {
     jpeg: Vec<u8>,
     out: Vec<u8>,
@@ -67,6 +76,7 @@ impl Worker {
                 for mut job in rx {
                     if job.rest {
                         enc.rest();
+                        trim_heap();
                         continue;
                     }
                     let t0 = thread_cpu();
@@ -164,6 +174,17 @@ impl Drop for Worker {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// The thread's malloc arena keeps what an encoder freed: the free pages
+/// go back (glibc trims every arena).
+fn trim_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: no argument but the padding to keep; it only walks malloc's
+    // own free lists.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

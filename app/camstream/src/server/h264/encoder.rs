@@ -1,12 +1,11 @@
-//! The H.264 stream's encoder: a main-stream frame decoded by libjpeg-turbo
-//! to its planes, made 4:2:0 where the camera's JPEG is 4:2:2 or 4:4:4, and
-//! encoded by OpenH264 (Cisco's encoder, BSD-2-Clause, built from source
+//! The H.264 stream's software encoder: a main-stream frame made 4:2:0
+//! planes ([`ToI420`]) and encoded by OpenH264 (Cisco's encoder, BSD-2-Clause, built from source
 //! into camstream: no patent-encumbered binary is loaded at run time, and
 //! the license asks only for its notice) as Constrained Baseline, which
 //! every RTSP client and NVR decodes. Its output is one access unit in
 //! Annex B, SPS and PPS before each IDR picture.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use openh264::OpenH264API;
 use openh264::encoder::{
     BitRate, Encoder, EncoderConfig, FrameRate, IntraFramePeriod, Profile, RateControlMode,
@@ -14,23 +13,20 @@ use openh264::encoder::{
 };
 use openh264::formats::YUVSlices;
 
+use super::i420::ToI420;
 use crate::config::H264Settings;
-use crate::convert::{i420_plane_sizes, planes_to_i420};
 use crate::server::worker::Encode;
-use crate::turbo::{Decoder, OnWarning};
 
 pub struct H264Encoder {
-    decoder: Decoder,
+    i420: ToI420,
     config: EncoderConfig,
     /// Made at the first frame after a rest: OpenH264 keeps reference
     /// pictures and buffers for the size it encodes (about 12 MiB at 720p).
     encoder: Option<Encoder>,
-    decoded: [Vec<u8>; 3],
-    i420: [Vec<u8>; 3],
 }
 
 impl H264Encoder {
-    pub fn new(settings: H264Settings, fps: u32) -> Result<H264Encoder> {
+    pub fn new(settings: &H264Settings, fps: u32) -> Result<H264Encoder> {
         let config = EncoderConfig::new()
             .bitrate(BitRate::from_bps(settings.bitrate))
             .max_frame_rate(FrameRate::from_hz(fps as f32))
@@ -46,11 +42,9 @@ impl H264Encoder {
             // One thread: the worker is one; the event loop keeps a core.
             .num_threads(1);
         Ok(H264Encoder {
-            decoder: Decoder::new()?,
+            i420: ToI420::new()?,
             config,
             encoder: None,
-            decoded: Default::default(),
-            i420: Default::default(),
         })
     }
 }
@@ -58,28 +52,7 @@ impl H264Encoder {
 impl Encode for H264Encoder {
     fn encode(&mut self, jpeg: &[u8], key: bool, out: &mut Vec<u8>) -> Result<()> {
         out.clear();
-        let header = self.decoder.header(jpeg)?;
-        let (w, h) = (header.width, header.height);
-        // 4:2:0 wants an even size: an odd last row or column goes.
-        let (tw, th) = (w & !1, h & !1);
-        if tw < 16 || th < 16 {
-            bail!("{w}x{h} is too small to encode");
-        }
-        let sizes = self.decoder.decode_planes(
-            jpeg,
-            &header,
-            (w, h),
-            &mut self.decoded,
-            OnWarning::Continue,
-        )?;
-        planes_to_i420(
-            &self.decoded,
-            sizes,
-            header.gray(),
-            (tw, th),
-            &mut self.i420,
-        );
-        let target = i420_plane_sizes(tw, th);
+        let (w, h) = self.i420.convert(jpeg)?;
         let encoder = match &mut self.encoder {
             Some(e) => e,
             // A new encoder's first picture is an IDR picture anyway.
@@ -91,11 +64,8 @@ impl Encode for H264Encoder {
         if key {
             encoder.force_intra_frame();
         }
-        let yuv = YUVSlices::new(
-            (&self.i420[0], &self.i420[1], &self.i420[2]),
-            (tw, th),
-            (target[0].0, target[1].0, target[2].0),
-        );
+        let [y, u, v] = &self.i420.planes;
+        let yuv = YUVSlices::new((y, u, v), (w, h), ToI420::strides((w, h)).into());
         let bitstream = encoder
             .encode(&yuv)
             .map_err(|e| anyhow::anyhow!("OpenH264: {e}"))?;
@@ -105,22 +75,14 @@ impl Encode for H264Encoder {
 
     fn rest(&mut self) {
         self.encoder = None;
-        self.decoded = Default::default();
-        self.i420 = Default::default();
-        // The worker thread's malloc arena keeps what was freed; give the
-        // free pages back (glibc trims every arena).
-        #[cfg(target_env = "gnu")]
-        // SAFETY: no argument but the padding to keep; it only walks
-        // malloc's own free lists.
-        unsafe {
-            libc::malloc_trim(0);
-        }
+        self.i420.release();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::H264Encoding;
     use camstream_h264::AccessUnit;
 
     fn frame() -> Vec<u8> {
@@ -136,8 +98,9 @@ mod tests {
         let settings = H264Settings {
             bitrate: 500_000,
             gop: 100,
+            encoder: H264Encoding::Software,
         };
-        let mut enc = H264Encoder::new(settings, 30).unwrap();
+        let mut enc = H264Encoder::new(&settings, 30).unwrap();
         let jpeg = frame();
         let mut out = Vec::new();
         let mut kinds = Vec::new();
@@ -172,8 +135,9 @@ mod tests {
         let settings = H264Settings {
             bitrate: 500_000,
             gop: 60,
+            encoder: H264Encoding::Software,
         };
-        let mut enc = H264Encoder::new(settings, 30).unwrap();
+        let mut enc = H264Encoder::new(&settings, 30).unwrap();
         let mut out = Vec::new();
         assert!(enc.encode(b"not a jpeg", false, &mut out).is_err());
         enc.encode(&frame(), false, &mut out).unwrap();

@@ -1,11 +1,14 @@
 //! The H.264 stream, rtsp://CAMERA/h264: the main stream's frames encoded
-//! again as H.264 ([`encoder`], on a worker thread) while someone watches
-//! it, published on the fan-out as a stream of its own and sent as RFC 6184
+//! again as H.264 (by the kernel's encoder, [`kernel`], where the board has
+//! one, else OpenH264, [`encoder`]; on a worker thread) while someone
+//! watches it, published on the fan-out as a stream of its own and sent as RFC 6184
 //! packets. A client that joins (or falls behind) waits for an IDR picture,
 //! which the encoder is asked for at once.
 
 #[cfg(feature = "h264")]
 mod encoder;
+mod i420;
+mod kernel;
 
 use std::sync::Arc;
 
@@ -15,11 +18,13 @@ use mio::{Registry, Token, Waker};
 
 use super::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
 use super::random::random_u64;
-use super::worker::Worker;
+use super::worker::{Encode, Worker};
 use crate::clock::Mono;
-use crate::config::{Config, H264Settings};
+use crate::config::{Config, H264Encoding, H264Settings};
+use crate::source::v4l2::m2m;
 #[cfg(feature = "h264")]
 use encoder::H264Encoder;
+use kernel::KernelEncoder;
 
 /// Built without the h264 feature: the stream is not made, and says why.
 #[cfg(not(feature = "h264"))]
@@ -27,8 +32,10 @@ struct H264Encoder;
 
 #[cfg(not(feature = "h264"))]
 impl H264Encoder {
-    fn new(_: H264Settings, _: u32) -> Result<H264Encoder> {
-        anyhow::bail!("this camstream was built without H.264 (cargo feature h264)")
+    fn new(_: &H264Settings, _: u32) -> Result<H264Encoder> {
+        anyhow::bail!(
+            "no hardware encoder, and this camstream was built without OpenH264 (cargo feature h264)"
+        )
     }
 }
 
@@ -51,7 +58,7 @@ pub fn start(
     done: Token,
     wake: Token,
 ) -> Option<H264Stream> {
-    let settings = cfg.h264?;
+    let settings = cfg.h264.clone()?;
     match H264Stream::start(settings, cfg.mtu, fanout, registry, done, wake) {
         Ok(s) => Some(s),
         Err(e) => {
@@ -71,6 +78,44 @@ pub struct H264Stream {
     resting: bool,
     /// When the encoder was last asked for a key frame out of turn.
     forced: Option<Mono>,
+}
+
+/// The encoder `[streams.h264] encoder` asks for, and what it is called.
+fn choose(cfg: &H264Settings, size: (u32, u32), fps: u32) -> Result<(Box<dyn Encode>, String)> {
+    let software = || -> Result<(Box<dyn Encode>, String)> {
+        Ok((
+            Box::new(H264Encoder::new(cfg, fps)?),
+            "OpenH264 (software)".into(),
+        ))
+    };
+    let kernel = |f: m2m::Found| -> Result<(Box<dyn Encode>, String)> {
+        let by = format!("{} ({})", f.card, f.path.display());
+        Ok((Box::new(KernelEncoder::new(f.path, cfg, size, fps)?), by))
+    };
+    match &cfg.encoder {
+        H264Encoding::Software => software(),
+        H264Encoding::Device(path) => match m2m::inspect(path) {
+            Ok(Some(f)) if f.coded.contains(&m2m::H264) && f.takes_yuv420() => kernel(f),
+            Ok(_) => anyhow::bail!(
+                "streams.h264.encoder = {:?} is not an H.264 encoder taking YU12 (`camstream encoders` lists them)",
+                path.display()
+            ),
+            Err(e) => anyhow::bail!("streams.h264.encoder = {:?}: {e}", path.display()),
+        },
+        H264Encoding::Auto => match m2m::find(m2m::H264) {
+            Some(f) => {
+                let path = f.path.clone();
+                kernel(f).or_else(|e| {
+                    log::warn!(
+                        "H.264 stream: {}: {e:#}; encoding in software",
+                        path.display()
+                    );
+                    software()
+                })
+            }
+            None => software(),
+        },
+    }
 }
 
 /// Key frames asked for out of turn, at most one this often: a client
@@ -98,7 +143,7 @@ impl H264Stream {
         let mut info = fanout.stream(StreamId::MAIN).info;
         info.width &= !1;
         info.height &= !1;
-        let enc = H264Encoder::new(cfg, info.fps)?;
+        let (enc, by) = choose(&cfg, (info.width.into(), info.height.into()), info.fps)?;
         let waker = Arc::new(Waker::new(registry, done)?);
         let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
         let id = fanout.add_stream(Stream::h264(PATH, info, mtu, 4, ids)?);
@@ -113,7 +158,8 @@ impl H264Stream {
             active: false,
         });
         log::info!(
-            "H.264 stream: {}x{} at {} fps, {} kbit/s, a key frame every {} frames, rtsp://CAMERA/{PATH}",
+            "H.264 stream: {}x{} at {} fps, {} kbit/s, a key frame every {} frames, \
+             encoded by {by}, rtsp://CAMERA/{PATH}",
             info.width,
             info.height,
             info.fps,

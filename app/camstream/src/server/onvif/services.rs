@@ -171,7 +171,7 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
     if let Some(sub) = ctx.sub.as_deref() {
         profiles.push(sub_profile(sub, ctx.fanout));
     }
-    if let (Some(h), Some(id)) = (ctx.cfg.h264, ctx.fanout.find(h264::PATH)) {
+    if let (Some(h), Some(id)) = (&ctx.cfg.h264, ctx.fanout.find(h264::PATH)) {
         let info = ctx.fanout.stream(id).info;
         profiles.push(Profile {
             token: h264::PATH.into(),

@@ -15,7 +15,7 @@ use super::sys::*;
 use crate::clock::Mono;
 
 /// STREAMON/STREAMOFF: an `int` buffer type passed by pointer.
-struct BufTypeArg<const OPCODE: Opcode>(u32);
+pub(super) struct BufTypeArg<const OPCODE: Opcode>(pub(super) u32);
 
 // SAFETY: STREAMON and STREAMOFF take a pointer to the 4-byte buffer type
 // `as_ptr` gives, which the kernel only reads; nothing comes back.

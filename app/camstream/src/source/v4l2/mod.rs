@@ -11,6 +11,7 @@ mod capture;
 mod controls;
 mod device;
 mod encode;
+pub mod m2m;
 mod media;
 mod probe;
 mod select;
@@ -18,7 +19,7 @@ mod sys;
 
 pub use media::libcamera_sensor_present;
 pub use probe::probe;
-pub use select::parse_format;
+pub use select::{fourcc_name, parse_format};
 
 use std::io;
 use std::os::fd::OwnedFd;

@@ -21,10 +21,15 @@ pub const fn fourcc(s: &[u8; 4]) -> u32 {
 
 pub const V4L2_CAP_VIDEO_CAPTURE: u32 = 0x0000_0001;
 pub const V4L2_CAP_VIDEO_CAPTURE_MPLANE: u32 = 0x0000_1000;
+pub const V4L2_CAP_VIDEO_M2M_MPLANE: u32 = 0x0000_4000;
+pub const V4L2_CAP_VIDEO_M2M: u32 = 0x0000_8000;
 pub const V4L2_CAP_STREAMING: u32 = 0x0400_0000;
 pub const V4L2_CAP_DEVICE_CAPS: u32 = 0x8000_0000;
 
 pub const V4L2_BUF_TYPE_VIDEO_CAPTURE: u32 = 1;
+pub const V4L2_BUF_TYPE_VIDEO_OUTPUT: u32 = 2;
+pub const V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE: u32 = 9;
+pub const V4L2_BUF_TYPE_VIDEO_OUTPUT_MPLANE: u32 = 10;
 pub const V4L2_MEMORY_MMAP: u32 = 1;
 pub const V4L2_FIELD_ANY: u32 = 0;
 pub const V4L2_FIELD_NONE: u32 = 1;
@@ -36,6 +41,7 @@ pub const V4L2_FRMIVAL_TYPE_DISCRETE: u32 = 1;
 
 pub const V4L2_FMT_FLAG_COMPRESSED: u32 = 0x0001;
 
+pub const V4L2_BUF_FLAG_KEYFRAME: u32 = 0x0008;
 pub const V4L2_BUF_FLAG_ERROR: u32 = 0x0040;
 pub const V4L2_BUF_FLAG_TIMESTAMP_MASK: u32 = 0xe000;
 pub const V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC: u32 = 0x2000;
@@ -151,8 +157,35 @@ pub struct v4l2_pix_format {
 
 #[repr(C)]
 #[derive(Clone, Copy)]
+pub struct v4l2_plane_pix_format {
+    pub sizeimage: u32,
+    pub bytesperline: u32,
+    pub reserved: [u16; 6],
+}
+
+/// Packed in C (`__attribute__ ((packed))`): 192 bytes, no padding.
+#[repr(C, packed)]
+#[derive(Clone, Copy)]
+pub struct v4l2_pix_format_mplane {
+    pub width: u32,
+    pub height: u32,
+    pub pixelformat: u32,
+    pub field: u32,
+    pub colorspace: u32,
+    pub plane_fmt: [v4l2_plane_pix_format; 8],
+    pub num_planes: u8,
+    pub flags: u8,
+    pub ycbcr_enc: u8,
+    pub quantization: u8,
+    pub xfer_func: u8,
+    pub reserved: [u8; 7],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
 pub union v4l2_format_union {
     pub pix: v4l2_pix_format,
+    pub pix_mp: v4l2_pix_format_mplane,
     pub raw_data: [u8; 200],
     /// `struct v4l2_window` in the C union holds pointers, which sets the
     /// union's alignment (8 on 64-bit targets, 4 on 32-bit ARM).
@@ -204,6 +237,26 @@ pub union v4l2_buffer_m {
     pub userptr: c_ulong,
     pub planes: *mut c_void,
     pub fd: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union v4l2_plane_m {
+    pub mem_offset: u32,
+    pub userptr: c_ulong,
+    pub fd: i32,
+}
+
+/// One plane of a multi-planar buffer (`v4l2_buffer.m.planes` points at
+/// an array of them, `length` long).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct v4l2_plane {
+    pub bytesused: u32,
+    pub length: u32,
+    pub m: v4l2_plane_m,
+    pub data_offset: u32,
+    pub reserved: [u32; 11],
 }
 
 #[repr(C)]
@@ -301,6 +354,27 @@ pub struct v4l2_ext_controls {
     pub controls: *mut v4l2_ext_control,
 }
 
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct v4l2_rect {
+    pub left: i32,
+    pub top: i32,
+    pub width: u32,
+    pub height: u32,
+}
+
+pub const V4L2_SEL_TGT_CROP: u32 = 0;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct v4l2_selection {
+    pub type_: u32,
+    pub target: u32,
+    pub flags: u32,
+    pub r: v4l2_rect,
+    pub reserved: [u32; 9],
+}
+
 /// All-zero value of a plain-data ioctl struct, as the API expects for
 /// reserved fields.
 pub fn zeroed<T: Copy>() -> T {
@@ -327,6 +401,7 @@ pub const VIDIOC_QUERYCTRL: Opcode = opcode::read_write::<v4l2_queryctrl>(b'V', 
 pub const VIDIOC_QUERYMENU: Opcode = opcode::read_write::<v4l2_querymenu>(b'V', 37);
 pub const VIDIOC_G_EXT_CTRLS: Opcode = opcode::read_write::<v4l2_ext_controls>(b'V', 71);
 pub const VIDIOC_S_EXT_CTRLS: Opcode = opcode::read_write::<v4l2_ext_controls>(b'V', 72);
+pub const VIDIOC_S_SELECTION: Opcode = opcode::read_write::<v4l2_selection>(b'V', 95);
 pub const VIDIOC_ENUM_FRAMESIZES: Opcode = opcode::read_write::<v4l2_frmsizeenum>(b'V', 74);
 pub const VIDIOC_ENUM_FRAMEINTERVALS: Opcode = opcode::read_write::<v4l2_frmivalenum>(b'V', 75);
 
@@ -342,6 +417,9 @@ const _: () = {
     assert!(size_of::<v4l2_frmsizeenum>() == 44);
     assert!(size_of::<v4l2_frmivalenum>() == 52);
     assert!(size_of::<v4l2_pix_format>() == 48);
+    assert!(size_of::<v4l2_pix_format_mplane>() == 192);
+    assert!(size_of::<v4l2_plane>() == pick(64, 60));
+    assert!(size_of::<v4l2_selection>() == 64);
     assert!(size_of::<v4l2_format>() == pick(208, 204));
     assert!(offset_of!(v4l2_format, fmt) == pick(8, 4));
     assert!(size_of::<v4l2_requestbuffers>() == 20);
@@ -381,6 +459,7 @@ mod tests {
         assert_eq!(VIDIOC_QUERYMENU, 0xc02c_5625);
         assert_eq!(VIDIOC_S_EXT_CTRLS, 0xc020_5648);
         assert_eq!(VIDIOC_ENUM_FRAMESIZES, 0xc02c_564a);
+        assert_eq!(VIDIOC_S_SELECTION, 0xc040_565f);
         assert_eq!(VIDIOC_ENUM_FRAMEINTERVALS, 0xc034_564b);
     }
 

@@ -1,0 +1,476 @@
+//! One encoding session on a memory-to-memory device, as the kernel's
+//! stateful encoder interface has it: the coded format set on CAPTURE
+//! first, then the raw one on OUTPUT, MMAP buffers on both, both queues
+//! streaming. A frame is copied into a free OUTPUT buffer in the layout
+//! the driver asked for (its stride and rows, which the VideoCore pads)
+//! and queued; the coded frame is read from the CAPTURE buffer it comes
+//! back in, which is queued again at once.
+
+use std::io;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use rustix::event::{PollFd, PollFlags, poll};
+
+use super::super::device::{Control, Device, update};
+use super::super::select::fourcc_name;
+use super::super::sys::*;
+use super::queue::Queue;
+use super::{H264, YUV420, types};
+
+// The controls camstream sets where the driver has them (linux/v4l2-controls.h).
+const CID_CODEC_BASE: u32 = 0x0099_0900;
+const CID_GOP_SIZE: u32 = CID_CODEC_BASE + 203;
+const CID_BITRATE: u32 = CID_CODEC_BASE + 207;
+const CID_REPEAT_SEQ_HEADER: u32 = CID_CODEC_BASE + 226;
+const CID_FORCE_KEY_FRAME: u32 = CID_CODEC_BASE + 229;
+const CID_H264_I_PERIOD: u32 = CID_CODEC_BASE + 358;
+const CID_H264_PROFILE: u32 = CID_CODEC_BASE + 363;
+const H264_PROFILE_CONSTRAINED_BASELINE: i64 = 1;
+const CID_JPEG_COMPRESSION_QUALITY: u32 = 0x009d_0903;
+
+/// How long a coded frame may take: the VideoCore takes milliseconds; a
+/// driver that keeps a frame this long is stuck.
+const WAIT: Duration = Duration::from_secs(2);
+
+/// What to encode to.
+#[derive(Debug, Clone, Copy)]
+pub struct Params {
+    /// The coded format: H264, JPEG (or vicodec's FWHT).
+    pub coded: u32,
+    pub width: u32,
+    pub height: u32,
+    pub fps: u32,
+    /// H.264: bits per second, and frames from one key frame to the next.
+    pub bitrate: Option<u32>,
+    pub gop: Option<u32>,
+    /// JPEG: 1-100.
+    pub quality: Option<u8>,
+}
+
+/// A coded frame's flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Encoded {
+    /// The driver marked it a key frame.
+    pub key: bool,
+}
+
+/// The raw frame's place in an OUTPUT buffer.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    stride: usize,
+    /// Luma rows the driver wants (the picture's, or more: padded).
+    rows: usize,
+    size: usize,
+}
+
+pub struct M2mEncoder {
+    // Fields drop in order: both queues before the device they belong to.
+    output: Queue,
+    capture: Queue,
+    dev: Device,
+    /// OUTPUT buffers the driver gave back (or never had).
+    free: Vec<u32>,
+    layout: Layout,
+    params: Params,
+    force_key: Option<Control>,
+}
+
+impl M2mEncoder {
+    pub fn open(path: &Path, params: Params) -> Result<M2mEncoder> {
+        let dev = Device::open(path).with_context(|| format!("{}", path.display()))?;
+        let mplane = dev.caps.device_caps & V4L2_CAP_VIDEO_M2M_MPLANE != 0;
+        let (capture_type, output_type) = types(mplane);
+        let (w, h) = (params.width, params.height);
+        let coded =
+            set_format(&dev, capture_type, mplane, params.coded, w, h).with_context(|| {
+                format!(
+                    "{}: {} on CAPTURE",
+                    path.display(),
+                    fourcc_name(params.coded)
+                )
+            })?;
+        let raw = set_format(&dev, output_type, mplane, YUV420, w, h)
+            .with_context(|| format!("{}: YU12 on OUTPUT", path.display()))?;
+        if coded.fourcc != params.coded || raw.fourcc != YUV420 {
+            bail!(
+                "{}: asked for YU12 to {}, the driver set {} to {}",
+                path.display(),
+                fourcc_name(params.coded),
+                fourcc_name(raw.fourcc),
+                fourcc_name(coded.fourcc)
+            );
+        }
+        if raw.width < w || raw.height < h || raw.stride < w as usize {
+            bail!(
+                "{}: {w}x{h} asked, the driver set {}x{} (stride {})",
+                path.display(),
+                raw.width,
+                raw.height,
+                raw.stride
+            );
+        }
+        if (raw.width, raw.height) != (w, h) {
+            // A driver that codes whole macroblocks or has a least size
+            // (1080 rows as 1088; vicodec's 640x360) takes a larger frame:
+            // the picture is its top left corner, the rest padding.
+            crop(&dev, w, h).with_context(|| {
+                format!(
+                    "{}: {w}x{h} in the driver's {}x{}",
+                    path.display(),
+                    raw.width,
+                    raw.height
+                )
+            })?;
+        }
+        let rows = raw.height as usize;
+        let layout = Layout {
+            stride: raw.stride,
+            rows,
+            size: raw.stride * rows + 2 * (raw.stride / 2) * rows.div_ceil(2),
+        };
+        set_fps(&dev, output_type, params.fps);
+        let force_key = set_controls(&dev, &params)?;
+        let output = Queue::request(&dev, output_type, mplane, 2)
+            .with_context(|| format!("{}: OUTPUT buffers", path.display()))?;
+        if let Some(small) = (0..output.count()).find(|&i| output.len(i) < layout.size) {
+            bail!(
+                "{}: OUTPUT buffer {small} has {} bytes, a frame {}",
+                path.display(),
+                output.len(small),
+                layout.size
+            );
+        }
+        let mut capture = Queue::request(&dev, capture_type, mplane, 4)
+            .with_context(|| format!("{}: CAPTURE buffers", path.display()))?;
+        for i in 0..capture.count() {
+            capture.queue(dev.fd(), i, 0)?;
+        }
+        let mut output = output;
+        output.stream_on(dev.fd())?;
+        capture.stream_on(dev.fd())?;
+        let free = (0..output.count()).rev().collect();
+        Ok(M2mEncoder {
+            output,
+            capture,
+            dev,
+            free,
+            layout,
+            params,
+            force_key,
+        })
+    }
+
+    /// Encodes one 4:2:0 frame (`planes` with their `strides`, the size
+    /// given at open) into `out`; `key` asks for a key frame, where the
+    /// driver can be asked.
+    pub fn encode(
+        &mut self,
+        planes: [&[u8]; 3],
+        strides: [usize; 3],
+        key: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<Encoded> {
+        out.clear();
+        let (w, h) = (self.params.width as usize, self.params.height as usize);
+        for (i, p) in planes.iter().enumerate() {
+            let (pw, ph) = if i == 0 {
+                (w, h)
+            } else {
+                (w.div_ceil(2), h.div_ceil(2))
+            };
+            if strides[i] < pw || p.len() < strides[i] * (ph - 1) + pw {
+                bail!(
+                    "plane {i}: {} bytes at stride {} for {pw}x{ph}",
+                    p.len(),
+                    strides[i]
+                );
+            }
+        }
+        let index = self.free_output()?;
+        let l = self.layout;
+        let buf = &mut self.output.bytes_mut(index)[..l.size];
+        let (y, chroma) = buf.split_at_mut(l.stride * l.rows);
+        let (u, v) = chroma.split_at_mut(l.stride / 2 * l.rows.div_ceil(2));
+        copy_plane(planes[0], strides[0], (w, h), y, l.stride, l.rows);
+        let (cw, ch) = (w.div_ceil(2), h.div_ceil(2));
+        copy_plane(
+            planes[1],
+            strides[1],
+            (cw, ch),
+            u,
+            l.stride / 2,
+            l.rows.div_ceil(2),
+        );
+        copy_plane(
+            planes[2],
+            strides[2],
+            (cw, ch),
+            v,
+            l.stride / 2,
+            l.rows.div_ceil(2),
+        );
+        if key && let Some(c) = &self.force_key {
+            self.dev.set_control(c, 1)?;
+        }
+        self.output.queue(self.dev.fd(), index, l.size)?;
+        let mut flags = 0;
+        loop {
+            self.wait(PollFlags::IN)?;
+            let Some(done) = self.capture.dequeue(self.dev.fd())? else {
+                continue;
+            };
+            out.extend_from_slice(self.capture.bytes(&done));
+            flags |= done.flags;
+            self.capture.queue(self.dev.fd(), done.index, 0)?;
+            if done.flags & V4L2_BUF_FLAG_ERROR != 0 {
+                out.clear();
+                bail!(
+                    "{}: the driver flagged the frame as bad",
+                    self.dev.path.display()
+                );
+            }
+            // An encoder may hand the parameter sets over in a buffer of
+            // their own: they go before the picture that follows.
+            if self.params.coded != H264 || has_picture(out) {
+                break;
+            }
+        }
+        Ok(Encoded {
+            key: flags & V4L2_BUF_FLAG_KEYFRAME != 0,
+        })
+    }
+
+    /// An OUTPUT buffer the driver is done with.
+    fn free_output(&mut self) -> Result<u32> {
+        loop {
+            while let Some(d) = self.output.dequeue(self.dev.fd())? {
+                self.free.push(d.index);
+            }
+            if let Some(i) = self.free.pop() {
+                return Ok(i);
+            }
+            self.wait(PollFlags::OUT)?;
+        }
+    }
+
+    fn wait(&self, what: PollFlags) -> Result<()> {
+        let fd = self.dev.fd();
+        let mut fds = [PollFd::new(&fd, what)];
+        let timeout = rustix::time::Timespec {
+            tv_sec: WAIT.as_secs() as _,
+            tv_nsec: 0,
+        };
+        loop {
+            match poll(&mut fds, Some(&timeout)) {
+                Ok(0) => bail!(
+                    "{}: no frame back from the encoder in {} s",
+                    self.dev.path.display(),
+                    WAIT.as_secs()
+                ),
+                Ok(_) => {
+                    if fds[0].revents().contains(PollFlags::ERR) {
+                        bail!("{}: the device reports an error", self.dev.path.display());
+                    }
+                    return Ok(());
+                }
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(io::Error::from(e).into()),
+            }
+        }
+    }
+}
+
+/// Whether Annex B `data` holds a coded picture (a slice NAL unit).
+fn has_picture(data: &[u8]) -> bool {
+    camstream_h264::annexb::nal_units(data)
+        .any(|n| matches!(n.first().map(|b| b & 0x1f), Some(1..=5)))
+}
+
+/// Copies a `w`x`h` plane into `dst` (`rows` rows of `stride`), repeating
+/// the last row into any rows the driver pads with.
+fn copy_plane(
+    src: &[u8],
+    src_stride: usize,
+    (w, h): (usize, usize),
+    dst: &mut [u8],
+    stride: usize,
+    rows: usize,
+) {
+    for r in 0..rows {
+        let s = r.min(h - 1) * src_stride;
+        let d = &mut dst[r * stride..r * stride + stride];
+        d[..w].copy_from_slice(&src[s..s + w]);
+        // The columns past the picture: its last one, not noise.
+        let last = d[w - 1];
+        d[w..].fill(last);
+    }
+}
+
+/// A format as the driver set it.
+struct Set {
+    fourcc: u32,
+    width: u32,
+    height: u32,
+    stride: usize,
+}
+
+fn set_format(
+    dev: &Device,
+    type_: u32,
+    mplane: bool,
+    fourcc: u32,
+    w: u32,
+    h: u32,
+) -> io::Result<Set> {
+    let mut f: v4l2_format = zeroed();
+    f.type_ = type_;
+    if mplane {
+        let mut p: v4l2_pix_format_mplane = zeroed();
+        p.width = w;
+        p.height = h;
+        p.pixelformat = fourcc;
+        p.field = V4L2_FIELD_NONE;
+        p.num_planes = 1;
+        f.fmt.pix_mp = p;
+    } else {
+        let mut p: v4l2_pix_format = zeroed();
+        p.width = w;
+        p.height = h;
+        p.pixelformat = fourcc;
+        p.field = V4L2_FIELD_NONE;
+        f.fmt.pix = p;
+    }
+    // SAFETY: VIDIOC_S_FMT takes a v4l2_format, as `update` asks.
+    unsafe { update::<VIDIOC_S_FMT, _>(dev.fd(), &mut f)? };
+    // SAFETY: the driver filled the member of the union `type_` selects.
+    Ok(unsafe {
+        if mplane {
+            let p = f.fmt.pix_mp;
+            if p.num_planes != 1 {
+                return Err(io::Error::other(format!(
+                    "{} planes where camstream writes one",
+                    p.num_planes
+                )));
+            }
+            Set {
+                fourcc: p.pixelformat,
+                width: p.width,
+                height: p.height,
+                stride: p.plane_fmt[0].bytesperline as usize,
+            }
+        } else {
+            let p = f.fmt.pix;
+            Set {
+                fourcc: p.pixelformat,
+                width: p.width,
+                height: p.height,
+                stride: p.bytesperline as usize,
+            }
+        }
+    })
+}
+
+/// Tells the encoder the picture is the top left `w`x`h` of its frame.
+fn crop(dev: &Device, w: u32, h: u32) -> Result<()> {
+    let mut s: v4l2_selection = zeroed();
+    // The selection API names the single-planar type for both APIs.
+    s.type_ = V4L2_BUF_TYPE_VIDEO_OUTPUT;
+    s.target = V4L2_SEL_TGT_CROP;
+    s.r = v4l2_rect {
+        left: 0,
+        top: 0,
+        width: w,
+        height: h,
+    };
+    // SAFETY: VIDIOC_S_SELECTION takes a v4l2_selection, as `update` asks.
+    unsafe { update::<VIDIOC_S_SELECTION, _>(dev.fd(), &mut s)? };
+    if (s.r.left, s.r.top, s.r.width, s.r.height) != (0, 0, w, h) {
+        bail!(
+            "the driver cropped to {}x{} at ({}, {})",
+            s.r.width,
+            s.r.height,
+            s.r.left,
+            s.r.top
+        );
+    }
+    Ok(())
+}
+
+/// The frame rate the encoder's rate control counts with; a driver
+/// without it counts its own way.
+fn set_fps(dev: &Device, output_type: u32, fps: u32) {
+    let mut p: v4l2_streamparm = zeroed();
+    p.type_ = output_type;
+    // The OUTPUT queue's parameters have the capture ones' layout.
+    p.parm.capture.timeperframe = v4l2_fract {
+        numerator: 1,
+        denominator: fps.max(1),
+    };
+    // SAFETY: VIDIOC_S_PARM takes a v4l2_streamparm, as `update` asks.
+    if let Err(e) = unsafe { update::<VIDIOC_S_PARM, _>(dev.fd(), &mut p) } {
+        log::debug!("{}: no frame rate set: {e}", dev.path.display());
+    }
+}
+
+/// Sets the rate, key frame and quality controls the driver has; returns
+/// the one that asks for a key frame, if it has it.
+fn set_controls(dev: &Device, p: &Params) -> Result<Option<Control>> {
+    let controls = dev.controls().unwrap_or_default();
+    let find = |id| {
+        controls
+            .iter()
+            .find(|c| c.id == id && c.flags & V4L2_CTRL_FLAG_READ_ONLY == 0)
+    };
+    let set = |id, value: i64| {
+        if let Some(c) = find(id) {
+            let v = value.clamp(c.min, c.max);
+            if let Err(e) = dev.set_control(c, v) {
+                log::debug!("{}: {} = {v}: {e}", dev.path.display(), c.name);
+            }
+        }
+    };
+    if let Some(b) = p.bitrate {
+        set(CID_BITRATE, b.into());
+    }
+    if let Some(g) = p.gop {
+        set(CID_GOP_SIZE, g.into());
+        set(CID_H264_I_PERIOD, g.into());
+    }
+    if p.coded == H264 {
+        // SPS and PPS before every IDR picture: a client may join at any.
+        set(CID_REPEAT_SEQ_HEADER, 1);
+        if find(CID_H264_PROFILE).is_some_and(|c| c.menu.iter().any(|m| m.0 == 1)) {
+            set(CID_H264_PROFILE, H264_PROFILE_CONSTRAINED_BASELINE);
+        }
+    }
+    if let Some(q) = p.quality {
+        set(CID_JPEG_COMPRESSION_QUALITY, q.into());
+    }
+    Ok(find(CID_FORCE_KEY_FRAME).cloned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padding_repeats_the_edge() {
+        // A 3x2 plane at stride 4 into 4 columns by 3 rows.
+        let src = [1, 2, 3, 9, 4, 5, 6, 9];
+        let mut dst = [0u8; 12];
+        copy_plane(&src, 4, (3, 2), &mut dst, 4, 3);
+        assert_eq!(dst, [1, 2, 3, 3, 4, 5, 6, 6, 4, 5, 6, 6]);
+    }
+
+    #[test]
+    fn parameter_sets_alone_are_not_a_picture() {
+        let sps_pps = [0, 0, 0, 1, 0x67, 0x42, 0, 0x1f, 0, 0, 0, 1, 0x68, 0xce];
+        assert!(!has_picture(&sps_pps));
+        let mut idr = sps_pps.to_vec();
+        idr.extend_from_slice(&[0, 0, 0, 1, 0x65, 0x88, 0x84]);
+        assert!(has_picture(&idr));
+        assert!(has_picture(&[0, 0, 1, 0x41, 0x9a]));
+    }
+}

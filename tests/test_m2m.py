@@ -1,0 +1,132 @@
+"""The kernel's memory-to-memory encoders, in the firmware under QEMU.
+
+vicodec is the kernel's virtual stateful codec: an encoder and a decoder
+with the interface of the Pi's VideoCore codec (bcm2835-codec), coding
+FWHT instead of H.264. Debian's kernel leaves it out: tests/qemu/build
+builds it for the image's kernel (the Buildroot kernel has it as a
+module). camstream's encoder path (source/v4l2/m2m) sends a moving test
+picture through vicodec's encoder with `camstream encoders --try`, once
+with the module single-planar and once multi-planar (the VideoCore's
+API); vicodec's decoder, driven by v4l2-ctl, decodes what came back, and
+the picture is compared with the one sent. And the daemon must see that
+vicodec codes no H.264: by itself it encodes H.264 in software, told to
+use vicodec it says why it cannot.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+
+import pytest
+
+import guest
+from helpers import figure
+from test_v4l2 import start, stop
+
+# vicodec's least frame, whose rows it rounds up to 368: camstream's frame
+# goes in padded, the encoder told the picture's size by a crop.
+W, H, FRAMES = 640, 360, 8
+V4L2_CTL = "LD_LIBRARY_PATH=/tmp/t/v4l2/lib /tmp/t/v4l2/v4l2-ctl"
+
+
+@pytest.fixture(scope="module")
+def firmware():
+    guest.build()
+    if guest.FIRMWARE:
+        pytest.skip("v4l2-ctl comes on the test drive, which is built for Debian's kernel")
+    g = guest.Guest()
+    g.sh("/etc/init.d/S50camstream stop")
+    yield g
+    g.close()
+
+
+def load(g: guest.Guest, multiplanar: bool) -> tuple[str, str]:
+    """(Re)loads vicodec; its encoder's and decoder's device nodes."""
+    g.sh("rmmod vicodec 2>/dev/null; modprobe v4l2_mem2mem && "
+         f"insmod /tmp/t/vicodec.ko multiplanar={int(multiplanar)}")
+    g.wait_for("cat /sys/class/video4linux/*/name", "stateful-decoder")
+
+    def node(name: str) -> str:
+        path = g.sh(f"grep -lx {name} /sys/class/video4linux/*/name").strip()
+        return "/dev/" + path.split("/")[-2]
+
+    return node("stateful-encoder"), node("stateful-decoder")
+
+
+def rows(g: guest.Guest, path: str, frame: int, every: int = 7) -> bytes:
+    """Every `every`th luma row of 4:2:0 frame `frame` in `path` (the
+    serial console carries them): 7 is prime to the test picture's stripes
+    of 4 rows, so a row out of place shows."""
+    size = W * H * 3 // 2
+    skips = " ".join(str((frame * size + r * W) // W) for r in range(0, H, every))
+    return base64.b64decode(g.sh(
+        f"for s in {skips}; do dd if={path} bs={W} skip=$s count=1 2>/dev/null; done | base64"))
+
+
+def psnr(a: bytes, b: bytes) -> float:
+    assert len(a) == len(b) > 0, (len(a), len(b))
+    se = sum((x - y) ** 2 for x, y in zip(a, b, strict=True))
+    return math.inf if se == 0 else 10 * math.log10(255 * 255 * len(a) / se)
+
+
+@pytest.mark.parametrize("multiplanar", [False, True], ids=["single-planar", "multi-planar"])
+def test_frames_through_vicodec_and_back(firmware, multiplanar):
+    enc, dec = load(firmware, multiplanar)
+    listed = firmware.sh("camstream encoders")
+    api = "multi" if multiplanar else "single"
+    assert re.search(rf"^{enc}: vicodec \(vicodec\), {api}-planar: FWHT from .*\bYU12\b", listed, re.M), listed
+    # The decoder takes FWHT in: not an encoder.
+    assert dec not in listed, listed
+
+    out = firmware.sh(f"rm -rf /tmp/m2m; camstream encoders --try --size {W}x{H} --frames {FRAMES} "
+                      "--save /tmp/m2m; echo status=$?")
+    assert "status=0" in out, out
+    # (vicodec marks key frames only where it decodes.)
+    m = re.search(rf"^{enc} FWHT {W}x{H}: {FRAMES} frames, ([\d.]+) ms a frame, (\d+) bytes a frame", out, re.M)
+    assert m, out
+    raw = W * H * 3 // 2
+    assert 0 < int(m[2]) < raw, out
+    figure(f"vicodec ({api}-planar, under QEMU) through camstream's encoder path: {FRAMES} frames "
+           f"{W}x{H}, {m[1]} ms and {m[2]} bytes a frame (raw: {raw})")
+
+    # vicodec's decoder gives back what its encoder was sent.
+    coded = f"/tmp/m2m/{enc.split('/')[-1]}.FWHT"
+    firmware.sh(f"{V4L2_CTL} -d {dec} --set-fmt-video-out=pixelformat=FWHT --stream-mmap --stream-out-mmap "
+                f"--stream-from {coded} --stream-to /tmp/m2m/decoded.yuv --stream-count {FRAMES} 2>&1")
+    # v4l2-ctl writes the picture (the decoder's compose rectangle), not
+    # the padding.
+    assert int(firmware.sh("wc -c < /tmp/m2m/decoded.yuv")) == FRAMES * raw
+    for frame in (0, FRAMES - 1):
+        sent = rows(firmware, "/tmp/m2m/input.yu12", frame)
+        back = rows(firmware, "/tmp/m2m/decoded.yuv", frame)
+        p = psnr(sent, back)
+        figure(f"vicodec ({api}-planar): frame {frame} decoded {p:.1f} dB from the picture sent (luma)")
+        # FWHT at vicodec's default quantizers keeps the picture: the
+        # moving square and the gradients. A plane in the wrong place, a
+        # wrong stride or another frame would be far below.
+        assert p > 30, p
+    # Frames differ (the square moves), and each came back as itself.
+    last = rows(firmware, "/tmp/m2m/decoded.yuv", FRAMES - 1)
+    assert psnr(rows(firmware, "/tmp/m2m/input.yu12", 0), last) < 30
+
+
+def test_a_size_the_encoder_cannot_code_is_an_error(firmware):
+    enc, _ = load(firmware, True)
+    out = firmware.sh("camstream encoders --try --size 320x240 --frames 2; echo status=$?")
+    assert "status=1" in out, out
+    assert re.search(rf"^{enc} FWHT 320x240: FAILED: {enc}: 320x240 in the driver's 640x368: "
+                     r"the driver cropped to 640x360", out, re.M), out
+
+
+def test_the_daemon_does_not_take_vicodec_for_h264(firmware):
+    enc, _ = load(firmware, True)
+    log = start(firmware, "--source testpattern --width 320 --height 240")
+    stop(firmware)
+    assert "encoded by OpenH264 (software)" in log, log
+
+    firmware.sh(f"printf '[streams.h264]\\nencoder = \"{enc}\"\\n' > /tmp/m2m.toml")
+    log = start(firmware, "--config /tmp/m2m.toml --source testpattern --width 320 --height 240")
+    stop(firmware)
+    assert f'no H.264 stream: streams.h264.encoder = "{enc}" is not an H.264 encoder taking YU12' in log, log

@@ -105,16 +105,82 @@ fn choose(cfg: &H264Settings, size: (u32, u32), fps: u32) -> Result<(Box<dyn Enc
         H264Encoding::Auto => match m2m::find(m2m::H264) {
             Some(f) => {
                 let path = f.path.clone();
-                kernel(f).or_else(|e| {
-                    log::warn!(
-                        "H.264 stream: {}: {e:#}; encoding in software",
-                        path.display()
-                    );
-                    software()
-                })
+                match KernelEncoder::new(f.path, cfg, size, fps) {
+                    Ok(k) => Ok((
+                        Box::new(Fallback {
+                            kernel: Some(k),
+                            failures: 0,
+                            cfg: cfg.clone(),
+                            fps,
+                            software: None,
+                        }),
+                        format!("{} ({})", f.card, path.display()),
+                    )),
+                    Err(e) => {
+                        log::warn!(
+                            "H.264 stream: {}: {e:#}; encoding in software",
+                            path.display()
+                        );
+                        software()
+                    }
+                }
             }
             None => software(),
         },
+    }
+}
+
+/// Frames in a row the kernel's encoder may fail before OpenH264 takes
+/// over (`encoder = "auto"`).
+const GIVE_UP: u32 = 3;
+
+/// The kernel's encoder, given up for OpenH264 after it failed on
+/// [`GIVE_UP`] frames in a row: a driver that stops working must not
+/// leave the stream without pictures when software could make them.
+struct Fallback<K = KernelEncoder> {
+    kernel: Option<K>,
+    failures: u32,
+    cfg: H264Settings,
+    fps: u32,
+    software: Option<H264Encoder>,
+}
+
+impl<K: Encode> Encode for Fallback<K> {
+    fn encode(&mut self, jpeg: &[u8], key: bool, out: &mut Vec<u8>) -> Result<()> {
+        if let Some(k) = &mut self.kernel {
+            match k.encode(jpeg, key, out) {
+                Ok(()) => {
+                    self.failures = 0;
+                    return Ok(());
+                }
+                Err(e) if self.failures + 1 < GIVE_UP => {
+                    self.failures += 1;
+                    return Err(e);
+                }
+                Err(e) => {
+                    log::warn!(
+                        "H.264 stream: the hardware encoder failed {GIVE_UP} frames in a row \
+                         ({e:#}); encoding in software from now on"
+                    );
+                    self.kernel = None;
+                }
+            }
+        }
+        let s = match &mut self.software {
+            Some(s) => s,
+            None => self.software.insert(H264Encoder::new(&self.cfg, self.fps)?),
+        };
+        // Its first picture is an IDR picture: clients waiting for one get it.
+        s.encode(jpeg, key, out)
+    }
+
+    fn rest(&mut self) {
+        if let Some(k) = &mut self.kernel {
+            k.rest();
+        }
+        if let Some(s) = &mut self.software {
+            s.rest();
+        }
     }
 }
 
@@ -229,6 +295,45 @@ impl H264Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A hardware encoder that has stopped working.
+    struct Broken;
+
+    impl Encode for Broken {
+        fn encode(&mut self, _: &[u8], _: bool, _: &mut Vec<u8>) -> Result<()> {
+            anyhow::bail!("no frame back from the encoder in 2 s")
+        }
+    }
+
+    #[cfg(feature = "h264")]
+    #[test]
+    fn software_takes_over_from_a_failing_hardware_encoder() {
+        let jpeg = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../camstream-rtp/testdata/ffmpeg-5.1-mjpeg-yuvj420p-huffman-default-160x120.jpg"
+        ))
+        .unwrap();
+        let mut f = Fallback {
+            kernel: Some(Broken),
+            failures: 0,
+            cfg: H264Settings {
+                bitrate: 500_000,
+                gop: 60,
+                encoder: H264Encoding::Auto,
+            },
+            fps: 30,
+            software: None,
+        };
+        let mut out = Vec::new();
+        for _ in 1..GIVE_UP {
+            assert!(f.encode(&jpeg, false, &mut out).is_err());
+        }
+        f.encode(&jpeg, false, &mut out).unwrap();
+        assert!(f.kernel.is_none());
+        assert!(AccessUnit::parse(&out).unwrap().idr);
+        f.encode(&jpeg, false, &mut out).unwrap();
+        assert!(!AccessUnit::parse(&out).unwrap().idr);
+    }
 
     #[test]
     fn key_frames_out_of_turn_at_most_once_a_second() {

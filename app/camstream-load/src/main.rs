@@ -1,9 +1,11 @@
 //! camstream-load: N RTSP or MJPEG clients in one process and one thread,
 //! for benchmarks (scripts/bench). Given an rtsp:// URL, each client does
 //! DESCRIBE, SETUP (RTP over TCP interleaved, or UDP) and PLAY, then checks
-//! every RTP packet: payload type 26, sequence numbers without gaps, RFC
-//! 2435 fragment offsets that join up from 0 to the packet with the marker
-//! bit; a frame counts only if all of its packets came in order. Given an
+//! every RTP packet: the SDP's payload type, sequence numbers without gaps;
+//! for RTP/JPEG, RFC 2435 fragment offsets that join up from 0 to the
+//! packet with the marker bit; for H.264 (RFC 6184), the access unit's
+//! packets up to its marker bit, none lost. A frame counts only if all of
+//! its packets came in order. Given an
 //! http:// URL, each client GETs a multipart MJPEG stream and counts the
 //! parts that are whole JPEG files. Reports frames/s per client, bytes and
 //! the spacing of frame arrivals over a measuring window after a warm-up,

@@ -1,10 +1,20 @@
-//! The client's side of DESCRIBE: the RTP/JPEG video track in a server's SDP
-//! (RFC 4566) and the URLs to SETUP and PLAY it (RFC 2326 §C.1.1).
+//! The client's side of DESCRIBE: the video track in a server's SDP (RFC
+//! 4566), RTP/JPEG or H.264 (RFC 6184), and the URLs to SETUP and PLAY it
+//! (RFC 2326 §C.1.1).
 
 use std::fmt;
 
+/// A video track's payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codec {
+    /// RTP/JPEG, payload type 26.
+    Jpeg,
+    /// H.264 on the dynamic payload type its `a=rtpmap` names.
+    H264 { payload_type: u8 },
+}
+
 #[derive(Debug, PartialEq, Eq)]
-pub struct JpegTrack {
+pub struct VideoTrack {
     /// The URL to SETUP.
     pub control: String,
     /// The presentation's URL (PLAY, TEARDOWN): the Content-Base, or else the
@@ -12,12 +22,14 @@ pub struct JpegTrack {
     pub base: String,
     /// `a=x-dimensions` (sizes RTP/JPEG's 8-bit fields cannot carry).
     pub x_dimensions: Option<(u16, u16)>,
+    pub codec: Codec,
 }
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum SdpError {
     Unparseable(String),
     NoJpeg,
+    NoVideo,
 }
 
 impl fmt::Display for SdpError {
@@ -25,6 +37,7 @@ impl fmt::Display for SdpError {
         match self {
             SdpError::Unparseable(e) => write!(f, "bad SDP: {e}"),
             SdpError::NoJpeg => f.write_str("the SDP offers no RTP/JPEG (payload type 26) video"),
+            SdpError::NoVideo => f.write_str("the SDP offers neither RTP/JPEG nor H.264 video"),
         }
     }
 }
@@ -37,13 +50,51 @@ pub fn jpeg_track(
     body: &[u8],
     content_base: Option<&str>,
     described: &str,
-) -> Result<JpegTrack, SdpError> {
+) -> Result<VideoTrack, SdpError> {
+    track(body, content_base, described, false)?.ok_or(SdpError::NoJpeg)
+}
+
+/// The first video medium that is RTP/JPEG or H.264, as [`jpeg_track`].
+pub fn video_track(
+    body: &[u8],
+    content_base: Option<&str>,
+    described: &str,
+) -> Result<VideoTrack, SdpError> {
+    track(body, content_base, described, true)?.ok_or(SdpError::NoVideo)
+}
+
+/// The codec of a video medium's first format camstream's clients read.
+fn codec(media: &sdp_types::Media, h264: bool) -> Option<Codec> {
+    media.fmt.split(' ').find_map(|f| {
+        if f == "26" {
+            return Some(Codec::Jpeg);
+        }
+        let pt: u8 = f.parse().ok().filter(|&pt| h264 && pt >= 96)?;
+        media
+            .attributes
+            .iter()
+            .filter(|a| a.attribute == "rtpmap")
+            .filter_map(|a| a.value.as_deref()?.split_once(' '))
+            .any(|(p, enc)| p == f && enc.to_ascii_uppercase().starts_with("H264/90000"))
+            .then_some(Codec::H264 { payload_type: pt })
+    })
+}
+
+fn track(
+    body: &[u8],
+    content_base: Option<&str>,
+    described: &str,
+    h264: bool,
+) -> Result<Option<VideoTrack>, SdpError> {
     let sdp = sdp_types::Session::parse(body).map_err(|e| SdpError::Unparseable(e.to_string()))?;
-    let media = sdp
+    let Some((media, codec)) = sdp
         .medias
         .iter()
-        .find(|m| m.media == "video" && m.fmt.split(' ').any(|f| f == "26"))
-        .ok_or(SdpError::NoJpeg)?;
+        .filter(|m| m.media == "video")
+        .find_map(|m| Some((m, codec(m, h264)?)))
+    else {
+        return Ok(None);
+    };
     let base = content_base.unwrap_or(described).to_owned();
     let control = media
         .get_first_attribute_value("control")
@@ -63,11 +114,12 @@ pub fn jpeg_track(
             let (w, h) = v.split_once(',')?;
             Some((w.trim().parse().ok()?, h.trim().parse().ok()?))
         });
-    Ok(JpegTrack {
+    Ok(Some(VideoTrack {
         control,
         base,
         x_dimensions,
-    })
+        codec,
+    }))
 }
 
 #[cfg(test)]
@@ -82,10 +134,11 @@ mod tests {
         let t = jpeg_track(CAMSTREAM, Some("rtsp://cam/stream/"), "rtsp://cam/stream").unwrap();
         assert_eq!(
             t,
-            JpegTrack {
+            VideoTrack {
                 control: "rtsp://cam/stream/trackID=0".into(),
                 base: "rtsp://cam/stream/".into(),
                 x_dimensions: Some((2560, 1440)),
+                codec: Codec::Jpeg,
             }
         );
     }
@@ -103,6 +156,27 @@ mod tests {
         assert_eq!(
             jpeg_track(sdp, None, "rtsp://cam/s").unwrap().control,
             "rtsp://cam/s"
+        );
+    }
+
+    #[test]
+    fn h264_on_its_dynamic_payload_type() {
+        let sdp = b"v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=camstream\r\nt=0 0\r\n\
+            m=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=control:trackID=0\r\n";
+        let t = video_track(sdp, None, "rtsp://cam/h264").unwrap();
+        assert_eq!(t.codec, Codec::H264 { payload_type: 96 });
+        assert_eq!(t.control, "rtsp://cam/h264/trackID=0");
+        assert_eq!(
+            jpeg_track(sdp, None, "rtsp://cam/h264"),
+            Err(SdpError::NoJpeg)
+        );
+        let jpeg = video_track(CAMSTREAM, None, "rtsp://cam/stream").unwrap();
+        assert_eq!(jpeg.codec, Codec::Jpeg);
+        let other = b"v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=x\r\nt=0 0\r\n\
+            m=video 0 RTP/AVP 97\r\na=rtpmap:97 H265/90000\r\n";
+        assert_eq!(
+            video_track(other, None, "rtsp://c/s"),
+            Err(SdpError::NoVideo)
         );
     }
 

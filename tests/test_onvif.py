@@ -116,7 +116,8 @@ def test_onvif_zeep_async_profiles_stream_and_snapshot(camstream, config, tmp_pa
     h264_conf = profiles[2].VideoEncoderConfiguration
     assert (h264_conf.H264.GovLength, h264_conf.H264.H264Profile, h264_conf.RateControl.BitrateLimit) == \
         (60, "Baseline", 2000), h264_conf
-    assert (h264.H264.GovLengthRange.Min, h264.H264.H264ProfilesSupported) == (60, ["Baseline"]), h264
+    assert (h264.H264.GovLengthRange.Min, h264.H264.GovLengthRange.Max, h264.H264.H264ProfilesSupported) == \
+        (1, 1000, ["Baseline"]), h264
     assert snap_uri == f"http://127.0.0.1:{cs.http_port}/snapshot.jpg", snap_uri
     assert jpeg_size(snapshot, tmp_path) == "1280x720"
     # FFmpeg streams each URI the camera gave, with the same user.
@@ -163,6 +164,42 @@ def test_set_video_encoder_configuration(camstream, config):
     out = run(["ffmpeg", "-v", "error", "-rtsp_transport", "tcp", "-i", authed, "-frames:v", "3",
                "-f", "rawvideo", "-pix_fmt", "yuvj420p", "-"], timeout=60).stdout
     assert len(out) == 3 * 320 * 176 * 3 // 2
+
+
+def test_set_h264_bit_rate_and_key_frame_interval(camstream, config):
+    from zeep.exceptions import Fault
+
+    cs = camstream("--config", str(config), "--width", "1280", "--height", "720")
+
+    async def change(cam):
+        media = await cam.create_media_service()
+        conf = (await media.GetProfiles())[2].VideoEncoderConfiguration
+        conf.RateControl.BitrateLimit = 1500
+        conf.H264.GovLength = 15
+        await media.SetVideoEncoderConfiguration({"Configuration": conf, "ForcePersistence": False})
+        after = (await media.GetProfiles())[2].VideoEncoderConfiguration
+        refused = []
+        for field, value in (("GovLength", 5000), ("H264Profile", "High")):
+            bad = (await media.GetProfiles())[2].VideoEncoderConfiguration
+            setattr(bad.H264, field, value)
+            try:
+                await media.SetVideoEncoderConfiguration({"Configuration": bad, "ForcePersistence": False})
+                refused.append(None)
+            except Fault as f:
+                refused.append(f.message)
+        return after, refused
+
+    after, refused = with_camera(cs.http_port, change)
+    assert (after.RateControl.BitrateLimit, after.H264.GovLength) == (1500, 15), after
+    assert "GovLength" in refused[0] and "Baseline" in refused[1], refused
+    # The stream carries on with the new encoder: a key frame every 15
+    # frames (before, 60: one in the first 50 frames, the one a joining
+    # client is sent).
+    authed = f"rtsp://{USER}:{PASSWORD}@127.0.0.1:{cs.port}/h264"
+    keys = run(["ffprobe", "-v", "error", "-rtsp_transport", "tcp", "-i", authed, "-select_streams", "v",
+                "-show_entries", "frame=key_frame", "-of", "csv=p=0", "-read_intervals", "%+#50"],
+               timeout=60).stdout.split()
+    assert len(keys) >= 45 and keys.count(b"1") >= 3, keys
 
 
 def test_tokens_refused_and_faults(camstream, config):

@@ -499,6 +499,7 @@ impl Server {
                         cfg: &self.cfg,
                         fanout: &mut self.fanout,
                         sub: self.sub.as_mut(),
+                        h264: self.h264.as_mut(),
                     },
                 );
                 let ctx = &mut ctx!(self);

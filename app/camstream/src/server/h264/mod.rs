@@ -78,6 +78,11 @@ pub struct H264Stream {
     resting: bool,
     /// When the encoder was last asked for a key frame out of turn.
     forced: Option<Mono>,
+    settings: H264Settings,
+    /// The pictures' size and rate.
+    size: (u32, u32),
+    fps: u32,
+    waker: Arc<Waker>,
 }
 
 /// The encoder `[streams.h264] encoder` asks for, and what it is called.
@@ -235,10 +240,37 @@ impl H264Stream {
         Ok(H264Stream {
             id,
             subscription,
-            worker: Worker::start(enc, "h264", waker)?,
+            worker: Worker::start(enc, "h264", waker.clone())?,
             resting: true,
             forced: None,
+            settings: cfg,
+            size: (info.width.into(), info.height.into()),
+            fps: info.fps,
+            waker,
         })
+    }
+
+    /// The bit rate and key frame interval it encodes with now.
+    pub fn settings(&self) -> &H264Settings {
+        &self.settings
+    }
+
+    /// Encodes from now on at `bitrate` (bit/s) with a key frame every
+    /// `gop` frames (ONVIF's SetVideoEncoderConfiguration): a new encoder,
+    /// whose first picture is an IDR picture, so clients carry on.
+    pub fn reconfigure(&mut self, bitrate: u32, gop: u32) -> Result<()> {
+        let mut settings = self.settings.clone();
+        settings.bitrate = bitrate;
+        settings.gop = gop;
+        let (enc, by) = choose(&settings, self.size, self.fps)?;
+        self.worker = Worker::start(enc, "h264", self.waker.clone())?;
+        self.resting = true;
+        log::info!(
+            "H.264 stream now {} kbit/s, a key frame every {gop} frames, encoded by {by}",
+            bitrate / 1000
+        );
+        self.settings = settings;
+        Ok(())
     }
 
     /// Encoded only while someone watches it; the encoder's memory goes

@@ -15,6 +15,7 @@ mod services;
 use std::net::SocketAddr;
 
 use super::fanout::Fanout;
+use super::h264::H264Stream;
 use super::host::hostname;
 use super::random::random_fill;
 use super::substream::SubStream;
@@ -142,6 +143,7 @@ pub struct Context<'a> {
     pub cfg: &'a Config,
     pub fanout: &'a mut Fanout,
     pub sub: Option<&'a mut SubStream>,
+    pub h264: Option<&'a mut H264Stream>,
 }
 
 impl Default for Onvif {

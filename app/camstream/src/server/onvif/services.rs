@@ -13,6 +13,11 @@ use super::super::substream::SubStream;
 use super::{Context, DEVICE_PATH, MEDIA_PATH, Request, board, clock_synchronised, ifaces, scopes};
 use crate::clock::wall_now;
 
+/// The H.264 stream's key frame interval and bit rate (kbit/s), as
+/// camstream.toml may set them.
+const GOV_LENGTH: (u32, u32) = (1, 1000);
+const BITRATE_KBIT: (u32, u32) = (64, 100_000);
+
 /// What SetVideoEncoderConfiguration may choose: the main stream is
 /// the camera's as camstream.toml sets it (one size, rate and quality);
 /// the sub-stream any of a few sizes of the main stream's shape, any
@@ -23,7 +28,9 @@ fn encoder_options(ctx: &Context<'_>, p: &Profile) -> resp::EncoderOptions {
             sizes: vec![(p.width, p.height)],
             fps: (p.fps, p.fps),
             quality: (p.quality, p.quality),
-            gov_length: p.h264.map(|h| (h.gov_length, h.gov_length)),
+            // The H.264 stream's key frame interval may change (and its
+            // bit rate: SetVideoEncoderConfiguration's BitrateLimit).
+            gov_length: p.h264.map(|_| GOV_LENGTH),
         };
     }
     let main = ctx.fanout.stream(StreamId::MAIN).info;
@@ -122,17 +129,41 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
                 ))
             }
         }
-        (h264::PATH, _) if ctx.cfg.h264.is_some() => {
+        (h264::PATH, _) if ctx.h264.is_some() => {
             let same = w.is_none_or(|w| w == u32::from(main.width & !1))
                 && h.is_none_or(|h| h == u32::from(main.height & !1))
                 && fps.is_none_or(|f| f == ctx.cfg.source.fps);
-            if same {
-                Ok(resp::empty("trt", "SetVideoEncoderConfiguration"))
-            } else {
-                Err(bad(
-                    "the H.264 stream's size, rate and bit rate are set in camstream.toml",
-                ))
+            if !same {
+                return Err(bad(
+                    "the H.264 stream's size and rate are the main stream's, set in camstream.toml",
+                ));
             }
+            if soap
+                .arg(&["Configuration", "H264", "H264Profile"])
+                .is_some_and(|p| p != "Baseline")
+            {
+                return Err(bad("the H.264 stream is Baseline (Constrained Baseline)"));
+            }
+            let kbit = num(&["Configuration", "RateControl", "BitrateLimit"])?;
+            let gov = num(&["Configuration", "H264", "GovLength"])?;
+            let Some(stream) = ctx.h264.as_deref_mut() else {
+                unreachable!("matched above");
+            };
+            let now = stream.settings();
+            let kbit = kbit.unwrap_or(now.bitrate / 1000);
+            let gov = gov.unwrap_or(now.gop);
+            if !(BITRATE_KBIT.0..=BITRATE_KBIT.1).contains(&kbit) {
+                return Err(bad("a BitrateLimit outside 64-100000 kbit/s"));
+            }
+            if !(GOV_LENGTH.0..=GOV_LENGTH.1).contains(&gov) {
+                return Err(bad("a GovLength outside GovLengthRange"));
+            }
+            if (kbit * 1000, gov) != (now.bitrate, now.gop) {
+                stream
+                    .reconfigure(kbit * 1000, gov)
+                    .map_err(|e| Fault::receiver(&["ter:Action"], &format!("{e:#}")))?;
+            }
+            Ok(resp::empty("trt", "SetVideoEncoderConfiguration"))
         }
         _ => Err(Fault::invalid_arg_val(
             "ter:NoConfig",
@@ -171,8 +202,9 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
     if let Some(sub) = ctx.sub.as_deref() {
         profiles.push(sub_profile(sub, ctx.fanout));
     }
-    if let (Some(h), Some(id)) = (&ctx.cfg.h264, ctx.fanout.find(h264::PATH)) {
-        let info = ctx.fanout.stream(id).info;
+    if let Some(stream) = ctx.h264.as_deref() {
+        let h = stream.settings();
+        let info = ctx.fanout.stream(stream.id).info;
         profiles.push(Profile {
             token: h264::PATH.into(),
             name: h264::PATH.into(),

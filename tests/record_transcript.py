@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Records what a real RTSP client sends to camstream, for tests/testdata/.
 
-    tests/record_transcript.py NAME CAMSTREAM_PORT -- CLIENT COMMAND WITH {url} ...
+    tests/record_transcript.py NAME CAMSTREAM_PORT [PATH] -- CLIENT COMMAND WITH {url} ...
 
 Listens on a free port, relays to camstream on 127.0.0.1:CAMSTREAM_PORT, runs
-the client with {url} replaced by the relay's URL, and writes
+the client with {url} replaced by the relay's URL (rtsp://127.0.0.1:PORT/PATH,
+PATH stream unless given, such as h264), and {hostport} by its host and port, and writes
 tests/testdata/rtsp/NAME.rtsp (the client's RTSP requests, byte for byte) and,
 if the client sent RTCP over the connection, app/camstream-rtp/testdata/rtcp/
 NAME.rtcp (one packet per line, hex). RTP/RTCP over UDP does not pass through
@@ -52,11 +53,14 @@ def split_client_stream(data: bytes) -> tuple[bytes, list[bytes]]:
 
 def main() -> None:
     name, port = sys.argv[1], int(sys.argv[2])
-    command = sys.argv[sys.argv.index("--") + 1:]
+    split = sys.argv.index("--")
+    path = sys.argv[3] if split > 3 else "stream"
+    command = sys.argv[split + 1:]
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
-    url = f"rtsp://127.0.0.1:{listener.getsockname()[1]}/stream"
+    hostport = f"127.0.0.1:{listener.getsockname()[1]}"
+    url = f"rtsp://{hostport}/{path}"
     sent = bytearray()
 
     def relay() -> None:
@@ -85,7 +89,8 @@ def main() -> None:
     t = threading.Thread(target=relay, daemon=True)
     t.start()
     with tempfile.TemporaryDirectory() as folder:
-        status = subprocess.run([a.replace("{url}", url) for a in command], timeout=60, cwd=folder,
+        status = subprocess.run([a.replace("{url}", url).replace("{hostport}", hostport) for a in command],
+                                timeout=60, cwd=folder,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
     t.join(5)
     requests, rtcp = split_client_stream(bytes(sent))

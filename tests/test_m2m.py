@@ -9,8 +9,8 @@ picture through vicodec's encoder with `camstream encoders --try`, once
 with the module single-planar and once multi-planar (the VideoCore's
 API); vicodec's decoder, driven by v4l2-ctl, decodes what came back, and
 the picture is compared with the one sent. And the daemon must see that
-vicodec codes no H.264: by itself it encodes H.264 in software, told to
-use vicodec it says why it cannot.
+vicodec codes neither H.264 nor JPEG: by itself it encodes in software,
+told to use vicodec it says why it cannot.
 """
 
 from __future__ import annotations
@@ -130,3 +130,7 @@ def test_the_daemon_does_not_take_vicodec_for_h264(firmware):
     log = start(firmware, "--config /tmp/m2m.toml --source testpattern --width 320 --height 240")
     stop(firmware)
     assert f'no H.264 stream: streams.h264.encoder = "{enc}" is not an H.264 encoder taking YU12' in log, log
+
+    # Nor for the JPEG it makes of a raw camera's frames (vivid's YUYV).
+    out = firmware.sh(f"camstream --anonymous true --format YUYV --encoder {enc} 2>&1; echo status=$?", timeout=60)
+    assert f'encoder = "{enc}" is not a JPEG encoder taking YU12' in out and "status=1" in out, out

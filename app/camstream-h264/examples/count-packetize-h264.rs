@@ -52,5 +52,8 @@ fn main() {
             black_box(&wire);
         }
     }
-    println!("{} frames, {packets} packets", rounds as usize * units.len());
+    println!(
+        "{} frames, {packets} packets",
+        rounds as usize * units.len()
+    );
 }

@@ -51,6 +51,7 @@ use anyhow::{Context, Result, bail};
 use camstream_rtp::packetize::{MAX_MTU, MIN_MTU};
 use camstream_rtsp::auth::User;
 
+use crate::source::v4l2::m2m::Choice;
 use crate::source::{self, SourceSpec};
 
 pub use file::DEFAULT_CONFIG;
@@ -134,33 +135,8 @@ pub struct H264Settings {
     pub bitrate: u32,
     /// Frames from one key frame (IDR picture) to the next.
     pub gop: u32,
-    pub encoder: H264Encoding,
-}
-
-/// Which encoder makes the H.264 stream (`[streams.h264] encoder`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum H264Encoding {
-    /// The kernel's memory-to-memory H.264 encoder if there is one (the
-    /// Pi's VideoCore), OpenH264 otherwise.
-    Auto,
-    /// OpenH264, on the CPU.
-    Software,
-    /// This memory-to-memory device, or no H.264 stream.
-    Device(std::path::PathBuf),
-}
-
-impl std::str::FromStr for H264Encoding {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> Result<H264Encoding> {
-        Ok(match s {
-            "auto" => H264Encoding::Auto,
-            "software" => H264Encoding::Software,
-            p if p.starts_with("/dev/") => H264Encoding::Device(p.into()),
-            _ => bail!(
-                "streams.h264.encoder = {s:?}: use \"auto\", \"software\" or a device such as \"/dev/video11\""
-            ),
-        })
-    }
+    /// `[streams.h264] encoder`.
+    pub encoder: Choice,
 }
 
 fn h264_settings(o: H264Options, main_fps: u32) -> Result<Option<H264Settings>> {
@@ -176,7 +152,10 @@ fn h264_settings(o: H264Options, main_fps: u32) -> Result<Option<H264Settings>> 
     // Two seconds by default: a client that joins is sent a key frame at
     // once anyway.
     let gop = in_range("streams.h264.gop", o.gop.unwrap_or(2 * main_fps), 1, 1000)?;
-    let encoder = o.encoder.as_deref().unwrap_or("auto").parse()?;
+    let encoder = Choice::parse(
+        "streams.h264.encoder",
+        o.encoder.as_deref().unwrap_or("auto"),
+    )?;
     Ok(Some(H264Settings {
         bitrate: kbit * 1000,
         gop,
@@ -253,6 +232,7 @@ impl Config {
                 height: height as u16,
                 fps,
                 quality: ranged!(quality, 1, 100)? as u8,
+                encoder: Choice::parse("encoder", o.encoder.as_deref().unwrap_or("auto"))?,
                 buffers: ranged!(buffers, 2, 32)?,
                 format: o
                     .format
@@ -394,7 +374,7 @@ pub(super) mod tests {
         std::fs::write(&dir, "fps = 10\nrtsp_prot = 1\n").unwrap();
         let one_line = read_file(&dir).unwrap_err().to_string();
         std::fs::remove_file(&dir).unwrap();
-        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `http_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`, `anonymous`, `onvif`, `streams`"), "{one_line}");
+        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `encoder`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `http_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`, `anonymous`, `onvif`, `streams`"), "{one_line}");
         assert!(!one_line.contains('\n'));
         assert!(e.contains("unknown field `rtsp_prot`"), "{e}");
         let e = parse("fps = \"fast\"").unwrap_err().to_string();
@@ -445,7 +425,7 @@ pub(super) mod tests {
         let want = H264Settings {
             bitrate: 2_000_000,
             gop: 30,
-            encoder: H264Encoding::Auto,
+            encoder: Choice::Auto,
         };
         assert_eq!(c.h264, Some(want));
         let c = Config::from_options(parse("[streams.h264]\nbitrate = 500\ngop = 10\n").unwrap())
@@ -467,12 +447,22 @@ pub(super) mod tests {
                 .unwrap();
         assert_eq!(
             c.h264.map(|h| h.encoder),
-            Some(H264Encoding::Device("/dev/video11".into()))
+            Some(Choice::Device("/dev/video11".into()))
         );
         let e = Config::from_options(parse("[streams.h264]\nencoder = \"gpu\"\n").unwrap())
             .unwrap_err();
         assert!(
             e.to_string().contains("streams.h264.encoder = \"gpu\""),
+            "{e}"
+        );
+        // The main stream's JPEG of raw frames: its own key.
+        let c = Config::from_options(parse("encoder = \"software\"\n").unwrap()).unwrap();
+        assert_eq!(c.source.encoder, Choice::Software);
+        let c = Config::from_options(parse("").unwrap()).unwrap();
+        assert_eq!(c.source.encoder, Choice::Auto);
+        let e = Config::from_options(parse("encoder = \"vpu\"\n").unwrap()).unwrap_err();
+        assert!(
+            e.to_string().contains("encoder = \"vpu\": use \"auto\""),
             "{e}"
         );
     }

@@ -58,6 +58,10 @@ pub struct Options {
     #[arg(long, help = concat!("Quality of the JPEG camstream encodes (test pattern, raw camera formats, frames it must re-encode), 1-100 [default: ", default!(quality), "]"))]
     pub quality: Option<u32>,
 
+    /// Encoder of the JPEG camstream makes of raw camera frames: auto (the kernel's hardware JPEG encoder if there is one, as on the Pi 3, 4 and Zero 2 W; else software), software (libjpeg-turbo) or a device such as /dev/video31 (`camstream encoders` lists them) [default: auto]
+    #[arg(long, value_name = "ENCODER")]
+    pub encoder: Option<String>,
+
     /// Camera pixel format, as `camstream probe` lists it: MJPG, JPEG, YU12, NV12, YUYV, UYVY, RGB3 or BGR3 [default: MJPEG if the camera has it at the size and rate, else the cheapest raw one]
     #[arg(long, value_name = "FOURCC")]
     pub format: Option<String>,
@@ -262,6 +266,7 @@ impl Options {
             controls,
             buffers: self.buffers.or(other.buffers),
             format: self.format.or(other.format),
+            encoder: self.encoder.or(other.encoder),
             config: self.config.or(other.config),
             source: self.source.or(other.source),
             width: self.width.or(other.width),

@@ -4,6 +4,7 @@
 
 pub mod controls;
 pub mod file;
+pub mod jpeg;
 pub mod libcamera;
 pub mod testpattern;
 pub mod v4l2;
@@ -92,6 +93,8 @@ pub struct Settings {
     pub fps: u32,
     /// Of the JPEG camstream encodes (raw camera formats, the test pattern).
     pub quality: u8,
+    /// Which encoder makes that JPEG of raw camera frames.
+    pub encoder: v4l2::m2m::Choice,
     /// Camera buffers the driver fills while frames are sent.
     pub buffers: u32,
     /// A pixel format a V4L2 camera must use (fourcc, as

@@ -82,7 +82,7 @@ impl Encode for H264Encoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::H264Encoding;
+    use crate::source::v4l2::m2m::Choice;
     use camstream_h264::AccessUnit;
 
     fn frame() -> Vec<u8> {
@@ -98,7 +98,7 @@ mod tests {
         let settings = H264Settings {
             bitrate: 500_000,
             gop: 100,
-            encoder: H264Encoding::Software,
+            encoder: Choice::Software,
         };
         let mut enc = H264Encoder::new(&settings, 30).unwrap();
         let jpeg = frame();
@@ -135,7 +135,7 @@ mod tests {
         let settings = H264Settings {
             bitrate: 500_000,
             gop: 60,
-            encoder: H264Encoding::Software,
+            encoder: Choice::Software,
         };
         let mut enc = H264Encoder::new(&settings, 30).unwrap();
         let mut out = Vec::new();

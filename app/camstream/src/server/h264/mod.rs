@@ -20,8 +20,8 @@ use super::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
 use super::random::random_u64;
 use super::worker::{Encode, Worker};
 use crate::clock::Mono;
-use crate::config::{Config, H264Encoding, H264Settings};
-use crate::source::v4l2::m2m;
+use crate::config::{Config, H264Settings};
+use crate::source::v4l2::m2m::{self, Choice};
 #[cfg(feature = "h264")]
 use encoder::H264Encoder;
 use kernel::KernelEncoder;
@@ -93,45 +93,32 @@ fn choose(cfg: &H264Settings, size: (u32, u32), fps: u32) -> Result<(Box<dyn Enc
             "OpenH264 (software)".into(),
         ))
     };
-    let kernel = |f: m2m::Found| -> Result<(Box<dyn Encode>, String)> {
-        let by = format!("{} ({})", f.card, f.path.display());
-        Ok((Box::new(KernelEncoder::new(f.path, cfg, size, fps)?), by))
+    let Some(f) = cfg.encoder.find("streams.h264.encoder", m2m::H264)? else {
+        return software();
     };
-    match &cfg.encoder {
-        H264Encoding::Software => software(),
-        H264Encoding::Device(path) => match m2m::inspect(path) {
-            Ok(Some(f)) if f.coded.contains(&m2m::H264) && f.takes_yuv420() => kernel(f),
-            Ok(_) => anyhow::bail!(
-                "streams.h264.encoder = {:?} is not an H.264 encoder taking YU12 (`camstream encoders` lists them)",
+    let by = format!("{} ({})", f.card, f.path.display());
+    let path = f.path.clone();
+    match (KernelEncoder::new(f.path, cfg, size, fps), &cfg.encoder) {
+        // A device named in the config: it or no stream.
+        (Ok(k), Choice::Device(_)) => Ok((Box::new(k), by)),
+        (Ok(k), _) => Ok((
+            Box::new(Fallback {
+                kernel: Some(k),
+                failures: 0,
+                cfg: cfg.clone(),
+                fps,
+                software: None,
+            }),
+            by,
+        )),
+        (Err(e), Choice::Device(_)) => Err(e),
+        (Err(e), _) => {
+            log::warn!(
+                "H.264 stream: {}: {e:#}; encoding in software",
                 path.display()
-            ),
-            Err(e) => anyhow::bail!("streams.h264.encoder = {:?}: {e}", path.display()),
-        },
-        H264Encoding::Auto => match m2m::find(m2m::H264) {
-            Some(f) => {
-                let path = f.path.clone();
-                match KernelEncoder::new(f.path, cfg, size, fps) {
-                    Ok(k) => Ok((
-                        Box::new(Fallback {
-                            kernel: Some(k),
-                            failures: 0,
-                            cfg: cfg.clone(),
-                            fps,
-                            software: None,
-                        }),
-                        format!("{} ({})", f.card, path.display()),
-                    )),
-                    Err(e) => {
-                        log::warn!(
-                            "H.264 stream: {}: {e:#}; encoding in software",
-                            path.display()
-                        );
-                        software()
-                    }
-                }
-            }
-            None => software(),
-        },
+            );
+            software()
+        }
     }
 }
 
@@ -351,7 +338,7 @@ mod tests {
             cfg: H264Settings {
                 bitrate: 500_000,
                 gop: 60,
-                encoder: H264Encoding::Auto,
+                encoder: Choice::Auto,
             },
             fps: 30,
             software: None,

@@ -20,8 +20,8 @@ use super::describe::{self, CameraDesc};
 use super::ffi::{self, Camera, CompletedRequest, Manager, PixFormat, Wait};
 use crate::clock::Mono;
 use crate::convert::{i420_plane_sizes, split_uv};
+use crate::source::jpeg::JpegEncoder;
 use crate::source::{CapturedFrame, FrameSource, Settings, StreamInfo};
-use crate::turbo::Encoder;
 
 /// How often a missing camera is looked for.
 const RETRY: Duration = Duration::from_secs(1);
@@ -90,7 +90,7 @@ impl LibcameraSource {
     /// error (the thread waits for it); an unusable one is.
     pub fn open(camera: CameraSpec, settings: Settings) -> Result<LibcameraSource> {
         // Fail at start-up, not in the thread, if libjpeg-turbo is unusable.
-        Encoder::new(settings.quality)?;
+        JpegEncoder::new(settings.quality, settings.fps, &settings.encoder)?;
         let shared = Arc::new(Shared {
             slot: Mutex::new(Slot {
                 jpeg: Vec::new(),
@@ -303,7 +303,7 @@ fn run(
     let mut counts = Counters::default();
     let mut lost_since: Option<Mono> = None;
     let mut said_unusable = false;
-    let mut encoder = match Encoder::new(settings.quality) {
+    let mut encoder = match JpegEncoder::new(settings.quality, settings.fps, &settings.encoder) {
         Ok(e) => e,
         Err(e) => {
             if let Some(tx) = first.take() {
@@ -389,7 +389,7 @@ struct Work {
 /// Captures until the camera is lost (Some(why)) or the source stops (None).
 fn capture_frames(
     cap: &mut Capture,
-    encoder: &mut Encoder,
+    encoder: &mut JpegEncoder,
     work: &mut Work,
     shared: &Shared,
     counts: &mut Counters,
@@ -470,7 +470,7 @@ fn capture_frames(
 
 /// Encodes the frame's planes as JPEG into `work.out`, cropped to `w` x `h`.
 fn encode(
-    enc: &mut Encoder,
+    enc: &mut JpegEncoder,
     work: &mut Work,
     f: &PixFormat,
     (w, h): (usize, usize),
@@ -570,7 +570,8 @@ mod tests {
                 nv[r * stride + 2 * x + 1] = v[r * stride / 2 + x];
             }
         }
-        let mut enc = Encoder::new(90).unwrap();
+        let mut enc =
+            JpegEncoder::new(90, 30, &crate::source::v4l2::m2m::Choice::Software).unwrap();
         let mut work = Work::default();
         let fmt = |name: &str| PixFormat {
             width: w,

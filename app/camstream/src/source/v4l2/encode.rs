@@ -6,11 +6,11 @@ use anyhow::{Result, bail};
 use super::device::PixFormat;
 use super::select::{BGR24, NV12, RGB24, UYVY, YUV420, YUYV, fourcc_name};
 use crate::convert::{Packed422, i420_plane_sizes, packed422_to_i420, split_uv};
-use crate::turbo::Encoder;
+use crate::source::jpeg::JpegEncoder;
 
 /// Encodes a raw frame as JPEG into `out`.
 pub(super) fn encode(
-    enc: &mut Encoder,
+    enc: &mut JpegEncoder,
     planes: &mut [Vec<u8>; 3],
     f: &PixFormat,
     (w, h): (usize, usize),
@@ -101,7 +101,8 @@ mod tests {
                 bytesperline: stride as u32,
                 sizeimage: len as u32,
             };
-            let mut enc = Encoder::new(80).unwrap();
+            let mut enc =
+                JpegEncoder::new(80, 30, &crate::source::v4l2::m2m::Choice::Software).unwrap();
             let (mut planes, mut out) = (Default::default(), Vec::new());
             let n = 150;
             let t = std::time::Instant::now();

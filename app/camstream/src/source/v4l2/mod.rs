@@ -36,7 +36,7 @@ use rustix::time::{
 
 use super::{CapturedFrame, FrameSource, Settings, StreamInfo};
 use crate::clock::Mono;
-use crate::turbo::Encoder;
+use crate::source::jpeg::JpegEncoder;
 use buffers::Dequeued;
 use capture::{Capture, OpenError};
 use encode::encode;
@@ -89,7 +89,7 @@ pub struct V4l2Source {
     /// Fires once a second while the camera is missing.
     retry: OwnedFd,
     lost_since: Option<Mono>,
-    encoder: Encoder,
+    encoder: JpegEncoder,
     planes: [Vec<u8>; 3],
     out: Vec<u8>,
     /// Buffers dequeued in one turn (reused: no allocation per frame).
@@ -107,7 +107,7 @@ impl V4l2Source {
             TimerfdClockId::Monotonic,
             TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
         )?;
-        let encoder = Encoder::new(settings.quality)?;
+        let encoder = JpegEncoder::new(settings.quality, settings.fps, &settings.encoder)?;
         let mut src = V4l2Source {
             info: StreamInfo {
                 width: settings.width & !7,

@@ -23,6 +23,50 @@ pub const JPEG: u32 = fourcc(b"JPEG");
 /// The raw layout camstream hands over: 4:2:0, three planes in one buffer.
 pub const YUV420: u32 = fourcc(b"YU12");
 
+/// Which encoder a stream uses (`encoder`, `[streams.h264] encoder`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Choice {
+    /// The kernel's memory-to-memory encoder if there is one (the Pi's
+    /// VideoCore), software otherwise.
+    Auto,
+    /// Software (libjpeg-turbo, OpenH264).
+    Software,
+    /// This memory-to-memory device.
+    Device(PathBuf),
+}
+
+impl Choice {
+    /// `s` as the config's `key` gives it.
+    pub fn parse(key: &str, s: &str) -> anyhow::Result<Choice> {
+        Ok(match s {
+            "auto" => Choice::Auto,
+            "software" => Choice::Software,
+            p if p.starts_with("/dev/") => Choice::Device(p.into()),
+            _ => anyhow::bail!(
+                "{key} = {s:?}: use \"auto\", \"software\" or a device such as \"/dev/video11\""
+            ),
+        })
+    }
+
+    /// The encoder it names for `coded`, if any: for Auto the first that
+    /// codes to it from YU12; a named device must be one.
+    pub fn find(&self, key: &str, coded: u32) -> anyhow::Result<Option<Found>> {
+        match self {
+            Choice::Software => Ok(None),
+            Choice::Auto => Ok(find(coded)),
+            Choice::Device(path) => match inspect(path) {
+                Ok(Some(f)) if f.coded.contains(&coded) && f.takes_yuv420() => Ok(Some(f)),
+                Ok(_) => anyhow::bail!(
+                    "{key} = {:?} is not a{} encoder taking YU12 (`camstream encoders` lists them)",
+                    path.display(),
+                    if coded == H264 { "n H.264" } else { " JPEG" }
+                ),
+                Err(e) => anyhow::bail!("{key} = {:?}: {e}", path.display()),
+            },
+        }
+    }
+}
+
 /// A memory-to-memory encoder the kernel has.
 #[derive(Debug, Clone)]
 pub struct Found {

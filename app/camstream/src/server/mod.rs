@@ -23,6 +23,7 @@ mod gate;
 pub(super) mod h264;
 mod host;
 mod http;
+mod i420;
 mod listen;
 mod onvif;
 mod random;

@@ -13,8 +13,8 @@ use openh264::encoder::{
 };
 use openh264::formats::YUVSlices;
 
-use super::i420::ToI420;
 use crate::config::H264Settings;
+use crate::server::i420::ToI420;
 use crate::server::worker::Encode;
 
 pub struct H264Encoder {

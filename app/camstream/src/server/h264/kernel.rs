@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use super::i420::ToI420;
 use crate::config::H264Settings;
+use crate::server::i420::ToI420;
 use crate::server::worker::Encode;
 use crate::source::v4l2::m2m::{H264, M2mEncoder, Params};
 

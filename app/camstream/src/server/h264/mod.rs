@@ -7,7 +7,6 @@
 
 #[cfg(feature = "h264")]
 mod encoder;
-mod i420;
 mod kernel;
 
 use std::sync::Arc;

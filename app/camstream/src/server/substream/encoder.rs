@@ -5,18 +5,16 @@
 
 use anyhow::Result;
 
+use super::super::i420::ToI420;
 use super::super::worker::Encode;
-use crate::convert::{i420_plane_sizes, planes_to_i420};
-use crate::turbo::{Decoder, Encoder, OnWarning};
+use crate::turbo::Encoder;
 
 pub struct SubEncoder {
-    decoder: Decoder,
+    i420: ToI420,
     encoder: Encoder,
     /// The sub-stream's size (multiples of 8).
     width: usize,
     height: usize,
-    decoded: [Vec<u8>; 3],
-    i420: [Vec<u8>; 3],
 }
 
 /// The smallest size libjpeg-turbo's scaled decode makes (M/8 of the
@@ -43,12 +41,10 @@ pub fn sub_size(src: (usize, usize), configured: (usize, usize)) -> (usize, usiz
 impl SubEncoder {
     pub fn new(width: usize, height: usize, quality: u8) -> Result<SubEncoder> {
         Ok(SubEncoder {
-            decoder: Decoder::new()?,
+            i420: ToI420::new()?,
             encoder: Encoder::new(quality)?,
             width,
             height,
-            decoded: Default::default(),
-            i420: Default::default(),
         })
     }
 }
@@ -57,33 +53,15 @@ impl Encode for SubEncoder {
     /// The sub-stream's JPEG made from a main-stream frame; every JPEG is
     /// a key frame: `key` asks for nothing.
     fn encode(&mut self, jpeg: &[u8], _key: bool, out: &mut Vec<u8>) -> Result<()> {
-        let header = self.decoder.header(jpeg)?;
-        let (w, h) = (header.width, header.height);
-        let (tw, th) = sub_size((w, h), (self.width, self.height));
-        // One of the sizes the decoder makes (M/8 of the frame's).
-        let scaled = scaled_size((w, h), (tw, th));
-        let sizes = self.decoder.decode_planes(
-            jpeg,
-            &header,
-            scaled,
-            &mut self.decoded,
-            OnWarning::Continue,
-        )?;
-        planes_to_i420(
-            &self.decoded,
-            sizes,
-            header.gray(),
-            (tw, th),
-            &mut self.i420,
-        );
-        let target = i420_plane_sizes(tw, th);
-        self.encoder.encode_planes(
-            [&self.i420[0], &self.i420[1], &self.i420[2]],
-            [target[0].0, target[1].0, target[2].0],
-            tw,
-            th,
-            out,
-        )?;
+        let configured = (self.width, self.height);
+        let (tw, th) = self.i420.convert_to(jpeg, |src| {
+            let target = sub_size(src, configured);
+            // One of the sizes the decoder makes (M/8 of the frame's).
+            Some((scaled_size(src, target), target))
+        })?;
+        let [y, u, v] = &self.i420.planes;
+        self.encoder
+            .encode_planes([y, u, v], ToI420::strides((tw, th)), tw, th, out)?;
         Ok(())
     }
 }

@@ -1,6 +1,7 @@
-//! A main-stream JPEG as the 4:2:0 planes an H.264 encoder takes:
-//! decoded by libjpeg-turbo, made 4:2:0 where the camera's JPEG is 4:2:2
-//! or 4:4:4, cut to an even size (4:2:0 wants one).
+//! A main-stream JPEG as 4:2:0 planes, for the streams made of it (the
+//! H.264 encoders, the sub-stream's): decoded by libjpeg-turbo (at a
+//! scale, if asked), made 4:2:0 where the camera's JPEG is 4:2:2 or 4:4:4,
+//! at the size asked.
 
 use anyhow::{Result, bail};
 
@@ -23,19 +24,32 @@ impl ToI420 {
         })
     }
 
-    /// Decodes `jpeg` into `planes`; its (even) size.
+    /// Decodes `jpeg` into `planes`, cut to an even size (4:2:0 wants
+    /// one); that size.
     pub fn convert(&mut self, jpeg: &[u8]) -> Result<(usize, usize)> {
+        self.convert_to(jpeg, |(w, h)| {
+            let even = (w & !1, h & !1);
+            (even.0 >= 16 && even.1 >= 16).then_some(((w, h), even))
+        })
+    }
+
+    /// Decodes `jpeg` at the size `size` gives for the frame's (the decode
+    /// size, one libjpeg-turbo makes, and the planes'), or fails where it
+    /// gives none; the planes' size.
+    pub fn convert_to(
+        &mut self,
+        jpeg: &[u8],
+        size: impl FnOnce((usize, usize)) -> Option<((usize, usize), (usize, usize))>,
+    ) -> Result<(usize, usize)> {
         let header = self.decoder.header(jpeg)?;
         let (w, h) = (header.width, header.height);
-        // An odd last row or column goes.
-        let (tw, th) = (w & !1, h & !1);
-        if tw < 16 || th < 16 {
+        let Some((decoded, target)) = size((w, h)) else {
             bail!("{w}x{h} is too small to encode");
-        }
+        };
         let sizes = self.decoder.decode_planes(
             jpeg,
             &header,
-            (w, h),
+            decoded,
             &mut self.decoded,
             OnWarning::Continue,
         )?;
@@ -43,10 +57,10 @@ impl ToI420 {
             &self.decoded,
             sizes,
             header.gray(),
-            (tw, th),
+            target,
             &mut self.planes,
         );
-        Ok((tw, th))
+        Ok(target)
     }
 
     /// The strides of `planes` for a frame of `size`.

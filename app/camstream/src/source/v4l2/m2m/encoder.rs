@@ -434,7 +434,15 @@ fn set_controls(dev: &Device, p: &Params) -> Result<Option<Control>> {
     if let Some(b) = p.bitrate {
         set(CID_BITRATE, b.into());
     }
+    let force_key = find(CID_FORCE_KEY_FRAME).cloned();
     if let Some(g) = p.gop {
+        // An encoder that cannot be asked for a key frame when a client
+        // joins makes one at least every second: no one waits longer.
+        let g = if force_key.is_none() && p.coded == H264 {
+            g.min(p.fps.max(1))
+        } else {
+            g
+        };
         set(CID_GOP_SIZE, g.into());
         set(CID_H264_I_PERIOD, g.into());
     }
@@ -448,7 +456,7 @@ fn set_controls(dev: &Device, p: &Params) -> Result<Option<Control>> {
     if let Some(q) = p.quality {
         set(CID_JPEG_COMPRESSION_QUALITY, q.into());
     }
-    Ok(find(CID_FORCE_KEY_FRAME).cloned())
+    Ok(force_key)
 }
 
 #[cfg(test)]

@@ -216,7 +216,13 @@ impl M2mEncoder {
         }
         self.output.queue(self.dev.fd(), index, l.size)?;
         let mut flags = 0;
-        loop {
+        for buffers in 1.. {
+            // Parameter sets and a picture: two buffers; more without a
+            // picture is a driver gone wrong.
+            if buffers > 4 {
+                out.clear();
+                bail!("{}: no picture in 4 buffers", self.dev.path.display());
+            }
             self.wait(PollFlags::IN)?;
             let Some(done) = self.capture.dequeue(self.dev.fd())? else {
                 continue;

@@ -102,7 +102,10 @@ impl M2mEncoder {
                 fourcc_name(coded.fourcc)
             );
         }
-        if raw.width < w || raw.height < h || raw.stride < w as usize {
+        if w == 0 || h == 0 {
+            bail!("{}: an empty picture ({w}x{h})", path.display());
+        }
+        if raw.width < w || raw.height < h || raw.stride < w.div_ceil(2) as usize * 2 {
             bail!(
                 "{}: {w}x{h} asked, the driver set {}x{} (stride {})",
                 path.display(),
@@ -132,7 +135,7 @@ impl M2mEncoder {
         };
         set_fps(&dev, output_type, params.fps);
         let force_key = set_controls(&dev, &params)?;
-        let output = Queue::request(&dev, output_type, mplane, 2)
+        let mut output = Queue::request(&dev, output_type, mplane, 2)
             .with_context(|| format!("{}: OUTPUT buffers", path.display()))?;
         if let Some(small) = (0..output.count()).find(|&i| output.len(i) < layout.size) {
             bail!(
@@ -147,7 +150,6 @@ impl M2mEncoder {
         for i in 0..capture.count() {
             capture.queue(dev.fd(), i, 0)?;
         }
-        let mut output = output;
         output.stream_on(dev.fd())?;
         capture.stream_on(dev.fd())?;
         let free = (0..output.count()).rev().collect();

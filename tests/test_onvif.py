@@ -177,8 +177,16 @@ def test_set_h264_bit_rate_and_key_frame_interval(camstream, config):
         conf.RateControl.BitrateLimit = 1500
         conf.H264.GovLength = 15
         await media.SetVideoEncoderConfiguration({"Configuration": conf, "ForcePersistence": False})
+        # Another change at once: a new encoder starts with an IDR picture,
+        # and changes on a loop must not make one more than once a second.
+        conf.RateControl.BitrateLimit = 1400
+        try:
+            await media.SetVideoEncoderConfiguration({"Configuration": conf, "ForcePersistence": False})
+            too_soon = None
+        except Fault as f:
+            too_soon = f.message
         after = (await media.GetProfiles())[2].VideoEncoderConfiguration
-        refused = []
+        refused = [too_soon]
         for field, value in (("GovLength", 5000), ("H264Profile", "High")):
             bad = (await media.GetProfiles())[2].VideoEncoderConfiguration
             setattr(bad.H264, field, value)
@@ -191,7 +199,8 @@ def test_set_h264_bit_rate_and_key_frame_interval(camstream, config):
 
     after, refused = with_camera(cs.http_port, change)
     assert (after.RateControl.BitrateLimit, after.H264.GovLength) == (1500, 15), after
-    assert "GovLength" in refused[0] and "Baseline" in refused[1], refused
+    assert "less than a second ago" in refused[0], refused
+    assert "GovLength" in refused[1] and "Baseline" in refused[2], refused
     # The stream carries on with the new encoder: a key frame every 15
     # frames (before, 60: one in the first 50 frames, the one a joining
     # client is sent).

@@ -245,12 +245,21 @@ impl H264Stream {
     /// `gop` frames (ONVIF's SetVideoEncoderConfiguration): a new encoder,
     /// whose first picture is an IDR picture, so clients carry on.
     pub fn reconfigure(&mut self, bitrate: u32, gop: u32) -> Result<()> {
+        // A new encoder starts with an IDR picture: changes on a loop must
+        // not raise everyone's bit rate more than joining clients may.
+        let now = Mono::now();
+        if !may_force(self.forced, now) {
+            anyhow::bail!(
+                "the H.264 stream changed or made a key frame less than a second ago: try again"
+            );
+        }
         let mut settings = self.settings.clone();
         settings.bitrate = bitrate;
         settings.gop = gop;
         let (enc, by) = choose(&settings, self.size, self.fps)?;
         self.worker = Worker::start(enc, "h264", self.waker.clone())?;
         self.resting = true;
+        self.forced = Some(now);
         log::info!(
             "H.264 stream now {} kbit/s, a key frame every {gop} frames, encoded by {by}",
             bitrate / 1000

@@ -128,9 +128,18 @@ def test_onvif_zeep_async_profiles_stream_and_snapshot(camstream, config, tmp_pa
         assert len(out) == 10 * w * h * 3 // 2, uri
 
 
-def test_set_video_encoder_configuration(camstream, config):
+async def set_refused(media, conf) -> str | None:
+    """SetVideoEncoderConfiguration's fault, or None if it took `conf`."""
     from zeep.exceptions import Fault
 
+    try:
+        await media.SetVideoEncoderConfiguration({"Configuration": conf, "ForcePersistence": False})
+    except Fault as f:
+        return f.message
+    return None
+
+
+def test_set_video_encoder_configuration(camstream, config):
     cs = camstream("--config", str(config), "--width", "1280", "--height", "720")
 
     async def change(cam):
@@ -147,11 +156,7 @@ def test_set_video_encoder_configuration(camstream, config):
         # The main stream's size is the camera's: refused.
         conf = main.VideoEncoderConfiguration
         conf.Resolution.Width = 640
-        try:
-            await media.SetVideoEncoderConfiguration({"Configuration": conf, "ForcePersistence": False})
-            refused = None
-        except Fault as f:
-            refused = f.message
+        refused = await set_refused(media, conf)
         return sizes, opts.JPEG.FrameRateRange, after, refused
 
     sizes, fps_range, after, refused = with_camera(cs.http_port, change)
@@ -167,8 +172,6 @@ def test_set_video_encoder_configuration(camstream, config):
 
 
 def test_set_h264_bit_rate_and_key_frame_interval(camstream, config):
-    from zeep.exceptions import Fault
-
     cs = camstream("--config", str(config), "--width", "1280", "--height", "720")
 
     async def change(cam):
@@ -180,21 +183,12 @@ def test_set_h264_bit_rate_and_key_frame_interval(camstream, config):
         # Another change at once: a new encoder starts with an IDR picture,
         # and changes on a loop must not make one more than once a second.
         conf.RateControl.BitrateLimit = 1400
-        try:
-            await media.SetVideoEncoderConfiguration({"Configuration": conf, "ForcePersistence": False})
-            too_soon = None
-        except Fault as f:
-            too_soon = f.message
+        refused = [await set_refused(media, conf)]
         after = (await media.GetProfiles())[2].VideoEncoderConfiguration
-        refused = [too_soon]
         for field, value in (("GovLength", 5000), ("H264Profile", "High")):
             bad = (await media.GetProfiles())[2].VideoEncoderConfiguration
             setattr(bad.H264, field, value)
-            try:
-                await media.SetVideoEncoderConfiguration({"Configuration": bad, "ForcePersistence": False})
-                refused.append(None)
-            except Fault as f:
-                refused.append(f.message)
+            refused.append(await set_refused(media, bad))
         return after, refused
 
     after, refused = with_camera(cs.http_port, change)

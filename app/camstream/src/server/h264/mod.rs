@@ -1,9 +1,9 @@
 //! The H.264 stream, rtsp://CAMERA/h264: the main stream's frames encoded
 //! again as H.264 (by the kernel's encoder, [`kernel`], where the board has
 //! one, else OpenH264, [`encoder`]; on a worker thread) while someone
-//! watches it, published on the fan-out as a stream of its own and sent as RFC 6184
-//! packets. A client that joins (or falls behind) waits for an IDR picture,
-//! which the encoder is asked for at once.
+//! watches it, published on the fan-out as a stream of its own and sent as
+//! RFC 6184 packets. A client that joins (or falls behind) waits for an IDR
+//! picture, which the encoder is asked for at once.
 
 #[cfg(feature = "h264")]
 mod encoder;

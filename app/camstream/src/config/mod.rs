@@ -139,6 +139,11 @@ pub struct H264Settings {
     pub encoder: Choice,
 }
 
+/// The H.264 stream's bit rate (kbit/s) and key frame interval (frames)
+/// may be these, in camstream.toml and through ONVIF.
+pub const H264_KBIT: (u32, u32) = (64, 100_000);
+pub const H264_GOP: (u32, u32) = (1, 1000);
+
 fn h264_settings(o: H264Options, main_fps: u32) -> Result<Option<H264Settings>> {
     if o.enabled == Some(false) {
         return Ok(None);
@@ -146,12 +151,17 @@ fn h264_settings(o: H264Options, main_fps: u32) -> Result<Option<H264Settings>> 
     let kbit = in_range(
         "streams.h264.bitrate",
         o.bitrate.unwrap_or(2000),
-        64,
-        100_000,
+        H264_KBIT.0,
+        H264_KBIT.1,
     )?;
     // Two seconds by default: a client that joins is sent a key frame at
     // once anyway.
-    let gop = in_range("streams.h264.gop", o.gop.unwrap_or(2 * main_fps), 1, 1000)?;
+    let gop = in_range(
+        "streams.h264.gop",
+        o.gop.unwrap_or(2 * main_fps),
+        H264_GOP.0,
+        H264_GOP.1,
+    )?;
     let encoder = Choice::parse(
         "streams.h264.encoder",
         o.encoder.as_deref().unwrap_or("auto"),

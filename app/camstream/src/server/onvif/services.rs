@@ -12,11 +12,7 @@ use super::super::host::hostname;
 use super::super::substream::SubStream;
 use super::{Context, DEVICE_PATH, MEDIA_PATH, Request, board, clock_synchronised, ifaces, scopes};
 use crate::clock::wall_now;
-
-/// The H.264 stream's key frame interval and bit rate (kbit/s), as
-/// camstream.toml may set them.
-const GOV_LENGTH: (u32, u32) = (1, 1000);
-const BITRATE_KBIT: (u32, u32) = (64, 100_000);
+use crate::config::{H264_GOP, H264_KBIT};
 
 /// What SetVideoEncoderConfiguration may choose: the main stream is
 /// the camera's as camstream.toml sets it (one size, rate and quality);
@@ -30,7 +26,7 @@ fn encoder_options(ctx: &Context<'_>, p: &Profile) -> resp::EncoderOptions {
             quality: (p.quality, p.quality),
             // The H.264 stream's key frame interval may change (and its
             // bit rate: SetVideoEncoderConfiguration's BitrateLimit).
-            gov_length: p.h264.map(|_| GOV_LENGTH),
+            gov_length: p.h264.map(|_| H264_GOP),
         };
     }
     let main = ctx.fanout.stream(StreamId::MAIN).info;
@@ -152,10 +148,10 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
             let now = stream.settings();
             let kbit = kbit.unwrap_or(now.bitrate / 1000);
             let gov = gov.unwrap_or(now.gop);
-            if !(BITRATE_KBIT.0..=BITRATE_KBIT.1).contains(&kbit) {
+            if !(H264_KBIT.0..=H264_KBIT.1).contains(&kbit) {
                 return Err(bad("a BitrateLimit outside 64-100000 kbit/s"));
             }
-            if !(GOV_LENGTH.0..=GOV_LENGTH.1).contains(&gov) {
+            if !(H264_GOP.0..=H264_GOP.1).contains(&gov) {
                 return Err(bad("a GovLength outside GovLengthRange"));
             }
             if (kbit * 1000, gov) != (now.bitrate, now.gop) {

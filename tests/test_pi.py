@@ -15,6 +15,7 @@ import re
 import pytest
 
 import guest
+from helpers import live555_frames, run
 from test_ota import readme_update_steps
 
 BOARD = "rpi3_64"
@@ -55,6 +56,19 @@ def test_boots_from_the_sd_card_to_streaming(firmware):
     assert "root=/dev/mmcblk0p2 " in firmware.sh("cat /proc/cmdline") + " "
     assert re.search(r"^/dev/mmcblk0p4 /data ext4 rw[ ,]", mounts, re.M), mounts
     assert re.search(r"^/dev/mmcblk0p1 /boot/firmware vfat rw[ ,]", mounts, re.M), mounts
+
+
+def test_live555_plays_it(firmware, openrtsp):
+    """live555's openRTSP (VLC's RTSP client) at the forwarded port, RTP
+    over TCP (a QEMU user network cannot send UDP to the host): every frame
+    it saved decodes in FFmpeg."""
+    folder, out = openrtsp("-t", "-d", "4", "-m", "-F", "f-", firmware.url)
+    assert out.returncode == 0, out.stderr[-4000:]
+    frames = live555_frames(folder)
+    assert len(frames) >= 20, (len(frames), out.stderr[-2000:])
+    decoded = run(["ffmpeg", "-v", "error", "-f", "mjpeg", "-i", "-", "-fps_mode", "passthrough",
+                   "-f", "null", "-"], input=b"".join(frames))
+    assert decoded.returncode == 0 and not decoded.stderr, decoded.stderr[-2000:]
 
 
 def test_the_boot_partition_is_the_pis(firmware):

@@ -1,7 +1,8 @@
 """H.264 beside MJPEG: rtsp://CAMERA/h264, the main stream encoded again
 in software (OpenH264), played by real clients with a password over TCP
 and UDP; a client that joins mid-stream starts at an IDR picture with its
-parameter sets; the SDP names the profile and the parameter sets."""
+parameter sets; the SDP names the profile and the parameter sets; the
+sub-stream in H.264 (`codec = "h264"`) at its own size and rate."""
 
 from __future__ import annotations
 
@@ -129,6 +130,47 @@ def test_metrics_name_each_streams_codec_and_count_its_bytes(camstream):
     payload = int(re.search(r'camstream_stream_payload_bytes_total\{path="h264"\} (\d+)', text)[1])
     assert frames >= 60 and payload > 0, (frames, payload)
     print(f"H.264 at 2000 kbit/s asked: {frames} frames, {payload * 8 / frames * 30 / 1000:.0f} kbit/s made")
+
+
+@pytest.mark.parametrize("transport", ["tcp", "udp"])
+def test_the_sub_stream_in_h264_at_its_size_and_rate(camstream, config, media, transport):  # noqa: F811
+    # A 1280x720 camera; the sub-stream 640x360 at 5 frames a second, in
+    # H.264, beside the main stream's MJPEG.
+    clip = media.ffmpeg("ffmpeg-testsrc2-1280x720-420.mjpeg", "1280x720", 60)
+    with open(config, "a") as f:
+        f.write('[streams.sub]\ncodec = "h264"\nbitrate = 400\n')
+    cs = camstream("--config", str(config), "--source", f"file:{clip}")
+    sub = with_user(cs.url.removesuffix("/stream") + "/sub")
+    probe = run(["ffprobe", "-v", "error", "-rtsp_transport", transport, "-select_streams", "v",
+                 "-show_entries", "stream=codec_name,profile,width,height", "-of", "csv=p=0", sub],
+                timeout=60).stdout.decode().strip()
+    assert probe == f"h264,Constrained Baseline,{W},{H}", probe
+    out = subprocess.run(["ffmpeg", "-v", "error", "-rtsp_transport", transport, "-i", sub,
+                          "-frames:v", "10", "-f", "rawvideo", "-pix_fmt", "gray", "-"],
+                         capture_output=True, timeout=60)
+    assert out.returncode == 0 and out.stderr == b"", out.stderr.decode()
+    frames = split(out.stdout, W * H)
+    assert len(frames) == 10
+    # The camera's picture at half its size (the sub-stream box-filters
+    # it; FFmpeg's "area" scaling is the same filter at 2:1).
+    reference = split(run(["ffmpeg", "-v", "error", "-i", str(clip), "-vf", f"scale={W}:{H}:flags=area",
+                           "-f", "rawvideo", "-pix_fmt", "gray", "-"], timeout=60).stdout, W * H)
+    rows = slice(0, W * H, 7)
+    best = [max(psnr(f[rows], r[rows]) for r in reference) for f in frames[::3]]
+    # Its rate, not the main stream's: the frames' times, from their RTP
+    # timestamps, 0.2 s apart (at the main stream's rate, 0.033).
+    times = [float(t) for t in run(["ffprobe", "-v", "error", "-rtsp_transport", transport, "-i", sub,
+                                    "-select_streams", "v", "-show_entries", "frame=pts_time",
+                                    "-of", "csv=p=0", "-read_intervals", "%+#11"], timeout=60).stdout.split()
+             if t != b"N/A"]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    print(f"H.264 sub-stream over {transport}: PSNR against the nearest source frame "
+          f"{min(best):.1f} to {max(best):.1f} dB; {len(gaps)} frame intervals {min(gaps):.3f} to {max(gaps):.3f} s")
+    assert min(best) > 25, best
+    assert len(gaps) >= 8 and 0.15 < sum(gaps) / len(gaps) < 0.25, times
+    text = requests.get(cs.http + "/metrics", auth=requests.auth.HTTPDigestAuth(USER, PASSWORD), timeout=10).text
+    assert f'camstream_stream_info{{path="sub",codec="h264",width="{W}",height="{H}",fps="5"}} 1' in text, text
+    assert 'camstream_stream_info{path="stream",codec="jpeg",width="1280",height="720"' in text, text
 
 
 def test_go2rtc_relays_h264_it_pulled_with_the_password(camstream, config, tmp_path):  # noqa: F811

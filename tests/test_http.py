@@ -446,11 +446,14 @@ def test_prometheus_scrapes_the_metrics(camstream, config, tmp_path):
 def test_status_page_in_chromium(camstream, config, tmp_path):
     """Headless Chromium (Debian's, driven by Playwright) with a password
     over Digest: the live picture moves, the figures fill in, nothing is
-    written to the console as an error."""
+    written to the console as an error. The sub-stream is H.264 here: the
+    page names its codec and still finds the main stream's H.264 URL."""
     from playwright.sync_api import expect, sync_playwright
 
     chromium = shutil.which("chromium")
     assert chromium, "Debian's chromium is missing: run ci/test, which installs it"
+    with open(config, "a") as f:
+        f.write('[streams.sub]\ncodec = "h264"\n')
     cs = camstream("--config", str(config), "--width", "320", "--height", "240")
     errors: list[str] = []
     with sync_playwright() as pw:
@@ -470,8 +473,8 @@ def test_status_page_in_chromium(camstream, config, tmp_path):
             time.sleep(1)
             second = page.locator("#picture").screenshot()
             texts = {i: page.locator(f"#{i}").text_content() for i in
-                     ("url-rtsp", "url-rtsph", "url-mjpeg", "url-sub", "url-h264", "url-onvif", "state", "mode",
-                      "clients", "bitrates")}
+                     ("url-rtsp", "url-rtsph", "url-mjpeg", "url-sub", "sub-codec", "url-h264", "url-onvif", "state",
+                      "mode", "clients", "bitrates")}
             shown = {i: page.locator(f"#{i}").is_visible() for i in ("row-sub", "row-h264", "row-onvif")}
         finally:
             browser.close()
@@ -479,7 +482,7 @@ def test_status_page_in_chromium(camstream, config, tmp_path):
     assert texts["url-rtsp"] == f"rtsp://127.0.0.1:{cs.port}/stream", texts
     assert texts["url-rtsph"] == f"rtsph://127.0.0.1:{cs.http_port}/stream", texts
     assert texts["url-mjpeg"] == f"{cs.http}/stream.mjpg", texts
-    assert texts["url-sub"] == f"rtsp://127.0.0.1:{cs.port}/sub", texts
+    assert texts["url-sub"] == f"rtsp://127.0.0.1:{cs.port}/sub" and texts["sub-codec"] == "H.264", texts
     assert texts["url-onvif"] == f"{cs.http}/onvif/device_service", texts
     assert texts["url-h264"] == f"rtsp://127.0.0.1:{cs.port}/h264", texts
     assert shown == {"row-sub": True, "row-h264": True, "row-onvif": True}, shown

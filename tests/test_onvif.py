@@ -205,6 +205,56 @@ def test_set_h264_bit_rate_and_key_frame_interval(camstream, config):
     assert len(keys) >= 45 and keys.count(b"1") >= 3, keys
 
 
+def test_an_h264_sub_stream_an_nvr_sets_and_plays(camstream, config):
+    # The sub-stream in H.264 (what an NVR records for detection): its
+    # profile says H264 and lists its sizes; a client sets size, rate, bit
+    # rate and key frame interval together; FFmpeg plays the URI it gets.
+    with open(config, "a") as f:
+        f.write('[streams.sub]\ncodec = "h264"\n')
+    cs = camstream("--config", str(config), "--width", "1280", "--height", "720")
+
+    async def change(cam):
+        media = await cam.create_media_service()
+        sub = (await media.GetProfiles())[1]
+        opts = await media.GetVideoEncoderConfigurationOptions({"ConfigurationToken": "sub"})
+        conf = sub.VideoEncoderConfiguration
+        before = (conf.Encoding, conf.Resolution.Width, conf.Resolution.Height, conf.RateControl.FrameRateLimit,
+                  conf.RateControl.BitrateLimit, conf.H264.GovLength)
+        conf.Resolution.Width, conf.Resolution.Height = 320, 176
+        conf.RateControl.FrameRateLimit = 10
+        conf.RateControl.BitrateLimit = 300
+        conf.H264.GovLength = 5
+        await media.SetVideoEncoderConfiguration({"Configuration": conf, "ForcePersistence": False})
+        after = (await media.GetProfiles())[1].VideoEncoderConfiguration
+        # A JPEG configuration for it is refused.
+        bad = (await media.GetProfiles())[1].VideoEncoderConfiguration
+        bad.Encoding = "JPEG"
+        refused = await set_refused(media, bad)
+        setup = {"Stream": "RTP-Unicast", "Transport": {"Protocol": "RTSP"}}
+        uri = (await media.GetStreamUri({"StreamSetup": setup, "ProfileToken": "sub"})).Uri
+        return before, opts.H264, after, refused, uri
+
+    before, opts, after, refused, uri = with_camera(cs.http_port, change)
+    assert before == ("H264", 640, 360, 5, 500, 10), before
+    sizes = [(r.Width, r.Height) for r in opts.ResolutionsAvailable]
+    assert (640, 360) in sizes and (320, 176) in sizes and opts.H264ProfilesSupported == ["Baseline"], opts
+    assert (opts.FrameRateRange.Min, opts.FrameRateRange.Max, opts.GovLengthRange.Max) == (1, 30, 1000), opts
+    assert (after.Resolution.Width, after.Resolution.Height, after.RateControl.FrameRateLimit,
+            after.RateControl.BitrateLimit, after.H264.GovLength) == (320, 176, 10, 300, 5), after
+    assert refused and "H264" in refused, refused
+    assert uri == f"rtsp://127.0.0.1:{cs.port}/sub", uri
+    authed = uri.replace("rtsp://", f"rtsp://{USER}:{PASSWORD}@")
+    frames = run(["ffprobe", "-v", "error", "-rtsp_transport", "tcp", "-i", authed, "-select_streams", "v",
+                  "-show_entries", "frame=key_frame,width,height,pts_time", "-of", "csv=p=0",
+                  "-read_intervals", "%+#21"], timeout=60).stdout.decode().split()
+    rows = [f.split(",") for f in frames]  # key_frame,pts_time,width,height (ffprobe's order)
+    assert len(rows) >= 20 and {(r[2], r[3]) for r in rows} == {("320", "176")}, rows
+    # A key frame every 5 frames, 10 frames a second.
+    assert sum(r[0] == "1" for r in rows) >= 3, rows
+    times = [float(r[1]) for r in rows if r[1] != "N/A"]
+    assert 0.07 < (times[-1] - times[0]) / (len(times) - 1) < 0.13, times
+
+
 def test_tokens_refused_and_faults(camstream, config):
     cs = camstream("--config", str(config))
     url = f"{cs.http}{DEVICE}"

@@ -99,12 +99,16 @@ pub struct Config {
 
 /// The detection sub-stream's settings (it is made from the main stream's
 /// frames).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubSettings {
     pub width: u16,
     pub height: u16,
     pub fps: u32,
+    /// JPEG's quality (`codec = "jpeg"`).
     pub quality: u8,
+    /// `codec = "h264"`: its bit rate, key frame interval and encoder;
+    /// None: JPEG.
+    pub h264: Option<H264Settings>,
 }
 
 fn sub_settings(o: SubOptions, main_fps: u32) -> Result<Option<SubSettings>> {
@@ -118,12 +122,44 @@ fn sub_settings(o: SubOptions, main_fps: u32) -> Result<Option<SubSettings>> {
     }
     // At most the main stream's rate: its frames are what it is made of.
     let fps = in_range("streams.sub.fps", o.fps.unwrap_or(5).min(main_fps), 1, 120)?;
+    let h264 = match o.codec.as_deref().unwrap_or("jpeg") {
+        "jpeg" => {
+            if let Some(key) = [
+                ("bitrate", o.bitrate.is_some()),
+                ("gop", o.gop.is_some()),
+                ("encoder", o.encoder.is_some()),
+            ]
+            .iter()
+            .find_map(|(k, set)| set.then_some(k))
+            {
+                bail!("streams.sub.{key} is for codec = \"h264\" (the sub-stream is JPEG)");
+            }
+            None
+        }
+        "h264" => {
+            if o.quality.is_some() {
+                bail!(
+                    "streams.sub.quality is for codec = \"jpeg\" (an H.264 sub-stream has a bitrate)"
+                );
+            }
+            // 500 kbit/s: 640x360 at a few frames a second, for an NVR's
+            // detection, needs less.
+            let keys = H264Keys {
+                bitrate: o.bitrate,
+                gop: o.gop,
+                encoder: o.encoder.clone(),
+            };
+            Some(h264_settings("streams.sub", keys, 500, fps)?)
+        }
+        other => bail!("streams.sub.codec = {other:?}: \"jpeg\" or \"h264\""),
+    };
     let quality = in_range("streams.sub.quality", o.quality.unwrap_or(70), 1, 100)?;
     Ok(Some(SubSettings {
         width,
         height,
         fps,
         quality,
+        h264,
     }))
 }
 
@@ -144,33 +180,40 @@ pub struct H264Settings {
 pub const H264_KBIT: (u32, u32) = (64, 100_000);
 pub const H264_GOP: (u32, u32) = (1, 1000);
 
-fn h264_settings(o: H264Options, main_fps: u32) -> Result<Option<H264Settings>> {
-    if o.enabled == Some(false) {
-        return Ok(None);
-    }
+/// An H.264 stream's keys in camstream.toml: `[streams.h264]`'s, and the
+/// sub-stream's with codec = "h264".
+struct H264Keys {
+    bitrate: Option<u32>,
+    gop: Option<u32>,
+    encoder: Option<String>,
+}
+
+/// An H.264 stream's settings from `[section]`'s keys: `kbit` and two
+/// seconds of frames at `fps` by default.
+fn h264_settings(section: &str, o: H264Keys, kbit: u32, fps: u32) -> Result<H264Settings> {
     let kbit = in_range(
-        "streams.h264.bitrate",
-        o.bitrate.unwrap_or(2000),
+        &format!("{section}.bitrate"),
+        o.bitrate.unwrap_or(kbit),
         H264_KBIT.0,
         H264_KBIT.1,
     )?;
     // Two seconds by default: a client that joins is sent a key frame at
     // once anyway.
     let gop = in_range(
-        "streams.h264.gop",
-        o.gop.unwrap_or(2 * main_fps),
+        &format!("{section}.gop"),
+        o.gop.unwrap_or(2 * fps),
         H264_GOP.0,
         H264_GOP.1,
     )?;
     let encoder = Choice::parse(
-        "streams.h264.encoder",
+        &format!("{section}.encoder"),
         o.encoder.as_deref().unwrap_or("auto"),
     )?;
-    Ok(Some(H264Settings {
+    Ok(H264Settings {
         bitrate: kbit * 1000,
         gop,
         encoder,
-    }))
+    })
 }
 
 fn in_range<T: PartialOrd + std::fmt::Display + Copy>(name: &str, v: T, lo: T, hi: T) -> Result<T> {
@@ -290,10 +333,20 @@ impl Config {
                 o.streams.clone().and_then(|s| s.sub).unwrap_or_default(),
                 fps,
             )?,
-            h264: h264_settings(
-                o.streams.clone().and_then(|s| s.h264).unwrap_or_default(),
-                fps,
-            )?,
+            h264: {
+                let o = o.streams.clone().and_then(|s| s.h264).unwrap_or_default();
+                match o.enabled {
+                    Some(false) => None,
+                    _ => {
+                        let keys = H264Keys {
+                            bitrate: o.bitrate,
+                            gop: o.gop,
+                            encoder: o.encoder,
+                        };
+                        Some(h264_settings("streams.h264", keys, 2000, fps)?)
+                    }
+                }
+            },
         })
     }
 }
@@ -409,7 +462,8 @@ pub(super) mod tests {
                 width: 640,
                 height: 360,
                 fps: 5,
-                quality: 70
+                quality: 70,
+                h264: None,
             })
         );
         let c = Config::from_options(
@@ -425,6 +479,60 @@ pub(super) mod tests {
         let e = Config::from_options(parse("[streams.sub]\nwidth = 321\n").unwrap()).unwrap_err();
         assert!(e.to_string().contains("even"), "{e}");
         assert!(parse("[streams.sub]\nsize = 1\n").is_err());
+        // H.264: 500 kbit/s and two seconds of its frames by default.
+        let c = Config::from_options(parse("[streams.sub]\ncodec = \"h264\"\n").unwrap()).unwrap();
+        assert_eq!(
+            c.sub.and_then(|s| s.h264),
+            Some(H264Settings {
+                bitrate: 500_000,
+                gop: 10,
+                encoder: Choice::Auto,
+            })
+        );
+        let c = Config::from_options(
+            parse(
+                "[streams.sub]\ncodec = \"h264\"\nbitrate = 300\ngop = 4\nencoder = \"software\"\n",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            c.sub
+                .and_then(|s| s.h264)
+                .map(|h| (h.bitrate, h.gop, h.encoder)),
+            Some((300_000, 4, Choice::Software))
+        );
+        // Each codec's keys only with it, and no other codec.
+        for (toml, want) in [
+            (
+                "bitrate = 300\n",
+                "streams.sub.bitrate is for codec = \"h264\"",
+            ),
+            (
+                "codec = \"jpeg\"\ngop = 4\n",
+                "streams.sub.gop is for codec = \"h264\"",
+            ),
+            (
+                "codec = \"h264\"\nquality = 50\n",
+                "streams.sub.quality is for codec = \"jpeg\"",
+            ),
+            (
+                "codec = \"h265\"\n",
+                "streams.sub.codec = \"h265\": \"jpeg\" or \"h264\"",
+            ),
+            (
+                "codec = \"h264\"\nbitrate = 1\n",
+                "streams.sub.bitrate = 1 is out of range",
+            ),
+            (
+                "codec = \"h264\"\nencoder = \"gpu\"\n",
+                "streams.sub.encoder = \"gpu\"",
+            ),
+        ] {
+            let e = Config::from_options(parse(&format!("[streams.sub]\n{toml}")).unwrap())
+                .unwrap_err();
+            assert!(e.to_string().contains(want), "{toml}: {e}");
+        }
         assert!(parse("[streams.main]\nwidth = 1\n").is_err());
     }
 

@@ -24,7 +24,9 @@ use crate::source::controls::{ControlSetting, Value};
                   --config); with no user, only this machine's clients may\n                 \
                   stream, unless anonymous = true\n  \
                   [streams.sub]  the detection sub-stream (rtsp://CAMERA/sub, ONVIF's second\n                 \
-                  profile): width, height, fps, quality, or enabled = false\n  \
+                  profile): width, height, fps, codec (\"jpeg\" with quality, or\n                 \
+                  \"h264\" with bitrate, gop, encoder as below), or\n                 \
+                  enabled = false\n  \
                   [streams.h264] the main stream in H.264 (rtsp://CAMERA/h264), encoded\n                 \
                   while someone watches: bitrate (kbit/s), gop (frames between\n                 \
                   key frames), encoder (\"auto\": the kernel's hardware encoder\n                 \
@@ -165,7 +167,8 @@ pub struct H264Options {
     pub encoder: Option<String>,
 }
 
-/// `[streams.sub]`: its size, rate and quality, or `enabled = false`.
+/// `[streams.sub]`: its size, rate and codec ("jpeg" with a quality, or
+/// "h264" with the keys of `[streams.h264]`), or `enabled = false`.
 #[derive(Deserialize, Debug, Clone, Default, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct SubOptions {
@@ -173,7 +176,12 @@ pub struct SubOptions {
     pub width: Option<u16>,
     pub height: Option<u16>,
     pub fps: Option<u32>,
+    pub codec: Option<String>,
     pub quality: Option<u8>,
+    /// With codec = "h264", as `[streams.h264]`'s.
+    pub bitrate: Option<u32>,
+    pub gop: Option<u32>,
+    pub encoder: Option<String>,
 }
 
 /// A user's password digests, H(name:camstream:password), lower-case hex;

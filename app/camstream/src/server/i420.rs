@@ -63,6 +63,23 @@ impl ToI420 {
         Ok(target)
     }
 
+    /// Decodes `jpeg` into `planes` at `size` as [`sub_size`] makes it for
+    /// the frame (None: the frame's, cut to an even size); that size.
+    pub fn convert_at(
+        &mut self,
+        jpeg: &[u8],
+        size: Option<(usize, usize)>,
+    ) -> Result<(usize, usize)> {
+        let Some(configured) = size else {
+            return self.convert(jpeg);
+        };
+        self.convert_to(jpeg, |src| {
+            let target = sub_size(src, configured);
+            // One of the sizes the decoder makes (M/8 of the frame's).
+            Some((scaled_size(src, target), target))
+        })
+    }
+
     /// The strides of `planes` for a frame of `size`.
     pub fn strides((w, h): (usize, usize)) -> [usize; 3] {
         i420_plane_sizes(w, h).map(|p| p.0)
@@ -72,5 +89,45 @@ impl ToI420 {
     pub fn release(&mut self) {
         self.decoded = Default::default();
         self.planes = Default::default();
+    }
+}
+
+/// The smallest size libjpeg-turbo's scaled decode makes (M/8 of the
+/// source, M = 1..8, rounded up) that still covers `target`: what is then
+/// box-filtered down. A source smaller than the target is decoded whole.
+pub fn scaled_size(src: (usize, usize), target: (usize, usize)) -> (usize, usize) {
+    for m in 1..=8 {
+        let size = ((src.0 * m).div_ceil(8), (src.1 * m).div_ceil(8));
+        if size.0 >= target.0 && size.1 >= target.1 {
+            return size;
+        }
+    }
+    src
+}
+
+/// The sub-stream's size for a source: the configured size, never larger
+/// than the source, in multiples of 8 (RFC 2435 counts in 8-pixel blocks).
+pub fn sub_size(src: (usize, usize), configured: (usize, usize)) -> (usize, usize) {
+    let w = configured.0.min(src.0) / 8 * 8;
+    let h = configured.1.min(src.1) / 8 * 8;
+    (w.max(8), h.max(8))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        // 720p to 640x360: exactly half.
+        assert_eq!(scaled_size((1280, 720), (640, 360)), (640, 360));
+        // 1080p: 3/8 is 720x405, the smallest covering 640x360.
+        assert_eq!(scaled_size((1920, 1080), (640, 360)), (720, 405));
+        // 4K to 320x180: 1/8 is 480x270.
+        assert_eq!(scaled_size((3840, 2160), (320, 180)), (480, 270));
+        assert_eq!(scaled_size((320, 240), (640, 360)), (320, 240));
+        assert_eq!(sub_size((1920, 1080), (640, 360)), (640, 360));
+        assert_eq!(sub_size((320, 240), (640, 360)), (320, 240));
+        assert_eq!(sub_size((1920, 1080), (642, 363)), (640, 360));
     }
 }

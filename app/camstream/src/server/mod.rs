@@ -58,7 +58,7 @@ use random::{random_fill, random_u64};
 use report::Reports;
 use rtsp::Rtsp;
 use signals::Signals;
-use substream::SubStream;
+use substream::Sub;
 
 const LISTENER: Token = Token(0);
 const RTP: Token = Token(1);
@@ -128,7 +128,7 @@ pub struct Server {
     http: Http,
     onvif: Onvif,
     /// The detection sub-stream, unless [streams.sub] turns it off.
-    sub: Option<SubStream>,
+    sub: Option<Sub>,
     /// The H.264 stream, unless [streams.h264] turns it off.
     h264: Option<H264Stream>,
     /// WS-Discovery, when ONVIF is on.

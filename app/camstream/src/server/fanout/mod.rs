@@ -421,9 +421,9 @@ impl Fanout {
     }
 
     /// At most one frame this often from now on.
-    pub fn set_every(&mut self, id: SubscriberId, every: Duration) {
+    pub fn set_every(&mut self, id: SubscriberId, every: Option<Duration>) {
         if let Some(s) = self.subscribers.get_mut(id) {
-            s.every = Some(every);
+            s.every = every;
         }
     }
 

@@ -19,6 +19,8 @@ use crate::server::worker::Encode;
 
 pub struct H264Encoder {
     i420: ToI420,
+    /// The pictures' size (None: the main stream's).
+    size: Option<(usize, usize)>,
     config: EncoderConfig,
     /// Made at the first frame after a rest: OpenH264 keeps reference
     /// pictures and buffers for the size it encodes (about 12 MiB at 720p).
@@ -26,7 +28,11 @@ pub struct H264Encoder {
 }
 
 impl H264Encoder {
-    pub fn new(settings: &H264Settings, fps: u32) -> Result<H264Encoder> {
+    pub fn new(
+        settings: &H264Settings,
+        size: Option<(usize, usize)>,
+        fps: u32,
+    ) -> Result<H264Encoder> {
         let config = EncoderConfig::new()
             .bitrate(BitRate::from_bps(settings.bitrate))
             .max_frame_rate(FrameRate::from_hz(fps as f32))
@@ -43,6 +49,7 @@ impl H264Encoder {
             .num_threads(1);
         Ok(H264Encoder {
             i420: ToI420::new()?,
+            size,
             config,
             encoder: None,
         })
@@ -52,7 +59,7 @@ impl H264Encoder {
 impl Encode for H264Encoder {
     fn encode(&mut self, jpeg: &[u8], key: bool, out: &mut Vec<u8>) -> Result<()> {
         out.clear();
-        let (w, h) = self.i420.convert(jpeg)?;
+        let (w, h) = self.i420.convert_at(jpeg, self.size)?;
         let encoder = match &mut self.encoder {
             Some(e) => e,
             // A new encoder's first picture is an IDR picture anyway.
@@ -100,7 +107,7 @@ mod tests {
             gop: 100,
             encoder: Choice::Software,
         };
-        let mut enc = H264Encoder::new(&settings, 30).unwrap();
+        let mut enc = H264Encoder::new(&settings, None, 30).unwrap();
         let jpeg = frame();
         let mut out = Vec::new();
         let mut kinds = Vec::new();
@@ -137,7 +144,7 @@ mod tests {
             gop: 60,
             encoder: Choice::Software,
         };
-        let mut enc = H264Encoder::new(&settings, 30).unwrap();
+        let mut enc = H264Encoder::new(&settings, None, 30).unwrap();
         let mut out = Vec::new();
         assert!(enc.encode(b"not a jpeg", false, &mut out).is_err());
         enc.encode(&frame(), false, &mut out).unwrap();

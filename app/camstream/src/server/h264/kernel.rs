@@ -16,17 +16,21 @@ use crate::source::v4l2::m2m::{H264, M2mEncoder, Params};
 pub struct KernelEncoder {
     path: PathBuf,
     i420: ToI420,
+    /// The pictures' size asked for (None: the main stream's).
+    size: Option<(usize, usize)>,
     params: Params,
     session: Option<M2mEncoder>,
 }
 
 impl KernelEncoder {
-    /// An encoder on `path`, tried at the stream's size (`width`x`height`)
-    /// so that a device that cannot is known before a client asks.
+    /// An encoder on `path`, tried at the stream's size (`width`x`height`,
+    /// what `size` makes of the main stream's) so that a device that
+    /// cannot is known before a client asks.
     pub fn new(
         path: PathBuf,
         settings: &H264Settings,
         (width, height): (u32, u32),
+        size: Option<(usize, usize)>,
         fps: u32,
     ) -> Result<KernelEncoder> {
         let params = Params {
@@ -42,6 +46,7 @@ impl KernelEncoder {
         Ok(KernelEncoder {
             path,
             i420: ToI420::new()?,
+            size,
             params,
             session: None,
         })
@@ -51,7 +56,7 @@ impl KernelEncoder {
 impl Encode for KernelEncoder {
     fn encode(&mut self, jpeg: &[u8], key: bool, out: &mut Vec<u8>) -> Result<()> {
         out.clear();
-        let (w, h) = self.i420.convert(jpeg)?;
+        let (w, h) = self.i420.convert_at(jpeg, self.size)?;
         if self
             .session
             .as_ref()

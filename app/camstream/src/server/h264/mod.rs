@@ -1,25 +1,30 @@
-//! The H.264 stream, rtsp://CAMERA/h264: the main stream's frames encoded
-//! again as H.264 (by the kernel's encoder, [`kernel`], where the board has
-//! one, else OpenH264, [`encoder`]; on a worker thread) while someone
-//! watches it, published on the fan-out as a stream of its own and sent as
-//! RFC 6184 packets. A client that joins (or falls behind) waits for an IDR
-//! picture, which the encoder is asked for at once.
+//! An H.264 stream, rtsp://CAMERA/h264 (and the sub-stream, with
+//! `codec = "h264"`): the main stream's frames encoded again as H.264 (by
+//! the kernel's encoder, [`kernel`], where the board has one, else
+//! OpenH264, [`encoder`]; on a worker thread; at the sub-stream's size and
+//! rate for it) while someone watches it, published on the fan-out as a
+//! stream of its own and sent as RFC 6184 packets. A client that joins (or
+//! falls behind) waits for an IDR picture, which the encoder is asked for
+//! at once.
 
 #[cfg(feature = "h264")]
 mod encoder;
 mod kernel;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Result;
 use camstream_h264::AccessUnit;
 use mio::{Registry, Token, Waker};
 
 use super::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
+use super::i420::sub_size;
 use super::random::random_u64;
 use super::worker::{Encode, Worker};
 use crate::clock::Mono;
 use crate::config::{Config, H264Settings};
+use crate::source::StreamInfo;
 use crate::source::v4l2::m2m::{self, Choice};
 #[cfg(feature = "h264")]
 use encoder::H264Encoder;
@@ -31,7 +36,7 @@ struct H264Encoder;
 
 #[cfg(not(feature = "h264"))]
 impl H264Encoder {
-    fn new(_: &H264Settings, _: u32) -> Result<H264Encoder> {
+    fn new(_: &H264Settings, _: Option<(usize, usize)>, _: u32) -> Result<H264Encoder> {
         anyhow::bail!(
             "no hardware encoder, and this camstream was built without OpenH264 (cargo feature h264)"
         )
@@ -58,12 +63,54 @@ pub fn start(
     wake: Token,
 ) -> Option<H264Stream> {
     let settings = cfg.h264.clone()?;
-    match H264Stream::start(settings, cfg.mtu, fanout, registry, done, wake) {
+    let shape = Shape {
+        path: PATH,
+        name: "H.264 stream",
+        size: None,
+        fps: cfg.source.fps,
+    };
+    match H264Stream::start(settings, shape, cfg.mtu, fanout, registry, done, wake) {
         Ok(s) => Some(s),
         Err(e) => {
             log::warn!("no H.264 stream: {e:#}");
             None
         }
+    }
+}
+
+/// What an H.264 stream is made as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// rtsp://CAMERA/PATH.
+    pub path: &'static str,
+    /// What the log calls it.
+    pub name: &'static str,
+    /// The size asked for, made as the sub-stream's is ([`sub_size`]);
+    /// None: the main stream's.
+    pub size: Option<(u16, u16)>,
+    /// Frames a second: the main stream's, or fewer.
+    pub fps: u32,
+}
+
+impl Shape {
+    /// Its pictures' size for the main stream's (`main`): even, as 4:2:0
+    /// wants.
+    fn picture(&self, main: StreamInfo) -> (u32, u32) {
+        let src = (usize::from(main.width), usize::from(main.height));
+        let (w, h) = match self.size {
+            None => (src.0 & !1, src.1 & !1),
+            Some((w, h)) => sub_size(src, (w.into(), h.into())),
+        };
+        (w as u32, h as u32)
+    }
+
+    /// Of the main stream's frames, one this often (None: each).
+    fn every(&self, main: StreamInfo) -> Option<Duration> {
+        (self.fps < main.fps).then(|| Duration::from_secs(1) / self.fps.max(1))
+    }
+
+    fn size_arg(&self) -> Option<(usize, usize)> {
+        self.size.map(|(w, h)| (w.into(), h.into()))
     }
 }
 
@@ -78,26 +125,38 @@ pub struct H264Stream {
     /// When the encoder was last asked for a key frame out of turn.
     forced: Option<Mono>,
     settings: H264Settings,
-    /// The pictures' size and rate.
-    size: (u32, u32),
-    fps: u32,
+    shape: Shape,
     waker: Arc<Waker>,
 }
 
-/// The encoder `[streams.h264] encoder` asks for, and what it is called.
-fn choose(cfg: &H264Settings, size: (u32, u32), fps: u32) -> Result<(Box<dyn Encode>, String)> {
+/// The encoder `[streams.h264] encoder` (or the sub-stream's) asks for,
+/// and what it is called.
+fn choose(
+    cfg: &H264Settings,
+    shape: Shape,
+    picture: (u32, u32),
+) -> Result<(Box<dyn Encode>, String)> {
+    let (size, fps) = (shape.size_arg(), shape.fps);
     let software = || -> Result<(Box<dyn Encode>, String)> {
         Ok((
-            Box::new(H264Encoder::new(cfg, fps)?),
+            Box::new(H264Encoder::new(cfg, size, fps)?),
             "OpenH264 (software)".into(),
         ))
     };
-    let Some(f) = cfg.encoder.find("streams.h264.encoder", m2m::H264)? else {
+    let key = if shape.path == PATH {
+        "streams.h264.encoder"
+    } else {
+        "streams.sub.encoder"
+    };
+    let Some(f) = cfg.encoder.find(key, m2m::H264)? else {
         return software();
     };
     let by = format!("{} ({})", f.card, f.path.display());
     let path = f.path.clone();
-    match (KernelEncoder::new(f.path, cfg, size, fps), &cfg.encoder) {
+    match (
+        KernelEncoder::new(f.path, cfg, picture, size, fps),
+        &cfg.encoder,
+    ) {
         // A device named in the config: it or no stream.
         (Ok(k), Choice::Device(_)) => Ok((Box::new(k), by)),
         (Ok(k), _) => Ok((
@@ -105,6 +164,7 @@ fn choose(cfg: &H264Settings, size: (u32, u32), fps: u32) -> Result<(Box<dyn Enc
                 kernel: Some(k),
                 failures: 0,
                 cfg: cfg.clone(),
+                size,
                 fps,
                 software: None,
             }),
@@ -113,7 +173,8 @@ fn choose(cfg: &H264Settings, size: (u32, u32), fps: u32) -> Result<(Box<dyn Enc
         (Err(e), Choice::Device(_)) => Err(e),
         (Err(e), _) => {
             log::warn!(
-                "H.264 stream: {}: {e:#}; encoding in software",
+                "{}: {}: {e:#}; encoding in software",
+                shape.name,
                 path.display()
             );
             software()
@@ -132,6 +193,7 @@ struct Fallback<K = KernelEncoder> {
     kernel: Option<K>,
     failures: u32,
     cfg: H264Settings,
+    size: Option<(usize, usize)>,
     fps: u32,
     software: Option<H264Encoder>,
 }
@@ -150,7 +212,7 @@ impl<K: Encode> Encode for Fallback<K> {
                 }
                 Err(e) => {
                     log::warn!(
-                        "H.264 stream: the hardware encoder failed {GIVE_UP} frames in a row \
+                        "H.264: the hardware encoder failed {GIVE_UP} frames in a row \
                          ({e:#}); encoding in software from now on"
                     );
                     self.kernel = None;
@@ -159,7 +221,9 @@ impl<K: Encode> Encode for Fallback<K> {
         }
         let s = match &mut self.software {
             Some(s) => s,
-            None => self.software.insert(H264Encoder::new(&self.cfg, self.fps)?),
+            None => self
+                .software
+                .insert(H264Encoder::new(&self.cfg, self.size, self.fps)?),
         };
         // Its first picture is an IDR picture: clients waiting for one get it.
         s.encode(jpeg, key, out)
@@ -191,49 +255,60 @@ impl H264Stream {
     /// frames for it wake it with `wake`.
     pub fn start(
         cfg: H264Settings,
+        shape: Shape,
         mtu: usize,
         fanout: &mut Fanout,
         registry: &Registry,
         done: Token,
         wake: Token,
     ) -> Result<H264Stream> {
-        let mut info = fanout.stream(StreamId::MAIN).info;
-        info.width &= !1;
-        info.height &= !1;
-        let (enc, by) = choose(&cfg, (info.width.into(), info.height.into()), info.fps)?;
+        let main = fanout.stream(StreamId::MAIN).info;
+        let size = shape.picture(main);
+        let (enc, by) = choose(&cfg, shape, size)?;
         let waker = Arc::new(Waker::new(registry, done)?);
         let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
-        let id = fanout.add_stream(Stream::h264(PATH, info, mtu, 4, ids)?);
-        let label = fanout.label("h264");
+        let info = StreamInfo {
+            width: size.0 as u16,
+            height: size.1 as u16,
+            fps: shape.fps,
+        };
+        let id = fanout.add_stream(Stream::h264(shape.path, info, mtu, 4, ids)?);
+        let label = fanout.label(shape.name);
         let subscription = fanout.subscribe(Subscription {
             stream: StreamId::MAIN,
             wake,
             label,
-            every: None,
+            every: shape.every(main),
             queue: Some(1),
             client: false,
             active: false,
         });
         log::info!(
-            "H.264 stream: {}x{} at {} fps, {} kbit/s, a key frame every {} frames, \
-             encoded by {by}, rtsp://CAMERA/{PATH}",
-            info.width,
-            info.height,
-            info.fps,
+            "{}: {}x{} at {} fps, {} kbit/s, a key frame every {} frames, \
+             encoded by {by}, rtsp://CAMERA/{}",
+            shape.name,
+            size.0,
+            size.1,
+            shape.fps,
             cfg.bitrate / 1000,
-            cfg.gop
+            cfg.gop,
+            shape.path
         );
         Ok(H264Stream {
             id,
             subscription,
-            worker: Worker::start(enc, "h264", waker.clone())?,
+            worker: Worker::start(enc, shape.path, waker.clone())?,
             resting: true,
             forced: None,
             settings: cfg,
-            size: (info.width.into(), info.height.into()),
-            fps: info.fps,
+            shape,
             waker,
         })
+    }
+
+    /// What it is made as.
+    pub fn shape(&self) -> Shape {
+        self.shape
     }
 
     /// The bit rate and key frame interval it encodes with now.
@@ -242,9 +317,16 @@ impl H264Stream {
     }
 
     /// Encodes from now on at `bitrate` (bit/s) with a key frame every
-    /// `gop` frames (ONVIF's SetVideoEncoderConfiguration): a new encoder,
-    /// whose first picture is an IDR picture, so clients carry on.
-    pub fn reconfigure(&mut self, bitrate: u32, gop: u32) -> Result<()> {
+    /// `gop` frames, and as `shape` (ONVIF's SetVideoEncoderConfiguration):
+    /// a new encoder, whose first picture is an IDR picture with the new
+    /// parameter sets, so clients carry on.
+    pub fn reconfigure(
+        &mut self,
+        bitrate: u32,
+        gop: u32,
+        shape: Shape,
+        fanout: &mut Fanout,
+    ) -> Result<()> {
         // A new encoder starts with an IDR picture: changes on a loop must
         // not raise everyone's bit rate more than joining clients may.
         let now = Mono::now();
@@ -256,15 +338,28 @@ impl H264Stream {
         let mut settings = self.settings.clone();
         settings.bitrate = bitrate;
         settings.gop = gop;
-        let (enc, by) = choose(&settings, self.size, self.fps)?;
-        self.worker = Worker::start(enc, "h264", self.waker.clone())?;
+        let main = fanout.stream(StreamId::MAIN).info;
+        let size = shape.picture(main);
+        let (enc, by) = choose(&settings, shape, size)?;
+        self.worker = Worker::start(enc, shape.path, self.waker.clone())?;
         self.resting = true;
         self.forced = Some(now);
+        fanout.stream_mut(self.id).info = StreamInfo {
+            width: size.0 as u16,
+            height: size.1 as u16,
+            fps: shape.fps,
+        };
+        fanout.set_every(self.subscription, shape.every(main));
         log::info!(
-            "H.264 stream now {} kbit/s, a key frame every {gop} frames, encoded by {by}",
+            "{} now {}x{} at {} fps, {} kbit/s, a key frame every {gop} frames, encoded by {by}",
+            shape.name,
+            size.0,
+            size.1,
+            shape.fps,
             bitrate / 1000
         );
         self.settings = settings;
+        self.shape = shape;
         Ok(())
     }
 
@@ -308,11 +403,12 @@ impl H264Stream {
             Ok(()) if done.out.is_empty() => {}
             Ok(()) => match AccessUnit::parse(&done.out) {
                 Ok(au) => fanout.publish_h264(self.id, &au, done.captured, Mono::now()),
-                Err(e) => {
-                    log::warn!("H.264 stream: the encoder's access unit does not parse: {e:?}")
-                }
+                Err(e) => log::warn!(
+                    "{}: the encoder's access unit does not parse: {e:?}",
+                    self.shape.name
+                ),
             },
-            Err(e) => log::debug!("H.264 stream: {e}"),
+            Err(e) => log::debug!("{}: {e}", self.shape.name),
         }
         self.worker.give_back(done.out);
         self.frame_ready(fanout);
@@ -348,6 +444,7 @@ mod tests {
                 gop: 60,
                 encoder: Choice::Auto,
             },
+            size: None,
             fps: 30,
             software: None,
         };

@@ -18,7 +18,7 @@ use super::fanout::Fanout;
 use super::h264::H264Stream;
 use super::host::hostname;
 use super::random::random_fill;
-use super::substream::SubStream;
+use super::substream::Sub;
 use crate::clock::wall_now;
 use crate::config::Config;
 
@@ -142,7 +142,7 @@ pub enum Answer {
 pub struct Context<'a> {
     pub cfg: &'a Config,
     pub fanout: &'a mut Fanout,
-    pub sub: Option<&'a mut SubStream>,
+    pub sub: Option<&'a mut Sub>,
     pub h264: Option<&'a mut H264Stream>,
 }
 

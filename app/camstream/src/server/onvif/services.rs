@@ -1,23 +1,25 @@
 //! ONVIF's device and media services (Profile S): each operation's answer
 //! from the camera's streams (main, sub, and the H.264 stream's profile,
-//! "h264"), and the one change a client may make (the sub-stream's
-//! encoder).
+//! "h264"), and the changes a client may make (the sub-stream's encoder,
+//! the H.264 streams' bit rate and key frame interval).
 
 use camstream_onvif::responses::{self as resp, DeviceInfo, Profile, VideoSource, XAddrs};
 use camstream_onvif::soap::{Fault, Request as Soap, Service};
 
 use super::super::fanout::{Fanout, StreamId};
 use super::super::h264;
+use super::super::h264::H264Stream;
 use super::super::host::hostname;
-use super::super::substream::SubStream;
+use super::super::substream::{self, Sub, SubStream};
 use super::{Context, DEVICE_PATH, MEDIA_PATH, Request, board, clock_synchronised, ifaces, scopes};
 use crate::clock::wall_now;
-use crate::config::{H264_GOP, H264_KBIT};
+use crate::config::{H264_GOP, H264_KBIT, H264Settings};
 
 /// What SetVideoEncoderConfiguration may choose: the main stream is
 /// the camera's as camstream.toml sets it (one size, rate and quality);
 /// the sub-stream any of a few sizes of the main stream's shape, any
-/// rate up to the main stream's, any quality.
+/// rate up to the main stream's, any quality (JPEG) or key frame interval
+/// (H.264).
 fn encoder_options(ctx: &Context<'_>, p: &Profile) -> resp::EncoderOptions {
     if !p.settable {
         return resp::EncoderOptions {
@@ -42,8 +44,12 @@ fn encoder_options(ctx: &Context<'_>, p: &Profile) -> resp::EncoderOptions {
     resp::EncoderOptions {
         sizes,
         fps: (1, ctx.cfg.source.fps),
-        quality: (1, 100),
-        gov_length: None,
+        // H.264's quality is its bit rate.
+        quality: match p.h264 {
+            None => (1, 100),
+            Some(_) => (p.quality, p.quality),
+        },
+        gov_length: p.h264.map(|_| H264_GOP),
     }
 }
 
@@ -64,13 +70,19 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
             })
             .transpose()
     };
-    let encoding = if token == h264::PATH { "H264" } else { "JPEG" };
+    let sub_h264 = matches!(ctx.sub.as_deref(), Some(Sub::H264(_)));
+    let encoding = if token == h264::PATH || (token == substream::PATH && sub_h264) {
+        "H264"
+    } else {
+        "JPEG"
+    };
     if soap
         .arg(&["Configuration", "Encoding"])
         .is_some_and(|e| e != encoding)
     {
         return Err(bad(
-            "a profile's encoding is its stream's (JPEG, or H264 for the h264 profile)",
+            "a profile's encoding is its stream's (H264 for the h264 profile, and for sub where \
+             its codec is h264; JPEG otherwise)",
         ));
     }
     let w = num(&["Configuration", "Resolution", "Width"])?;
@@ -79,14 +91,46 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
     let fps = num(&["Configuration", "RateControl", "FrameRateLimit"])?;
     let main = ctx.fanout.stream(StreamId::MAIN).info;
     match (token, ctx.sub.as_deref()) {
-        ("sub", Some(sub)) => {
-            let mut cfg = sub.cfg;
+        ("sub", Some(Sub::H264(sub))) => {
             let info = ctx.fanout.stream(sub.id).info;
             let size = (
                 w.unwrap_or(u32::from(info.width)),
                 h.unwrap_or(u32::from(info.height)),
             );
-            let cur = sub_profile(sub, ctx.fanout);
+            let opts = encoder_options(ctx, &h264_profile(sub, ctx.fanout, substream::PATH));
+            if !opts.sizes.contains(&size) {
+                return Err(bad(
+                    "not one of the sizes GetVideoEncoderConfigurationOptions lists",
+                ));
+            }
+            let mut shape = sub.shape();
+            let fps = fps.unwrap_or(shape.fps);
+            if fps < opts.fps.0 || fps > opts.fps.1 {
+                return Err(bad("a frame rate outside FrameRateRange"));
+            }
+            let (kbit, gov) = h264_change(soap, sub.settings(), num)?;
+            let unchanged = size == (u32::from(info.width), u32::from(info.height))
+                && fps == shape.fps
+                && (kbit * 1000, gov) == (sub.settings().bitrate, sub.settings().gop);
+            shape.size = Some((size.0 as u16, size.1 as u16));
+            shape.fps = fps;
+            let Some(Sub::H264(sub)) = ctx.sub.as_deref_mut() else {
+                unreachable!("matched above");
+            };
+            if !unchanged {
+                sub.reconfigure(kbit * 1000, gov, shape, ctx.fanout)
+                    .map_err(|e| Fault::receiver(&["ter:Action"], &format!("{e:#}")))?;
+            }
+            Ok(resp::empty("trt", "SetVideoEncoderConfiguration"))
+        }
+        ("sub", Some(Sub::Jpeg(sub))) => {
+            let mut cfg = sub.cfg.clone();
+            let info = ctx.fanout.stream(sub.id).info;
+            let size = (
+                w.unwrap_or(u32::from(info.width)),
+                h.unwrap_or(u32::from(info.height)),
+            );
+            let cur = jpeg_sub_profile(sub, ctx.fanout);
             let opts = encoder_options(ctx, &cur);
             if !opts.sizes.contains(&size) {
                 return Err(bad(
@@ -105,7 +149,7 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
             cfg.height = size.1 as u16;
             cfg.fps = fps;
             cfg.quality = q as u8;
-            let Some(sub) = ctx.sub.as_deref_mut() else {
+            let Some(Sub::Jpeg(sub)) = ctx.sub.as_deref_mut() else {
                 unreachable!("matched above");
             };
             sub.reconfigure(cfg, ctx.fanout)
@@ -134,29 +178,15 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
                     "the H.264 stream's size and rate are the main stream's, set in camstream.toml",
                 ));
             }
-            if soap
-                .arg(&["Configuration", "H264", "H264Profile"])
-                .is_some_and(|p| p != "Baseline")
-            {
-                return Err(bad("the H.264 stream is Baseline (Constrained Baseline)"));
-            }
-            let kbit = num(&["Configuration", "RateControl", "BitrateLimit"])?;
-            let gov = num(&["Configuration", "H264", "GovLength"])?;
             let Some(stream) = ctx.h264.as_deref_mut() else {
                 unreachable!("matched above");
             };
+            let (kbit, gov) = h264_change(soap, stream.settings(), num)?;
             let now = stream.settings();
-            let kbit = kbit.unwrap_or(now.bitrate / 1000);
-            let gov = gov.unwrap_or(now.gop);
-            if !(H264_KBIT.0..=H264_KBIT.1).contains(&kbit) {
-                return Err(bad("a BitrateLimit outside 64-100000 kbit/s"));
-            }
-            if !(H264_GOP.0..=H264_GOP.1).contains(&gov) {
-                return Err(bad("a GovLength outside GovLengthRange"));
-            }
             if (kbit * 1000, gov) != (now.bitrate, now.gop) {
+                let shape = stream.shape();
                 stream
-                    .reconfigure(kbit * 1000, gov)
+                    .reconfigure(kbit * 1000, gov, shape, ctx.fanout)
                     .map_err(|e| Fault::receiver(&["ter:Action"], &format!("{e:#}")))?;
             }
             Ok(resp::empty("trt", "SetVideoEncoderConfiguration"))
@@ -166,6 +196,32 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
             "no such configuration",
         )),
     }
+}
+
+/// The bit rate (kbit/s) and key frame interval SetVideoEncoderConfiguration
+/// asks of an H.264 stream encoding with `now` (what it leaves out stays).
+fn h264_change(
+    soap: &Soap,
+    now: &H264Settings,
+    num: impl Fn(&[&str]) -> Result<Option<u32>, Fault>,
+) -> Result<(u32, u32), Fault> {
+    let bad = |why: &str| Fault::invalid_arg_val("ter:ConfigModify", why);
+    if soap
+        .arg(&["Configuration", "H264", "H264Profile"])
+        .is_some_and(|p| p != "Baseline")
+    {
+        return Err(bad("the H.264 streams are Baseline (Constrained Baseline)"));
+    }
+    let kbit =
+        num(&["Configuration", "RateControl", "BitrateLimit"])?.unwrap_or(now.bitrate / 1000);
+    let gov = num(&["Configuration", "H264", "GovLength"])?.unwrap_or(now.gop);
+    if !(H264_KBIT.0..=H264_KBIT.1).contains(&kbit) {
+        return Err(bad("a BitrateLimit outside 64-100000 kbit/s"));
+    }
+    if !(H264_GOP.0..=H264_GOP.1).contains(&gov) {
+        return Err(bad("a GovLength outside GovLengthRange"));
+    }
+    Ok((kbit, gov))
 }
 
 /// The answer to every operation but SetVideoEncoderConfiguration.
@@ -199,23 +255,7 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
         profiles.push(sub_profile(sub, ctx.fanout));
     }
     if let Some(stream) = ctx.h264.as_deref() {
-        let h = stream.settings();
-        let info = ctx.fanout.stream(stream.id).info;
-        profiles.push(Profile {
-            token: h264::PATH.into(),
-            name: h264::PATH.into(),
-            width: u32::from(info.width),
-            height: u32::from(info.height),
-            fps: info.fps,
-            // ONVIF's encoder configuration has a quality whatever the
-            // codec; H.264's is its bit rate.
-            quality: 50,
-            settable: false,
-            h264: Some(resp::H264 {
-                bitrate: h.bitrate / 1000,
-                gov_length: h.gop,
-            }),
-        });
+        profiles.push(h264_profile(stream, ctx.fanout, h264::PATH));
     }
     let profile_arg = || -> Result<&Profile, Fault> {
         let token = soap.arg(&["ProfileToken"]).unwrap_or("");
@@ -276,7 +316,7 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
                 p => format!(":{p}"),
             };
             let path = match (p.token.as_str(), ctx.sub.as_deref()) {
-                ("sub", Some(sub)) => ctx.fanout.stream(sub.id).name.as_str(),
+                ("sub", Some(sub)) => ctx.fanout.stream(sub.id()).name.as_str(),
                 (h264::PATH, _) => h264::PATH,
                 _ => ctx.fanout.stream(StreamId::MAIN).name.as_str(),
             };
@@ -301,9 +341,38 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
     })
 }
 
+/// An H.264 stream as the ONVIF profile `token`: the sub-stream's may
+/// change its size and rate too.
+fn h264_profile(stream: &H264Stream, fanout: &Fanout, token: &str) -> Profile {
+    let h = stream.settings();
+    let info = fanout.stream(stream.id).info;
+    Profile {
+        token: token.into(),
+        name: token.into(),
+        width: u32::from(info.width),
+        height: u32::from(info.height),
+        fps: info.fps,
+        // ONVIF's encoder configuration has a quality whatever the codec;
+        // H.264's is its bit rate.
+        quality: 50,
+        settable: token == substream::PATH,
+        h264: Some(resp::H264 {
+            bitrate: h.bitrate / 1000,
+            gov_length: h.gop,
+        }),
+    }
+}
+
 /// The detection sub-stream as ONVIF's profile "sub", the one a client may
 /// change.
-fn sub_profile(sub: &SubStream, fanout: &Fanout) -> Profile {
+fn sub_profile(sub: &Sub, fanout: &Fanout) -> Profile {
+    match sub {
+        Sub::H264(s) => h264_profile(s, fanout, substream::PATH),
+        Sub::Jpeg(s) => jpeg_sub_profile(s, fanout),
+    }
+}
+
+fn jpeg_sub_profile(sub: &SubStream, fanout: &Fanout) -> Profile {
     let info = fanout.stream(sub.id).info;
     Profile {
         token: "sub".into(),

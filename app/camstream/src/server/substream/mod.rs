@@ -2,7 +2,8 @@
 //! (the newest frame, at the sub-stream's rate, only while someone watches
 //! it) whose worker thread ([`encoder`]: scaled decode, box filter, encode)
 //! makes each into a frame of the sub-stream, which it publishes on the
-//! fan-out as a stream of its own, rtsp://CAMERA/sub.
+//! fan-out as a stream of its own, rtsp://CAMERA/sub. With `codec =
+//! "h264"` it is an H.264 stream ([`H264Stream`]) at its size and rate.
 
 mod encoder;
 
@@ -13,12 +14,14 @@ use anyhow::Result;
 use mio::{Registry, Token, Waker};
 
 use super::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
+use super::h264::{H264Stream, Shape};
+use super::i420::sub_size;
 use super::random::random_u64;
 use super::worker::Worker;
 use crate::clock::Mono;
 use crate::config::{Config, SubSettings};
 use crate::source::StreamInfo;
-use encoder::{SubEncoder, sub_size};
+use encoder::SubEncoder;
 
 /// Its path: rtsp://CAMERA/sub.
 pub const PATH: &str = "sub";
@@ -31,13 +34,73 @@ pub fn start(
     registry: &Registry,
     done: Token,
     wake: Token,
-) -> Option<SubStream> {
-    let settings = cfg.sub?;
-    match SubStream::start(settings, cfg.mtu, fanout, registry, done, wake) {
+) -> Option<Sub> {
+    let settings = cfg.sub.clone()?;
+    let started = match settings.h264.clone() {
+        None => SubStream::start(settings, cfg.mtu, fanout, registry, done, wake).map(Sub::Jpeg),
+        Some(h264) => H264Stream::start(
+            h264,
+            h264_shape(&settings),
+            cfg.mtu,
+            fanout,
+            registry,
+            done,
+            wake,
+        )
+        .map(Sub::H264),
+    };
+    match started {
         Ok(s) => Some(s),
         Err(e) => {
             log::warn!("no sub-stream: {e:#}");
             None
+        }
+    }
+}
+
+/// An H.264 sub-stream's shape: its path, size and rate.
+pub fn h264_shape(cfg: &SubSettings) -> Shape {
+    Shape {
+        path: PATH,
+        name: "sub-stream (H.264)",
+        size: Some((cfg.width, cfg.height)),
+        fps: cfg.fps,
+    }
+}
+
+/// The sub-stream in its codec.
+pub enum Sub {
+    Jpeg(SubStream),
+    H264(H264Stream),
+}
+
+impl Sub {
+    /// Its stream on the fan-out.
+    pub fn id(&self) -> StreamId {
+        match self {
+            Sub::Jpeg(s) => s.id,
+            Sub::H264(s) => s.id,
+        }
+    }
+
+    pub fn follow_watchers(&mut self, fanout: &mut Fanout) {
+        match self {
+            Sub::Jpeg(s) => s.follow_watchers(fanout),
+            Sub::H264(s) => s.follow_watchers(fanout),
+        }
+    }
+
+    pub fn frame_ready(&mut self, fanout: &mut Fanout) {
+        match self {
+            Sub::Jpeg(s) => s.frame_ready(fanout),
+            Sub::H264(s) => s.frame_ready(fanout),
+        }
+    }
+
+    pub fn done(&mut self, fanout: &mut Fanout) {
+        match self {
+            Sub::Jpeg(s) => s.done(fanout),
+            Sub::H264(s) => s.done(fanout),
         }
     }
 }
@@ -169,13 +232,13 @@ impl SubStream {
             height: h as u16,
             fps: cfg.fps,
         };
-        fanout.set_every(self.subscription, Duration::from_secs(1) / cfg.fps);
-        self.cfg = cfg;
+        fanout.set_every(self.subscription, Some(Duration::from_secs(1) / cfg.fps));
         log::info!(
             "sub-stream now {w}x{h} at {} fps, quality {}",
             cfg.fps,
             cfg.quality
         );
+        self.cfg = cfg;
         Ok(())
     }
 }

@@ -75,6 +75,40 @@ def test_gstreamer_plays_h264_with_the_password(camstream, config, protocols, tm
     assert len(split(out.read_bytes(), Media.frame_size(W, H, "I420"))) == 20
 
 
+def test_raw_pictures_are_encoded_without_a_jpeg_decode(camstream, tmp_path):
+    # The test pattern draws 4:2:0 planes: the H.264 encoder takes them as
+    # they are (the log says so once). Its pictures are the pattern's: in
+    # the colour bars (the top two thirds), nearly every sample of each
+    # plane within a few levels of the main stream's JPEG of the pattern
+    # (the moving box and the clock differ from frame to frame). U and V
+    # swapped, tried: 28 % of chroma samples.
+    cs = camstream("--width", str(W), "--height", str(H))
+    out = run(["ffmpeg", "-v", "error", "-rtsp_transport", "tcp", "-i", h264_url(cs), "-frames:v", "10",
+               "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"], timeout=60).stdout
+    cs.wait_for("H.264 stream: encoding the camera's raw pictures (no JPEG decode)")
+    snapshot = tmp_path / "snapshot.jpg"
+    snapshot.write_bytes(requests.get(cs.http + "/snapshot.jpg", timeout=10).content)
+    # The samples as they are (yuvj420p: no range conversion; the
+    # pattern's samples are BT.601's video range in both).
+    ref = run(["ffmpeg", "-v", "error", "-i", str(snapshot), "-f", "rawvideo", "-pix_fmt", "yuvj420p", "-"],
+              timeout=60).stdout
+    frames = split(out, W * H * 3 // 2)
+    assert len(frames) == 10
+    bars = H * 2 // 3
+
+    def planes(f: bytes) -> list[bytes]:
+        y, c = W * H, W * H // 4
+        return [f[:W * bars], f[y:y + W // 2 * bars // 2], f[y + c:y + c + W // 2 * bars // 2]]
+
+    def near(a: bytes, b: bytes) -> float:
+        return sum(abs(x - y) <= 8 for x, y in zip(a, b, strict=True)) / len(a)
+
+    shares = [[near(a, b) for a, b in zip(planes(f), planes(ref), strict=True)] for f in frames[2:]]
+    print("H.264 of the raw pattern against its JPEG, share of Y/U/V samples within 8 levels in the bars:",
+          ", ".join("/".join(f"{x:.3f}" for x in s) for s in shares[:4]))
+    assert min(min(s) for s in shares) > 0.9, shares
+
+
 def test_a_client_joining_starts_at_a_key_frame_with_its_parameter_sets(camstream, tmp_path):
     # Key frames only every 1000 frames (33 s): a joining client's first
     # picture must be one asked for when it joined. (No user: this host's

@@ -97,7 +97,9 @@ def frames_counted(c: Client):
 
 def test_vivid_every_raw_format(firmware):
     """Each raw format vivid offers goes through camstream's converter and
-    encoder; all must show the same picture (vivid's colour bars)."""
+    encoder; all must show the same picture (vivid's colour bars). The
+    H.264 stream of the YUV formats is encoded from the camera's planes,
+    not the JPEG decoded again, and shows the same picture."""
     w, h = 640, 360
     got = {}
     for fmt in ["YU12", "NV12", "YUYV", "UYVY", "RGB3", "BGR3"]:
@@ -106,6 +108,15 @@ def test_vivid_every_raw_format(firmware):
                     "--control osd_text_mode=2")
         assert re.search(rf"capturing {fmt} {w}x{h} at 25 fps, encoding JPEG 4:2:0", log), log
         got[fmt] = ffmpeg_client(firmware.url, "tcp", 6, "yuvj420p", w, h)
+        if fmt not in ("RGB3", "BGR3"):
+            # Its samples as they are (yuv420p: no range conversion), as
+            # the JPEG's (yuvj420p).
+            h264 = ffmpeg_client(firmware.url.removesuffix("/stream") + "/h264", "tcp", 3, "yuv420p", w, h)
+            log = firmware.sh("cat /tmp/camstream.log")
+            assert "H.264 stream: encoding the camera's raw pictures (no JPEG decode)" in log, log
+            p = luma_psnr(h264[-1], got[fmt][-1], w * h)
+            print(f"{fmt}: H.264 of its planes, luma {p:.1f} dB from its JPEG")
+            assert len(h264) == 3 and p > 30, f"{fmt}: H.264 {p:.1f} dB from its JPEG"
         stop(firmware)
         assert len(got[fmt]) == 6
     ref = got["YU12"][-1]

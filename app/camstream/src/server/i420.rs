@@ -1,12 +1,17 @@
-//! A main-stream JPEG as 4:2:0 planes, for the streams made of it (the
-//! H.264 encoders, the sub-stream's): decoded by libjpeg-turbo (at a
+//! A main-stream frame as 4:2:0 planes, for the streams made of it (the
+//! H.264 encoders, the sub-stream's): a JPEG decoded by libjpeg-turbo (at a
 //! scale, if asked), made 4:2:0 where the camera's JPEG is 4:2:2 or 4:4:4,
-//! at the size asked.
+//! at the size asked; the camera's raw picture, where the source had one,
+//! as it is.
 
 use anyhow::{Result, bail};
 
+use super::worker::Picture;
 use crate::convert::{i420_plane_sizes, planes_to_i420};
 use crate::turbo::{Decoder, OnWarning};
+
+/// A picture's Y, U and V planes.
+pub type Planes<'a> = [&'a [u8]; 3];
 
 pub struct ToI420 {
     decoder: Decoder,
@@ -80,6 +85,38 @@ impl ToI420 {
         })
     }
 
+    /// `pic`'s planes (tightly packed) at `size` as [`convert_at`] has it,
+    /// and their size; a raw picture is taken as it is, at its own size
+    /// only (the main stream's).
+    ///
+    /// [`convert_at`]: ToI420::convert_at
+    pub fn picture<'a>(
+        &'a mut self,
+        pic: Picture<'a>,
+        size: Option<(usize, usize)>,
+    ) -> Result<(Planes<'a>, (usize, usize))> {
+        match pic {
+            Picture::Jpeg(jpeg) => {
+                let made = self.convert_at(jpeg, size)?;
+                let [y, u, v] = &self.planes;
+                Ok(([y, u, v], made))
+            }
+            Picture::I420 { .. } if size.is_some() => {
+                bail!("a raw picture is encoded at its own size only")
+            }
+            Picture::I420 { data, size: (w, h) } => {
+                let [(yw, yh), (cw, ch), _] = i420_plane_sizes(w, h);
+                let (y_len, c_len) = (yw * yh, cw * ch);
+                if data.len() < y_len + 2 * c_len {
+                    bail!("a raw {w}x{h} picture of {} bytes is short", data.len());
+                }
+                let (y, rest) = data.split_at(y_len);
+                let (u, v) = rest.split_at(c_len);
+                Ok(([y, u, &v[..c_len]], (w, h)))
+            }
+        }
+    }
+
     /// The strides of `planes` for a frame of `size`.
     pub fn strides((w, h): (usize, usize)) -> [usize; 3] {
         i420_plane_sizes(w, h).map(|p| p.0)
@@ -116,6 +153,26 @@ pub fn sub_size(src: (usize, usize), configured: (usize, usize)) -> (usize, usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_raw_picture_is_taken_as_it_is() {
+        let data: Vec<u8> = (0..24).collect();
+        let mut to = ToI420::new().unwrap();
+        let pic = Picture::I420 {
+            data: &data,
+            size: (4, 4),
+        };
+        let (planes, size) = to.picture(pic, None).unwrap();
+        assert_eq!(size, (4, 4));
+        assert_eq!(planes, [&data[..16], &data[16..20], &data[20..24]]);
+        // Short, or asked at another size: an error, not a wrong picture.
+        let short = Picture::I420 {
+            data: &data[..23],
+            size: (4, 4),
+        };
+        assert!(to.picture(short, None).is_err());
+        assert!(to.picture(pic, Some((2, 2))).is_err());
+    }
 
     #[test]
     fn sizes() {

@@ -312,8 +312,14 @@ impl Server {
         if let Some(s) = &mut self.h264 {
             s.follow_watchers(&mut self.fanout);
         }
-        let fanout = &mut self.fanout;
-        let r = source.ready(&mut |f| fanout.captured(f));
+        source.want_raw(self.h264.as_ref().is_some_and(|h| h.wants_raw()));
+        let (fanout, h264) = (&mut self.fanout, &mut self.h264);
+        let r = source.ready(&mut |f| {
+            if let Some(h) = h264.as_mut() {
+                h.captured(&f);
+            }
+            fanout.captured(f)
+        });
         self.note_camera(&*source);
         self.source = Some(source);
         r

@@ -14,12 +14,25 @@ use anyhow::Result;
 
 use crate::clock::Mono;
 
-/// What a worker runs: one main-stream JPEG in, its own frame out.
+/// A main-stream frame as a worker takes it.
+#[derive(Debug, Clone, Copy)]
+pub enum Picture<'a> {
+    /// The frame as the fan-out has it.
+    Jpeg(&'a [u8]),
+    /// The camera's raw picture before its JPEG encode, where the source
+    /// had one: 4:2:0 planes packed tight (Y, U, V), `size` even.
+    I420 {
+        data: &'a [u8],
+        size: (usize, usize),
+    },
+}
+
+/// What a worker runs: one main-stream frame in, its own frame out.
 pub trait Encode: Send + 'static {
-    /// Writes the frame made of `jpeg` into `out` (emptied first); `key`:
+    /// Writes the frame made of `pic` into `out` (emptied first); `key`:
     /// a key frame is asked for (a client of an H.264 stream joined or lost
     /// frames). An empty `out` is a frame the encoder skipped.
-    fn encode(&mut self, jpeg: &[u8], key: bool, out: &mut Vec<u8>) -> Result<()>;
+    fn encode(&mut self, pic: Picture<'_>, key: bool, out: &mut Vec<u8>) -> Result<()>;
 
     /// No one watches any more: memory kept only for the next frame may
     /// go (the next `encode` starts afresh).
@@ -27,8 +40,8 @@ pub trait Encode: Send + 'static {
 }
 
 impl Encode for Box<dyn Encode> {
-    fn encode(&mut self, jpeg: &[u8], key: bool, out: &mut Vec<u8>) -> Result<()> {
-        (**self).encode(jpeg, key, out)
+    fn encode(&mut self, pic: Picture<'_>, key: bool, out: &mut Vec<u8>) -> Result<()> {
+        (**self).encode(pic, key, out)
     }
     fn rest(&mut self) {
         (**self).rest()
@@ -36,7 +49,9 @@ impl Encode for Box<dyn Encode> {
 }
 
 struct Job {
-    jpeg: Vec<u8>,
+    input: Vec<u8>,
+    /// `input` is a raw picture of this size (else a JPEG).
+    i420: Option<(usize, usize)>,
     out: Vec<u8>,
     captured: Mono,
     key: bool,
@@ -80,15 +95,22 @@ impl Worker {
                         continue;
                     }
                     let t0 = thread_cpu();
+                    let pic = match job.i420 {
+                        None => Picture::Jpeg(&job.input),
+                        Some(size) => Picture::I420 {
+                            data: &job.input,
+                            size,
+                        },
+                    };
                     let made = enc
-                        .encode(&job.jpeg, job.key, &mut job.out)
+                        .encode(pic, job.key, &mut job.out)
                         .map_err(|e| format!("{e:#}"));
                     let took = thread_cpu().saturating_sub(t0);
                     let d = Done {
                         made,
                         out: job.out,
                         captured: job.captured,
-                        spare: job.jpeg,
+                        spare: job.input,
                         took,
                     };
                     if tx.send(d).is_err() || waker.wake().is_err() {
@@ -119,8 +141,35 @@ impl Worker {
         let mut buf = std::mem::take(&mut self.spare);
         buf.clear();
         buf.extend_from_slice(jpeg);
+        self.send(buf, None, captured, key)
+    }
+
+    /// Hands a raw picture of `size` over, in `buf` (swapped for the spare
+    /// buffer: no copy), unless a frame is being made.
+    pub fn offer_i420(
+        &mut self,
+        buf: &mut Vec<u8>,
+        size: (usize, usize),
+        captured: Mono,
+        key: bool,
+    ) -> bool {
+        if self.busy {
+            return false;
+        }
+        let input = std::mem::replace(buf, std::mem::take(&mut self.spare));
+        self.send(input, Some(size), captured, key)
+    }
+
+    fn send(
+        &mut self,
+        input: Vec<u8>,
+        i420: Option<(usize, usize)>,
+        captured: Mono,
+        key: bool,
+    ) -> bool {
         let job = Job {
-            jpeg: buf,
+            input,
+            i420,
             out: std::mem::take(&mut self.out),
             captured,
             key,
@@ -142,12 +191,15 @@ impl Worker {
             return false;
         }
         let job = Job {
-            jpeg: Vec::new(),
+            input: Vec::new(),
+            i420: None,
             out: Vec::new(),
             captured: Mono(0),
             key: false,
             rest: true,
         };
+        // A raw picture's buffer is a megabyte or more.
+        self.spare = Vec::new();
         self.jobs.try_send(job).is_ok()
     }
 

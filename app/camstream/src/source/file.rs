@@ -280,6 +280,7 @@ impl FrameSource for FileSource {
         sink(CapturedFrame {
             jpeg: &self.buf[a..b],
             captured,
+            raw: None,
         });
         Ok(())
     }

@@ -118,6 +118,40 @@ pub struct CapturedFrame<'a> {
     pub jpeg: &'a [u8],
     /// When the frame was captured (not when it was read).
     pub captured: Mono,
+    /// The raw picture `jpeg` was encoded from, where the source had one
+    /// (and, for sources that copy it across threads, was asked for it:
+    /// [`FrameSource::want_raw`]): an H.264 encoder takes it instead of
+    /// decoding the JPEG again.
+    pub raw: Option<Raw<'a>>,
+}
+
+/// A raw picture as 4:2:0 planes (Y, U, V) with their strides.
+#[derive(Debug, Clone, Copy)]
+pub struct Raw<'a> {
+    pub planes: [&'a [u8]; 3],
+    pub strides: [usize; 3],
+    /// The picture's, as its JPEG has it.
+    pub size: (usize, usize),
+}
+
+impl Raw<'_> {
+    /// Copies the picture into `out`, planes packed tight, cut to an even
+    /// size (4:2:0 wants one); that size, or None if a plane is short.
+    pub fn pack(&self, out: &mut Vec<u8>) -> Option<(usize, usize)> {
+        let (w, h) = (self.size.0 & !1, self.size.1 & !1);
+        out.clear();
+        for (i, plane) in self.planes.iter().enumerate() {
+            let (pw, ph) = if i == 0 { (w, h) } else { (w / 2, h / 2) };
+            let stride = self.strides[i];
+            if pw == 0 || ph == 0 || stride < pw || plane.len() < stride * (ph - 1) + pw {
+                return None;
+            }
+            for row in plane.chunks(stride).take(ph) {
+                out.extend_from_slice(&row[..pw]);
+            }
+        }
+        Some((w, h))
+    }
 }
 
 /// The seam between capture and streaming.
@@ -139,6 +173,10 @@ pub trait FrameSource {
 
     /// What the source runs as, for a person: format, size and rate, device.
     fn mode(&self) -> String;
+
+    /// Whether frames should come with their raw picture where the source
+    /// must copy it to hand it over (someone watches the H.264 stream).
+    fn want_raw(&mut self, _yes: bool) {}
 }
 
 /// A source absent at start-up (a camera not plugged in yet), which logs
@@ -180,6 +218,10 @@ impl FrameSource for Awaited {
 
     fn mode(&self) -> String {
         self.source.mode()
+    }
+
+    fn want_raw(&mut self, yes: bool) {
+        self.source.want_raw(yes)
     }
 }
 
@@ -244,6 +286,28 @@ fn open_libcamera(camera: &libcamera::CameraSpec, _: &Settings) -> Result<Box<dy
 mod tests {
     use super::*;
     use std::sync::Mutex;
+
+    #[test]
+    fn a_raw_picture_is_packed_tight_at_an_even_size() {
+        // 5x3 with strides of 8 and 4: packed as 4x2, 2x1 and 2x1.
+        let y: Vec<u8> = (0..24).collect();
+        let u: Vec<u8> = (100..108).collect();
+        let v: Vec<u8> = (200..208).collect();
+        let raw = Raw {
+            planes: [&y, &u, &v],
+            strides: [8, 4, 4],
+            size: (5, 3),
+        };
+        let mut out = vec![9; 3];
+        assert_eq!(raw.pack(&mut out), Some((4, 2)));
+        assert_eq!(out, [0, 1, 2, 3, 8, 9, 10, 11, 100, 101, 200, 201]);
+        // A plane shorter than its rows: none, rather than a wrong picture.
+        let short = Raw {
+            planes: [&y[..10], &u, &v],
+            ..raw
+        };
+        assert_eq!(short.pack(&mut out), None);
+    }
 
     /// The lines logged while the test runs (no other test logs through a
     /// logger: main sets the daemon's).

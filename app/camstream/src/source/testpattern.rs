@@ -4,6 +4,7 @@
 //! loop never waits for the encoder. No camera needed.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -11,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, anyhow};
 use mio::{Registry, Token, Waker};
 
-use super::{CapturedFrame, FrameSource, StreamInfo};
+use super::{CapturedFrame, FrameSource, Raw, StreamInfo};
 use crate::clock::Mono;
 use crate::convert::i420_plane_sizes;
 use crate::turbo::Encoder;
@@ -22,9 +23,20 @@ const BUFFERS: usize = 3;
 pub struct TestPattern {
     info: StreamInfo,
     quality: u8,
-    frames: Option<Receiver<(Vec<u8>, Mono)>>,
-    recycle: Option<SyncSender<Vec<u8>>>,
+    frames: Option<Receiver<(Frame, Mono)>>,
+    recycle: Option<SyncSender<Frame>>,
     worker: Option<JoinHandle<Result<()>>>,
+    /// Frames come with their planes too (someone watches H.264).
+    want_raw: Arc<AtomicBool>,
+}
+
+/// A frame's buffers, handed to the event loop and back.
+#[derive(Default)]
+struct Frame {
+    jpeg: Vec<u8>,
+    /// The planes, tightly packed, when asked for.
+    raw: Vec<u8>,
+    raw_size: Option<(usize, usize)>,
 }
 
 impl TestPattern {
@@ -41,6 +53,7 @@ impl TestPattern {
             frames: None,
             recycle: None,
             worker: None,
+            want_raw: Arc::new(AtomicBool::new(false)),
         })
     }
 }
@@ -57,14 +70,19 @@ impl FrameSource for TestPattern {
         )
     }
 
+    fn want_raw(&mut self, yes: bool) {
+        self.want_raw.store(yes, Ordering::Relaxed);
+    }
+
     fn register(&mut self, registry: &Registry, token: Token) -> std::io::Result<()> {
         let waker = Arc::new(Waker::new(registry, token)?);
         let (frame_tx, frame_rx) = sync_channel(BUFFERS);
         let (recycle_tx, recycle_rx) = sync_channel(BUFFERS);
         let (info, quality) = (self.info, self.quality);
+        let want_raw = self.want_raw.clone();
         let worker = std::thread::Builder::new()
             .name("testpattern".into())
-            .spawn(move || run(info, quality, waker, frame_tx, recycle_rx))?;
+            .spawn(move || run(info, quality, waker, frame_tx, recycle_rx, &want_raw))?;
         self.frames = Some(frame_rx);
         self.recycle = Some(recycle_tx);
         self.worker = Some(worker);
@@ -81,9 +99,20 @@ impl FrameSource for TestPattern {
         for _ in 0..BUFFERS {
             match frames.try_recv() {
                 Ok((buf, captured)) => {
+                    let raw = buf.raw_size.map(|(w, h)| {
+                        let (y, c) = (w * h, (w / 2) * (h / 2));
+                        let (y_plane, rest) = buf.raw.split_at(y);
+                        let (u, v) = rest.split_at(c);
+                        Raw {
+                            planes: [y_plane, u, v],
+                            strides: [w, w / 2, w / 2],
+                            size: (w, h),
+                        }
+                    });
                     sink(CapturedFrame {
-                        jpeg: &buf,
+                        jpeg: &buf.jpeg,
                         captured,
+                        raw,
                     });
                     // Cannot block: at most BUFFERS buffers exist.
                     let _ = recycle.try_send(buf);
@@ -106,12 +135,13 @@ fn run(
     info: StreamInfo,
     quality: u8,
     waker: Arc<Waker>,
-    frames: SyncSender<(Vec<u8>, Mono)>,
-    recycle: Receiver<Vec<u8>>,
+    frames: SyncSender<(Frame, Mono)>,
+    recycle: Receiver<Frame>,
+    want_raw: &AtomicBool,
 ) -> Result<()> {
     let mut pattern = Pattern::new(usize::from(info.width), usize::from(info.height));
     let mut encoder = Encoder::new(quality)?;
-    let mut free: Vec<Vec<u8>> = (0..BUFFERS).map(|_| Vec::new()).collect();
+    let mut free: Vec<Frame> = (0..BUFFERS).map(|_| Frame::default()).collect();
     let period = Duration::from_secs(1) / info.fps;
     // Frames are due on the exact 1/fps grid from `start`: adding the
     // rounded-down period would drift off the 90 kHz grid.
@@ -140,7 +170,19 @@ fn run(
                 .duration_since(UNIX_EPOCH)
                 .unwrap_or_default();
             pattern.render(n, wall.as_millis() as u64);
-            encoder.encode_i420(pattern.planes(), pattern.w, pattern.h, &mut buf)?;
+            encoder.encode_i420(pattern.planes(), pattern.w, pattern.h, &mut buf.jpeg)?;
+            buf.raw_size = None;
+            if want_raw.load(Ordering::Relaxed) {
+                // The pattern's size is a multiple of 8: its planes are
+                // packed tight already.
+                buf.raw.clear();
+                for p in pattern.planes() {
+                    buf.raw.extend_from_slice(p);
+                }
+                buf.raw_size = Some((pattern.w, pattern.h));
+            } else if !buf.raw.is_empty() {
+                buf.raw = Vec::new();
+            }
             if frames.send((buf, next)).is_err() {
                 return Ok(()); // the daemon is shutting down
             }

@@ -15,7 +15,7 @@ use openh264::formats::YUVSlices;
 
 use crate::config::H264Settings;
 use crate::server::i420::ToI420;
-use crate::server::worker::Encode;
+use crate::server::worker::{Encode, Picture};
 
 pub struct H264Encoder {
     i420: ToI420,
@@ -57,9 +57,9 @@ impl H264Encoder {
 }
 
 impl Encode for H264Encoder {
-    fn encode(&mut self, jpeg: &[u8], key: bool, out: &mut Vec<u8>) -> Result<()> {
+    fn encode(&mut self, pic: Picture<'_>, key: bool, out: &mut Vec<u8>) -> Result<()> {
         out.clear();
-        let (w, h) = self.i420.convert_at(jpeg, self.size)?;
+        let ([y, u, v], (w, h)) = self.i420.picture(pic, self.size)?;
         let encoder = match &mut self.encoder {
             Some(e) => e,
             // A new encoder's first picture is an IDR picture anyway.
@@ -71,7 +71,6 @@ impl Encode for H264Encoder {
         if key {
             encoder.force_intra_frame();
         }
-        let [y, u, v] = &self.i420.planes;
         let yuv = YUVSlices::new((y, u, v), (w, h), ToI420::strides((w, h)).into());
         let bitstream = encoder
             .encode(&yuv)
@@ -112,7 +111,7 @@ mod tests {
         let mut out = Vec::new();
         let mut kinds = Vec::new();
         for i in 0..6 {
-            enc.encode(&jpeg, i == 4, &mut out).unwrap();
+            enc.encode(Picture::Jpeg(&jpeg), i == 4, &mut out).unwrap();
             let au = AccessUnit::parse(&out).unwrap();
             kinds.push((au.idr, au.sps.is_some() && au.pps.is_some()));
         }
@@ -131,7 +130,7 @@ mod tests {
         );
         // Constrained Baseline (profile_idc 66).
         let au = {
-            enc.encode(&jpeg, true, &mut out).unwrap();
+            enc.encode(Picture::Jpeg(&jpeg), true, &mut out).unwrap();
             AccessUnit::parse(&out).unwrap()
         };
         assert_eq!(au.sps.unwrap()[1], 66);
@@ -146,8 +145,12 @@ mod tests {
         };
         let mut enc = H264Encoder::new(&settings, None, 30).unwrap();
         let mut out = Vec::new();
-        assert!(enc.encode(b"not a jpeg", false, &mut out).is_err());
-        enc.encode(&frame(), false, &mut out).unwrap();
+        assert!(
+            enc.encode(Picture::Jpeg(b"not a jpeg"), false, &mut out)
+                .is_err()
+        );
+        enc.encode(Picture::Jpeg(&frame()), false, &mut out)
+            .unwrap();
         assert!(AccessUnit::parse(&out).unwrap().idr);
     }
 }

@@ -10,7 +10,7 @@ use anyhow::Result;
 
 use crate::config::H264Settings;
 use crate::server::i420::ToI420;
-use crate::server::worker::Encode;
+use crate::server::worker::{Encode, Picture};
 use crate::source::v4l2::m2m::{H264, M2mEncoder, Params};
 
 pub struct KernelEncoder {
@@ -54,9 +54,9 @@ impl KernelEncoder {
 }
 
 impl Encode for KernelEncoder {
-    fn encode(&mut self, jpeg: &[u8], key: bool, out: &mut Vec<u8>) -> Result<()> {
+    fn encode(&mut self, pic: Picture<'_>, key: bool, out: &mut Vec<u8>) -> Result<()> {
         out.clear();
-        let (w, h) = self.i420.convert_at(jpeg, self.size)?;
+        let ([y, u, v], (w, h)) = self.i420.picture(pic, self.size)?;
         if self
             .session
             .as_ref()
@@ -74,7 +74,6 @@ impl Encode for KernelEncoder {
                     .insert(M2mEncoder::open(&self.path, self.params)?)
             }
         };
-        let [y, u, v] = &self.i420.planes;
         let made = session.encode([y, u, v], ToI420::strides((w, h)), key, out);
         if made.is_err() {
             // Opened afresh with the next frame.

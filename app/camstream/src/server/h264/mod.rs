@@ -21,11 +21,11 @@ use mio::{Registry, Token, Waker};
 use super::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
 use super::i420::sub_size;
 use super::random::random_u64;
-use super::worker::{Encode, Worker};
+use super::worker::{Encode, Picture, Worker};
 use crate::clock::Mono;
 use crate::config::{Config, H264Settings};
-use crate::source::StreamInfo;
 use crate::source::v4l2::m2m::{self, Choice};
+use crate::source::{CapturedFrame, StreamInfo};
 #[cfg(feature = "h264")]
 use encoder::H264Encoder;
 use kernel::KernelEncoder;
@@ -45,7 +45,7 @@ impl H264Encoder {
 
 #[cfg(not(feature = "h264"))]
 impl super::worker::Encode for H264Encoder {
-    fn encode(&mut self, _: &[u8], _: bool, _: &mut Vec<u8>) -> Result<()> {
+    fn encode(&mut self, _: Picture<'_>, _: bool, _: &mut Vec<u8>) -> Result<()> {
         unreachable!("never made")
     }
 }
@@ -127,6 +127,12 @@ pub struct H264Stream {
     settings: H264Settings,
     shape: Shape,
     waker: Arc<Waker>,
+    /// The newest frame's raw picture (packed 4:2:0) and when it was
+    /// captured, kept until its JPEG comes through the fan-out.
+    raw: Vec<u8>,
+    raw_of: Option<(Mono, (usize, usize))>,
+    /// A raw picture was offered (logged once).
+    offered_raw: bool,
 }
 
 /// The encoder `[streams.h264] encoder` (or the sub-stream's) asks for,
@@ -199,9 +205,9 @@ struct Fallback<K = KernelEncoder> {
 }
 
 impl<K: Encode> Encode for Fallback<K> {
-    fn encode(&mut self, jpeg: &[u8], key: bool, out: &mut Vec<u8>) -> Result<()> {
+    fn encode(&mut self, pic: Picture<'_>, key: bool, out: &mut Vec<u8>) -> Result<()> {
         if let Some(k) = &mut self.kernel {
-            match k.encode(jpeg, key, out) {
+            match k.encode(pic, key, out) {
                 Ok(()) => {
                     self.failures = 0;
                     return Ok(());
@@ -226,7 +232,7 @@ impl<K: Encode> Encode for Fallback<K> {
                 .insert(H264Encoder::new(&self.cfg, self.size, self.fps)?),
         };
         // Its first picture is an IDR picture: clients waiting for one get it.
-        s.encode(jpeg, key, out)
+        s.encode(pic, key, out)
     }
 
     fn rest(&mut self) {
@@ -303,7 +309,29 @@ impl H264Stream {
             settings: cfg,
             shape,
             waker,
+            raw: Vec::new(),
+            raw_of: None,
+            offered_raw: false,
         })
+    }
+
+    /// Whether it takes the camera's raw pictures: the main stream's size
+    /// only, and only while someone watches.
+    pub fn wants_raw(&self) -> bool {
+        self.shape.size.is_none() && !self.resting
+    }
+
+    /// A frame came from the source: its raw picture, if it has one and
+    /// it is wanted, is kept for when its JPEG comes for the encoder
+    /// (which then need not decode it).
+    pub fn captured(&mut self, f: &CapturedFrame<'_>) {
+        self.raw_of = None;
+        if !self.wants_raw() {
+            return;
+        }
+        if let Some(raw) = &f.raw {
+            self.raw_of = raw.pack(&mut self.raw).map(|size| (f.captured, size));
+        }
     }
 
     /// What it is made as.
@@ -372,6 +400,8 @@ impl H264Stream {
             self.resting = false;
         } else if !self.resting {
             self.resting = self.worker.rest();
+            self.raw = Vec::new();
+            self.raw_of = None;
         }
     }
 
@@ -384,7 +414,23 @@ impl H264Stream {
         if let Some(frame) = fanout.next(self.subscription) {
             let now = Mono::now();
             let key = may_force(self.forced, now) && fanout.take_key_wanted(self.id);
-            if !self.worker.offer(frame.jpeg(), frame.captured, key) {
+            let raw = self.raw_of.take().filter(|(at, _)| *at == frame.captured);
+            if raw.is_some() && !self.offered_raw {
+                // Once: a source with raw pictures has them from its
+                // next frame after someone starts watching.
+                self.offered_raw = true;
+                log::info!(
+                    "{}: encoding the camera's raw pictures (no JPEG decode)",
+                    self.shape.name
+                );
+            }
+            let offered = match raw {
+                Some((_, size)) => self
+                    .worker
+                    .offer_i420(&mut self.raw, size, frame.captured, key),
+                None => self.worker.offer(frame.jpeg(), frame.captured, key),
+            };
+            if !offered {
                 // Asked again with the next frame.
                 fanout.stream_mut(self.id).key_wanted |= key;
             } else if key {
@@ -423,7 +469,7 @@ mod tests {
     struct Broken;
 
     impl Encode for Broken {
-        fn encode(&mut self, _: &[u8], _: bool, _: &mut Vec<u8>) -> Result<()> {
+        fn encode(&mut self, _: Picture<'_>, _: bool, _: &mut Vec<u8>) -> Result<()> {
             anyhow::bail!("no frame back from the encoder in 2 s")
         }
     }
@@ -450,12 +496,12 @@ mod tests {
         };
         let mut out = Vec::new();
         for _ in 1..GIVE_UP {
-            assert!(f.encode(&jpeg, false, &mut out).is_err());
+            assert!(f.encode(Picture::Jpeg(&jpeg), false, &mut out).is_err());
         }
-        f.encode(&jpeg, false, &mut out).unwrap();
+        f.encode(Picture::Jpeg(&jpeg), false, &mut out).unwrap();
         assert!(f.kernel.is_none());
         assert!(AccessUnit::parse(&out).unwrap().idr);
-        f.encode(&jpeg, false, &mut out).unwrap();
+        f.encode(Picture::Jpeg(&jpeg), false, &mut out).unwrap();
         assert!(!AccessUnit::parse(&out).unwrap().idr);
     }
 

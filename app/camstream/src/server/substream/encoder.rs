@@ -6,7 +6,7 @@
 use anyhow::Result;
 
 use super::super::i420::ToI420;
-use super::super::worker::Encode;
+use super::super::worker::{Encode, Picture};
 use crate::turbo::Encoder;
 
 pub struct SubEncoder {
@@ -31,11 +31,8 @@ impl SubEncoder {
 impl Encode for SubEncoder {
     /// The sub-stream's JPEG made from a main-stream frame; every JPEG is
     /// a key frame: `key` asks for nothing.
-    fn encode(&mut self, jpeg: &[u8], _key: bool, out: &mut Vec<u8>) -> Result<()> {
-        let (tw, th) = self
-            .i420
-            .convert_at(jpeg, Some((self.width, self.height)))?;
-        let [y, u, v] = &self.i420.planes;
+    fn encode(&mut self, pic: Picture<'_>, _key: bool, out: &mut Vec<u8>) -> Result<()> {
+        let ([y, u, v], (tw, th)) = self.i420.picture(pic, Some((self.width, self.height)))?;
         self.encoder
             .encode_planes([y, u, v], ToI420::strides((tw, th)), tw, th, out)?;
         Ok(())
@@ -89,7 +86,7 @@ mod tests {
         .unwrap();
         let mut enc = SubEncoder::new(80, 64, 75).unwrap();
         let mut out = Vec::new();
-        enc.encode(&src, false, &mut out).unwrap();
+        enc.encode(Picture::Jpeg(&src), false, &mut out).unwrap();
         let img = turbojpeg::decompress(&out, turbojpeg::PixelFormat::GRAY).unwrap();
         assert_eq!((img.width, img.height), (80, 64));
         // The picture is the source's, smaller: compare with the source

@@ -21,7 +21,7 @@ use super::ffi::{self, Camera, CompletedRequest, Manager, PixFormat, Wait};
 use crate::clock::Mono;
 use crate::convert::{i420_plane_sizes, split_uv};
 use crate::source::jpeg::JpegEncoder;
-use crate::source::{CapturedFrame, FrameSource, Settings, StreamInfo};
+use crate::source::{CapturedFrame, FrameSource, Raw, Settings, StreamInfo};
 
 /// How often a missing camera is looked for.
 const RETRY: Duration = Duration::from_secs(1);
@@ -65,6 +65,9 @@ struct Slot {
     jpeg: Vec<u8>,
     captured: Mono,
     fresh: bool,
+    /// The frame's picture, packed 4:2:0, when asked for (`want_raw`).
+    raw: Vec<u8>,
+    raw_size: Option<(usize, usize)>,
 }
 
 struct Shared {
@@ -72,6 +75,8 @@ struct Shared {
     /// Signalled by the capture thread when the slot is fresh.
     event: OwnedFd,
     stop: AtomicBool,
+    /// Frames come with their picture too (someone watches H.264).
+    want_raw: AtomicBool,
     /// What the camera runs as while it is there (None while absent).
     mode: Mutex<Option<String>>,
 }
@@ -82,6 +87,7 @@ pub struct LibcameraSource {
     shared: Arc<Shared>,
     /// The frame being sent (swapped with the slot: no copy, no allocation).
     held: Vec<u8>,
+    held_raw: Vec<u8>,
     worker: Option<JoinHandle<()>>,
 }
 
@@ -96,9 +102,12 @@ impl LibcameraSource {
                 jpeg: Vec::new(),
                 captured: Mono(0),
                 fresh: false,
+                raw: Vec::new(),
+                raw_size: None,
             }),
             event: eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC)?,
             stop: AtomicBool::new(false),
+            want_raw: AtomicBool::new(false),
             mode: Mutex::new(None),
         });
         let mut info = StreamInfo {
@@ -130,6 +139,7 @@ impl LibcameraSource {
             camera,
             shared,
             held: Vec::new(),
+            held_raw: Vec::new(),
             worker: Some(worker),
         })
     }
@@ -151,6 +161,10 @@ impl FrameSource for LibcameraSource {
 
     fn present(&self) -> bool {
         self.shared.mode.lock().is_ok_and(|m| m.is_some())
+    }
+
+    fn want_raw(&mut self, yes: bool) {
+        self.shared.want_raw.store(yes, Ordering::Relaxed);
     }
 
     fn mode(&self) -> String {
@@ -182,11 +196,25 @@ impl FrameSource for LibcameraSource {
             }
             slot.fresh = false;
             std::mem::swap(&mut slot.jpeg, &mut self.held);
-            slot.captured
+            std::mem::swap(&mut slot.raw, &mut self.held_raw);
+            (slot.captured, slot.raw_size.take())
         };
+        let (captured, raw_size) = captured;
+        let raw = raw_size.and_then(|(w, h)| {
+            let (y, c) = (w * h, (w / 2) * (h / 2));
+            let data = self.held_raw.get(..y + 2 * c)?;
+            let (y_plane, rest) = data.split_at(y);
+            let (u, v) = rest.split_at(c);
+            Some(Raw {
+                planes: [y_plane, u, v],
+                strides: [w, w / 2, w / 2],
+                size: (w, h),
+            })
+        });
         sink(CapturedFrame {
             jpeg: &self.held,
             captured,
+            raw,
         });
         Ok(())
     }
@@ -384,6 +412,8 @@ struct Work {
     u: Vec<u8>,
     v: Vec<u8>,
     out: Vec<u8>,
+    /// The picture, packed 4:2:0, when asked for.
+    raw: Vec<u8>,
 }
 
 /// Captures until the camera is lost (Some(why)) or the source stops (None).
@@ -432,14 +462,26 @@ fn capture_frames(
             now
         };
         let index = frame.index;
-        let encoded = encode(encoder, work, &format, out_size, &frame);
+        // Its buffers go once no one wants the pictures.
+        let want_raw = shared.want_raw.load(Ordering::Relaxed);
+        let mut raw = match want_raw {
+            true => std::mem::take(&mut work.raw),
+            false => Vec::new(),
+        };
+        let encoded = encode(encoder, work, &format, out_size, &frame).map(|r| {
+            // Copied before the buffer goes back to the camera.
+            r.filter(|_| want_raw).and_then(|r| r.pack(&mut raw))
+        });
+        work.raw = raw;
         if let Err(e) = cap.camera.requeue(index) {
             return Some(format!("{e:#}"));
         }
         match encoded {
-            Ok(()) => {
+            Ok(raw_size) => {
                 if let Ok(mut slot) = shared.slot.lock() {
                     std::mem::swap(&mut slot.jpeg, &mut work.out);
+                    std::mem::swap(&mut slot.raw, &mut work.raw);
+                    slot.raw_size = raw_size;
                     slot.captured = captured;
                     slot.fresh = true;
                 }
@@ -468,14 +510,15 @@ fn capture_frames(
     }
 }
 
-/// Encodes the frame's planes as JPEG into `work.out`, cropped to `w` x `h`.
-fn encode(
+/// Encodes the frame's planes as JPEG into `work.out`, cropped to `w` x `h`;
+/// the picture as 4:2:0 planes (None: RGB).
+fn encode<'a>(
     enc: &mut JpegEncoder,
-    work: &mut Work,
+    work: &'a mut Work,
     f: &PixFormat,
     (w, h): (usize, usize),
-    frame: &CompletedRequest<'_>,
-) -> Result<()> {
+    frame: &CompletedRequest<'a>,
+) -> Result<Option<Raw<'a>>> {
     let stride = f.stride;
     let rows = f.height;
     let p = &frame.planes;
@@ -500,7 +543,12 @@ fn encode(
             if y.len() < stride * (h - 1) + w || u.len() < c_need || v.len() < c_need {
                 return Err(short("YUV420"));
             }
-            enc.encode_planes([y, u, v], [stride, cs, cs], w, h, &mut work.out)
+            enc.encode_planes([y, u, v], [stride, cs, cs], w, h, &mut work.out)?;
+            Ok(Some(Raw {
+                planes: [y, u, v],
+                strides: [stride, cs, cs],
+                size: (w, h),
+            }))
         }
         "NV12" => {
             let y_len = stride * rows;
@@ -519,7 +567,12 @@ fn encode(
             work.u.resize(cw * ch, 0);
             work.v.resize(cw * ch, 0);
             split_uv(uv, stride, cw, ch, &mut work.u, &mut work.v);
-            enc.encode_planes([y, &work.u, &work.v], [stride, cw, cw], w, h, &mut work.out)
+            enc.encode_planes([y, &work.u, &work.v], [stride, cw, cw], w, h, &mut work.out)?;
+            Ok(Some(Raw {
+                planes: [y, &work.u, &work.v],
+                strides: [stride, cw, cw],
+                size: (w, h),
+            }))
         }
         // libcamera names packed RGB as DRM does, by the order in a
         // little-endian word: BGR888 is R, G, B in memory.
@@ -527,7 +580,8 @@ fn encode(
             if p[0].len() < stride * (h - 1) + w * 3 {
                 return Err(short(fmt));
             }
-            enc.encode_rgb(p[0], stride, fmt == "RGB888", w, h, &mut work.out)
+            enc.encode_rgb(p[0], stride, fmt == "RGB888", w, h, &mut work.out)?;
+            Ok(None)
         }
         other => bail!("cannot encode {other}"),
     }

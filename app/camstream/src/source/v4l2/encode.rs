@@ -6,17 +6,19 @@ use anyhow::{Result, bail};
 use super::device::PixFormat;
 use super::select::{BGR24, NV12, RGB24, UYVY, YUV420, YUYV, fourcc_name};
 use crate::convert::{Packed422, i420_plane_sizes, packed422_to_i420, split_uv};
+use crate::source::Raw;
 use crate::source::jpeg::JpegEncoder;
 
-/// Encodes a raw frame as JPEG into `out`.
-pub(super) fn encode(
+/// Encodes a raw frame as JPEG into `out`; the picture as 4:2:0 planes
+/// (None: RGB).
+pub(super) fn encode<'a>(
     enc: &mut JpegEncoder,
-    planes: &mut [Vec<u8>; 3],
+    planes: &'a mut [Vec<u8>; 3],
     f: &PixFormat,
     (w, h): (usize, usize),
-    data: &[u8],
+    data: &'a [u8],
     out: &mut Vec<u8>,
-) -> Result<()> {
+) -> Result<Option<Raw<'a>>> {
     let stride = f.bytesperline as usize;
     let rows = f.height as usize;
     let sizes = i420_plane_sizes(w, h);
@@ -33,7 +35,12 @@ pub(super) fn encode(
             need(y_len + 2 * cs * ch_full)?;
             let (y, rest) = data.split_at(y_len);
             let (u, v) = rest.split_at(cs * ch_full);
-            enc.encode_planes([y, u, v], [stride, cs, cs], w, h, out)
+            enc.encode_planes([y, u, v], [stride, cs, cs], w, h, out)?;
+            Ok(Some(Raw {
+                planes: [y, u, v],
+                strides: [stride, cs, cs],
+                size: (w, h),
+            }))
         }
         NV12 => {
             let y_len = stride * rows;
@@ -42,9 +49,16 @@ pub(super) fn encode(
             for p in &mut planes[1..] {
                 p.resize(cw * ch, 0);
             }
-            let [_, u, v] = planes;
+            let [_, u, v] = &mut *planes;
             split_uv(&data[y_len..], stride, cw, ch, u, v);
-            enc.encode_planes([&data[..y_len], u, v], [stride, cw, cw], w, h, out)
+            let [_, u, v] = &*planes;
+            enc.encode_planes([&data[..y_len], u, v], [stride, cw, cw], w, h, out)?;
+            let planes: &'a [Vec<u8>; 3] = planes;
+            Ok(Some(Raw {
+                planes: [&data[..y_len], &planes[1], &planes[2]],
+                strides: [stride, cw, cw],
+                size: (w, h),
+            }))
         }
         YUYV | UYVY => {
             need(stride * rows)?;
@@ -56,13 +70,21 @@ pub(super) fn encode(
             } else {
                 Packed422::Uyvy
             };
-            let [y, u, v] = planes;
+            let [y, u, v] = &mut *planes;
             packed422_to_i420(data, stride, w, h, layout, [y, u, v]);
-            enc.encode_i420([y, u, v], w, h, out)
+            let planes: &'a [Vec<u8>; 3] = planes;
+            let [y, u, v] = planes;
+            enc.encode_i420([y, u, v], w, h, out)?;
+            Ok(Some(Raw {
+                planes: [y, u, v],
+                strides: sizes.map(|p| p.0),
+                size: (w, h),
+            }))
         }
         RGB24 | BGR24 => {
             need(stride * rows)?;
-            enc.encode_rgb(data, stride, f.fourcc == BGR24, w, h, out)
+            enc.encode_rgb(data, stride, f.fourcc == BGR24, w, h, out)?;
+            Ok(None)
         }
         other => bail!("cannot encode {}", fourcc_name(other)),
     }

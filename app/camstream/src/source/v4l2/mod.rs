@@ -357,6 +357,7 @@ impl FrameSource for V4l2Source {
                     sink(CapturedFrame {
                         jpeg: data,
                         captured,
+                        raw: None,
                     });
                     continue;
                 }
@@ -368,9 +369,10 @@ impl FrameSource for V4l2Source {
                     data,
                     &mut self.out,
                 ) {
-                    Ok(()) => sink(CapturedFrame {
+                    Ok(raw) => sink(CapturedFrame {
                         jpeg: &self.out,
                         captured,
+                        raw,
                     }),
                     Err(e) => {
                         self.counts.corrupt += 1;

@@ -248,9 +248,8 @@ class Media:
 
     @staticmethod
     def frame_size(w: int, h: int, pix_fmt: str) -> int:
-        return {"yuvj420p": w * h * 3 // 2, "yuvj422p": w * h * 2, "I420": w * h * 3 // 2, "rgb24": w * h * 3,
-                "gray": w * h,
-                "Y42B": w * h * 2}[pix_fmt]
+        return {"yuvj420p": w * h * 3 // 2, "yuv420p": w * h * 3 // 2, "yuvj422p": w * h * 2,
+                "I420": w * h * 3 // 2, "rgb24": w * h * 3, "gray": w * h, "Y42B": w * h * 2}[pix_fmt]
 
     def ffmpeg_reference(self, path: Path, w: int, h: int, pix_fmt: str) -> list[bytes]:
         """Frames as FFmpeg's decoder outputs them."""

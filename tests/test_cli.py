@@ -72,7 +72,8 @@ def test_config_mistakes(tmp_path):
         ("fps = 10\n\n[streams.sub]\nwidth = 70000\n",
          "4:9: streams.sub.width: invalid value: integer `70000`, expected u16"),
         ("[streams.sub]\nsize = 1\n",
-         "2:1: streams.sub.size: unknown field `size`, expected one of `enabled`, `width`, `height`, `fps`, `codec`, `quality`, `bitrate`, `gop`, `encoder`"),
+         "2:1: streams.sub.size: unknown field `size`, expected one of `enabled`, `width`, `height`, `fps`, "
+         "`codec`, `quality`, `bitrate`, `gop`, `encoder`"),
         ('[users.viewer]\nmd5 = "00"\n', "1:1: users.viewer: missing field `sha256`"),
         ("fps = 10\nfps = 12\n", "2:1: fps: duplicate key"),
         ("[controls]\nbrightness = 1\n  brightness = 2\n", "3:3: controls.brightness: duplicate key"),

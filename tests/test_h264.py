@@ -197,7 +197,7 @@ def test_the_sub_stream_in_h264_at_its_size_and_rate(camstream, config, media, t
                                     "-select_streams", "v", "-show_entries", "frame=pts_time",
                                     "-of", "csv=p=0", "-read_intervals", "%+#11"], timeout=60).stdout.split()
              if t != b"N/A"]
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     print(f"H.264 sub-stream over {transport}: PSNR against the nearest source frame "
           f"{min(best):.1f} to {max(best):.1f} dB; {len(gaps)} frame intervals {min(gaps):.3f} to {max(gaps):.3f} s")
     assert min(best) > 25, best

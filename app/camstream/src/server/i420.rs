@@ -105,6 +105,11 @@ impl ToI420 {
                 bail!("a raw picture is encoded at its own size only")
             }
             Picture::I420 { data, size: (w, h) } => {
+                // A JPEG's buffers (the first frame after a client joined
+                // comes without a raw picture) are not needed with these.
+                if !self.planes[0].is_empty() {
+                    self.release();
+                }
                 let [(yw, yh), (cw, ch), _] = i420_plane_sizes(w, h);
                 let (y_len, c_len) = (yw * yh, cw * ch);
                 if data.len() < y_len + 2 * c_len {

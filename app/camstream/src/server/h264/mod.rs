@@ -67,7 +67,8 @@ pub fn start(
         path: PATH,
         name: "H.264 stream",
         size: None,
-        fps: cfg.source.fps,
+        // The camera's rate, as the main stream has it.
+        fps: fanout.stream(StreamId::MAIN).info.fps,
     };
     match H264Stream::start(settings, shape, cfg.mtu, fanout, registry, done, wake) {
         Ok(s) => Some(s),

@@ -134,7 +134,21 @@ pub struct Raw<'a> {
     pub size: (usize, usize),
 }
 
-impl Raw<'_> {
+impl<'a> Raw<'a> {
+    /// A picture packed as [`Raw::pack`] makes it (`size` even), or None if
+    /// `data` is short.
+    pub fn packed(data: &'a [u8], (w, h): (usize, usize)) -> Option<Raw<'a>> {
+        let (y, c) = (w * h, (w / 2) * (h / 2));
+        let data = data.get(..y + 2 * c)?;
+        let (y_plane, rest) = data.split_at(y);
+        let (u, v) = rest.split_at(c);
+        Some(Raw {
+            planes: [y_plane, u, v],
+            strides: [w, w / 2, w / 2],
+            size: (w, h),
+        })
+    }
+
     /// Copies the picture into `out`, planes packed tight, cut to an even
     /// size (4:2:0 wants one); that size, or None if a plane is short.
     pub fn pack(&self, out: &mut Vec<u8>) -> Option<(usize, usize)> {
@@ -301,6 +315,9 @@ mod tests {
         let mut out = vec![9; 3];
         assert_eq!(raw.pack(&mut out), Some((4, 2)));
         assert_eq!(out, [0, 1, 2, 3, 8, 9, 10, 11, 100, 101, 200, 201]);
+        let back = Raw::packed(&out, (4, 2)).unwrap();
+        assert_eq!(back.planes, [&out[..8], &out[8..10], &out[10..12]]);
+        assert!(Raw::packed(&out[..11], (4, 2)).is_none());
         // A plane shorter than its rows: none, rather than a wrong picture.
         let short = Raw {
             planes: [&y[..10], &u, &v],

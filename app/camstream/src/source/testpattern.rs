@@ -99,16 +99,7 @@ impl FrameSource for TestPattern {
         for _ in 0..BUFFERS {
             match frames.try_recv() {
                 Ok((buf, captured)) => {
-                    let raw = buf.raw_size.map(|(w, h)| {
-                        let (y, c) = (w * h, (w / 2) * (h / 2));
-                        let (y_plane, rest) = buf.raw.split_at(y);
-                        let (u, v) = rest.split_at(c);
-                        Raw {
-                            planes: [y_plane, u, v],
-                            strides: [w, w / 2, w / 2],
-                            size: (w, h),
-                        }
-                    });
+                    let raw = buf.raw_size.and_then(|size| Raw::packed(&buf.raw, size));
                     sink(CapturedFrame {
                         jpeg: &buf.jpeg,
                         captured,

@@ -200,17 +200,7 @@ impl FrameSource for LibcameraSource {
             (slot.captured, slot.raw_size.take())
         };
         let (captured, raw_size) = captured;
-        let raw = raw_size.and_then(|(w, h)| {
-            let (y, c) = (w * h, (w / 2) * (h / 2));
-            let data = self.held_raw.get(..y + 2 * c)?;
-            let (y_plane, rest) = data.split_at(y);
-            let (u, v) = rest.split_at(c);
-            Some(Raw {
-                planes: [y_plane, u, v],
-                strides: [w, w / 2, w / 2],
-                size: (w, h),
-            })
-        });
+        let raw = raw_size.and_then(|size| Raw::packed(&self.held_raw, size));
         sink(CapturedFrame {
             jpeg: &self.held,
             captured,

@@ -142,8 +142,8 @@ fn sub_settings(o: SubOptions, main_fps: u32) -> Result<Option<SubSettings>> {
                     "streams.sub.quality is for codec = \"jpeg\" (an H.264 sub-stream has a bitrate)"
                 );
             }
-            // 500 kbit/s: 640x360 at a few frames a second, for an NVR's
-            // detection, needs less.
+            // 500 kbit/s by default: ample for 640x360 at a few frames a
+            // second, what an NVR's detection takes.
             let keys = H264Keys {
                 bitrate: o.bitrate,
                 gop: o.gop,

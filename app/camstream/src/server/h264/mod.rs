@@ -110,6 +110,16 @@ impl Shape {
         (self.fps < main.fps).then(|| Duration::from_secs(1) / self.fps.max(1))
     }
 
+    /// Its stream's size and rate, for the fan-out.
+    fn info(&self, main: StreamInfo) -> StreamInfo {
+        let (w, h) = self.picture(main);
+        StreamInfo {
+            width: w as u16,
+            height: h as u16,
+            fps: self.fps,
+        }
+    }
+
     fn size_arg(&self) -> Option<(usize, usize)> {
         self.size.map(|(w, h)| (w.into(), h.into()))
     }
@@ -274,11 +284,7 @@ impl H264Stream {
         let (enc, by) = choose(&cfg, shape, size)?;
         let waker = Arc::new(Waker::new(registry, done)?);
         let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
-        let info = StreamInfo {
-            width: size.0 as u16,
-            height: size.1 as u16,
-            fps: shape.fps,
-        };
+        let info = shape.info(main);
         let id = fanout.add_stream(Stream::h264(shape.path, info, mtu, 4, ids)?);
         let label = fanout.label(shape.name);
         let subscription = fanout.subscribe(Subscription {
@@ -373,11 +379,7 @@ impl H264Stream {
         self.worker = Worker::start(enc, shape.path, self.waker.clone())?;
         self.resting = true;
         self.forced = Some(now);
-        fanout.stream_mut(self.id).info = StreamInfo {
-            width: size.0 as u16,
-            height: size.1 as u16,
-            fps: shape.fps,
-        };
+        fanout.stream_mut(self.id).info = shape.info(main);
         fanout.set_every(self.subscription, shape.every(main));
         log::info!(
             "{} now {}x{} at {} fps, {} kbit/s, a key frame every {gop} frames, encoded by {by}",

@@ -91,69 +91,48 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
     let fps = num(&["Configuration", "RateControl", "FrameRateLimit"])?;
     let main = ctx.fanout.stream(StreamId::MAIN).info;
     match (token, ctx.sub.as_deref()) {
-        ("sub", Some(Sub::H264(sub))) => {
-            let info = ctx.fanout.stream(sub.id).info;
-            let size = (
-                w.unwrap_or(u32::from(info.width)),
-                h.unwrap_or(u32::from(info.height)),
-            );
-            let opts = encoder_options(ctx, &h264_profile(sub, ctx.fanout, substream::PATH));
-            if !opts.sizes.contains(&size) {
-                return Err(bad(
-                    "not one of the sizes GetVideoEncoderConfigurationOptions lists",
-                ));
-            }
-            let mut shape = sub.shape();
-            let fps = fps.unwrap_or(shape.fps);
-            if fps < opts.fps.0 || fps > opts.fps.1 {
-                return Err(bad("a frame rate outside FrameRateRange"));
-            }
-            let (kbit, gov) = h264_change(soap, sub.settings(), num)?;
-            let unchanged = size == (u32::from(info.width), u32::from(info.height))
-                && fps == shape.fps
-                && (kbit * 1000, gov) == (sub.settings().bitrate, sub.settings().gop);
-            shape.size = Some((size.0 as u16, size.1 as u16));
-            shape.fps = fps;
-            let Some(Sub::H264(sub)) = ctx.sub.as_deref_mut() else {
-                unreachable!("matched above");
-            };
-            if !unchanged {
-                sub.reconfigure(kbit * 1000, gov, shape, ctx.fanout)
-                    .map_err(|e| Fault::receiver(&["ter:Action"], &format!("{e:#}")))?;
-            }
-            Ok(resp::empty("trt", "SetVideoEncoderConfiguration"))
-        }
-        ("sub", Some(Sub::Jpeg(sub))) => {
-            let mut cfg = sub.cfg.clone();
-            let info = ctx.fanout.stream(sub.id).info;
-            let size = (
-                w.unwrap_or(u32::from(info.width)),
-                h.unwrap_or(u32::from(info.height)),
-            );
-            let cur = jpeg_sub_profile(sub, ctx.fanout);
+        ("sub", Some(sub)) => {
+            // Size and rate, whatever the codec: among the options.
+            let cur = sub_profile(sub, ctx.fanout);
             let opts = encoder_options(ctx, &cur);
+            let size = (w.unwrap_or(cur.width), h.unwrap_or(cur.height));
             if !opts.sizes.contains(&size) {
                 return Err(bad(
                     "not one of the sizes GetVideoEncoderConfigurationOptions lists",
                 ));
             }
-            let fps = fps.unwrap_or(cfg.fps);
+            let fps = fps.unwrap_or(cur.fps);
             if fps < opts.fps.0 || fps > opts.fps.1 {
                 return Err(bad("a frame rate outside FrameRateRange"));
             }
-            let q = q.unwrap_or(u32::from(cfg.quality));
-            if !(1..=100).contains(&q) {
-                return Err(bad("a quality outside QualityRange"));
+            let changed = |e: anyhow::Error| Fault::receiver(&["ter:Action"], &format!("{e:#}"));
+            match ctx.sub.as_deref_mut() {
+                Some(Sub::H264(sub)) => {
+                    let (kbit, gov) = h264_change(soap, sub.settings(), num)?;
+                    let mut shape = sub.shape();
+                    let unchanged = (size, fps) == ((cur.width, cur.height), cur.fps)
+                        && (kbit * 1000, gov) == (sub.settings().bitrate, sub.settings().gop);
+                    shape.size = Some((size.0 as u16, size.1 as u16));
+                    shape.fps = fps;
+                    if !unchanged {
+                        sub.reconfigure(kbit * 1000, gov, shape, ctx.fanout)
+                            .map_err(changed)?;
+                    }
+                }
+                Some(Sub::Jpeg(sub)) => {
+                    let q = q.unwrap_or(cur.quality);
+                    if !(1..=100).contains(&q) {
+                        return Err(bad("a quality outside QualityRange"));
+                    }
+                    let mut cfg = sub.cfg.clone();
+                    cfg.width = size.0 as u16;
+                    cfg.height = size.1 as u16;
+                    cfg.fps = fps;
+                    cfg.quality = q as u8;
+                    sub.reconfigure(cfg, ctx.fanout).map_err(changed)?;
+                }
+                None => unreachable!("matched above"),
             }
-            cfg.width = size.0 as u16;
-            cfg.height = size.1 as u16;
-            cfg.fps = fps;
-            cfg.quality = q as u8;
-            let Some(Sub::Jpeg(sub)) = ctx.sub.as_deref_mut() else {
-                unreachable!("matched above");
-            };
-            sub.reconfigure(cfg, ctx.fanout)
-                .map_err(|e| Fault::receiver(&["ter:Action"], &format!("{e:#}")))?;
             Ok(resp::empty("trt", "SetVideoEncoderConfiguration"))
         }
         ("main", _) => {

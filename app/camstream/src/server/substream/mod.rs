@@ -59,7 +59,7 @@ pub fn start(
 }
 
 /// An H.264 sub-stream's shape: its path, size and rate.
-pub fn h264_shape(cfg: &SubSettings) -> Shape {
+fn h264_shape(cfg: &SubSettings) -> Shape {
     Shape {
         path: PATH,
         name: "sub-stream (H.264)",

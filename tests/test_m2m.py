@@ -8,9 +8,12 @@ module). camstream's encoder path (source/v4l2/m2m) sends a moving test
 picture through vicodec's encoder with `camstream encoders --try`, once
 with the module single-planar and once multi-planar (the VideoCore's
 API); vicodec's decoder, driven by v4l2-ctl, decodes what came back, and
-the picture is compared with the one sent. And the daemon must see that
-vicodec codes neither H.264 nor JPEG: by itself it encodes in software,
-told to use vicodec it says why it cannot.
+the picture is compared with the one sent. With `--from`, vivid's YU12
+frames go in as the daemon hands a camera's frames over: vicodec reads
+vivid's own buffers (DMABUF) where their layout is the one it reads, and
+they are copied where it is not. And the daemon must see that vicodec
+codes neither H.264 nor JPEG: by itself it encodes in software, told to
+use vicodec it says why it cannot.
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ import pytest
 
 import guest
 from helpers import figure
-from test_v4l2 import start, stop
+from test_v4l2 import VIVID, start, stop
 
 # vicodec's least frame, whose rows it rounds up to 368: camstream's frame
 # goes in padded, the encoder told the picture's size by a crop.
 W, H, FRAMES = 640, 360, 8
 V4L2_CTL = "LD_LIBRARY_PATH=/tmp/t/v4l2/lib /tmp/t/v4l2/v4l2-ctl"
+# Camera frames sent and decoded at 720p: more than the guest's /tmp holds.
+SHM = "/dev/shm/m2m"
 
 
 @pytest.fixture(scope="module")
@@ -55,14 +60,14 @@ def load(g: guest.Guest, multiplanar: bool) -> tuple[str, str]:
     return node("stateful-encoder"), node("stateful-decoder")
 
 
-def rows(g: guest.Guest, path: str, frame: int, every: int = 7) -> bytes:
+def rows(g: guest.Guest, path: str, frame: int, every: int = 7, size: tuple[int, int] = (W, H)) -> bytes:
     """Every `every`th luma row of 4:2:0 frame `frame` in `path` (the
     serial console carries them): 7 is prime to the test picture's stripes
     of 4 rows, so a row out of place shows."""
-    size = W * H * 3 // 2
-    skips = " ".join(str((frame * size + r * W) // W) for r in range(0, H, every))
+    w, h = size
+    skips = " ".join(str((frame * w * h * 3 // 2 + r * w) // w) for r in range(0, h, every))
     return base64.b64decode(g.sh(
-        f"for s in {skips}; do dd if={path} bs={W} skip=$s count=1 2>/dev/null; done | base64"))
+        f"for s in {skips}; do dd if={path} bs={w} skip=$s count=1 2>/dev/null; done | base64"))
 
 
 def psnr(a: bytes, b: bytes) -> float:
@@ -110,6 +115,49 @@ def test_frames_through_vicodec_and_back(firmware, multiplanar):
     # Frames differ (the square moves), and each came back as itself.
     last = rows(firmware, "/tmp/m2m/decoded.yuv", FRAMES - 1)
     assert psnr(rows(firmware, "/tmp/m2m/input.yu12", 0), last) < 30
+
+
+@pytest.mark.parametrize(("size", "in_place"), [((1280, 720), True), ((640, 360), False)],
+                         ids=["in-place", "copied"])
+def test_a_cameras_frames_through_vicodec(firmware, size, in_place):
+    enc, dec = load(firmware, True)
+    w, h = size
+    frames = 6
+    firmware.sh(f"rm -rf {SHM}; [ ! -e {VIVID}/vivid.0 ] || echo vivid.0 >{VIVID}/unbind; "
+                f"echo vivid.0 >{VIVID}/bind; until [ -e /dev/video0 ] && [ -e {VIVID}/vivid.0 ]; do sleep 0.1; done")
+    # vivid's bars sliding fast: each frame differs from the one before,
+    # so a frame read from another of the camera's buffers shows.
+    firmware.sh(f"{V4L2_CTL} -d /dev/video0 -c horizontal_movement=0")
+    out = firmware.sh(f"camstream encoders --try --from /dev/video0 --size {w}x{h} --frames {frames} "
+                      f"--save {SHM}; echo status=$?", timeout=120)
+    assert "status=0" in out, out
+    line = re.search(rf"^{enc} FWHT {w}x{h}: {frames} frames, ([\d.]+) ms a frame, .*$", out, re.M)
+    assert line, out
+    if in_place:
+        # vicodec reads 720 rows of 1280 bytes, as vivid lays them out.
+        assert line[0].endswith("reading the camera's buffers in place (DMABUF)"), line[0]
+    else:
+        # It reads 368 rows at 640x360: vivid's 360 are copied in, padded.
+        assert line[0].endswith("copying each frame in (not the camera's buffers: the encoder reads "
+                                "368 rows of 640 bytes, the camera's buffers hold 360 of 640)"), line[0]
+    figure(f"vivid's {w}x{h} YU12 through vicodec (under QEMU), {'in place' if in_place else 'copied'}: "
+           f"{line[1]} ms a frame")
+
+    name = enc.split("/")[-1]
+    firmware.sh(f"{V4L2_CTL} -d {dec} --set-fmt-video-out=pixelformat=FWHT,width={w},height={h} "
+                f"--stream-mmap --stream-out-mmap --stream-from {SHM}/{name}.FWHT "
+                f"--stream-to {SHM}/decoded.yuv --stream-count {frames} 2>&1")
+    sent = f"{SHM}/{name}.FWHT.yu12"
+    assert int(firmware.sh(f"wc -c < {sent}")) == frames * w * h * 3 // 2
+    assert int(firmware.sh(f"wc -c < {SHM}/decoded.yuv")) == frames * w * h * 3 // 2
+    for frame in (0, frames - 1):
+        p = psnr(rows(firmware, sent, frame, size=size), rows(firmware, f"{SHM}/decoded.yuv", frame, size=size))
+        figure(f"vivid {w}x{h} through vicodec: frame {frame} decoded {p:.1f} dB from the frame sent (luma)")
+        assert p > 30, p
+    # The frames sent differ: the comparison above tells them apart.
+    apart = psnr(rows(firmware, sent, 0, size=size), rows(firmware, f"{SHM}/decoded.yuv", frames - 1, size=size))
+    assert apart < 25, apart
+    firmware.sh(f"rm -r {SHM}")
 
 
 def test_a_size_the_encoder_cannot_code_is_an_error(firmware):

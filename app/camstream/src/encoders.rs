@@ -2,8 +2,11 @@
 //! `--try` each of them run on a moving test picture: how fast, how large,
 //! whether what comes back is what was asked for (an H.264 access unit
 //! with an IDR picture first; a JPEG that decodes to the picture sent).
-//! On a board it answers "will camstream use the hardware, and how well
-//! does it do"; the tests run it against the kernel's virtual vicodec.
+//! With `--from`, a YU12 camera's frames instead, each encoder handed the
+//! camera's own buffers where it can read them (DMABUF), as the daemon
+//! does. On a board it answers "will camstream use the hardware, and how
+//! well does it do"; the tests run it against the kernel's virtual
+//! vicodec and vivid.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -12,6 +15,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use camstream_h264::AccessUnit;
 
+use crate::source::v4l2::Camera;
 use crate::source::v4l2::m2m::{self, H264, JPEG, M2mEncoder, Params};
 use crate::turbo::{Decoder, OnWarning};
 
@@ -19,9 +23,19 @@ pub struct Trial {
     pub width: u32,
     pub height: u32,
     pub frames: u32,
-    /// Writes the frames sent (input.yu12) and each encoder's output
-    /// (videoN.FOURCC) here.
+    /// Writes the frames sent (input.yu12; from a camera, each encoder's
+    /// as videoN.FOURCC.yu12) and each encoder's output (videoN.FOURCC)
+    /// here.
     pub save: Option<PathBuf>,
+    /// A YU12 camera whose frames are sent instead of the test picture.
+    pub from: Option<PathBuf>,
+}
+
+/// Where a trial's frames come from.
+enum Frames<'a> {
+    Picture(&'a [[Vec<u8>; 3]]),
+    /// The camera, and each frame sent, packed 4:2:0.
+    Camera(Box<Camera>, Vec<u8>),
 }
 
 /// The report, or an error naming each encoder that failed.
@@ -31,13 +45,23 @@ pub fn run(trial: Option<Trial>) -> Result<String> {
     let Some(t) = trial else {
         return Ok(report);
     };
-    if t.width < 16 || t.height < 16 || t.width % 2 + t.height % 2 != 0 || t.frames == 0 {
-        bail!("--size takes an even WIDTHxHEIGHT of at least 16x16, --frames at least 1");
+    let sizes = 16..=8192;
+    if !sizes.contains(&t.width)
+        || !sizes.contains(&t.height)
+        || t.width % 2 + t.height % 2 != 0
+        || t.frames == 0
+    {
+        bail!("--size takes an even WIDTHxHEIGHT from 16x16 to 8192x8192, --frames at least 1");
     }
     let (w, h) = (t.width as usize, t.height as usize);
-    let frames: Vec<[Vec<u8>; 3]> = (0..t.frames as usize).map(|i| picture(w, h, i)).collect();
+    let frames: Vec<[Vec<u8>; 3]> = match t.from {
+        Some(_) => Vec::new(),
+        None => (0..t.frames as usize).map(|i| picture(w, h, i)).collect(),
+    };
     if let Some(dir) = &t.save {
         std::fs::create_dir_all(dir)?;
+    }
+    if let (Some(dir), None) = (&t.save, &t.from) {
         let raw: Vec<u8> = frames
             .iter()
             .flat_map(|f| f.iter().flatten().copied())
@@ -49,8 +73,13 @@ pub fn run(trial: Option<Trial>) -> Result<String> {
         for &coded in &f.coded {
             let name = crate::source::v4l2::fourcc_name(coded);
             let label = format!("{} {name} {w}x{h}", f.path.display());
-            match try_one(f, coded, &t, &frames) {
-                Ok((line, bytes)) => {
+            let source = match &t.from {
+                Some(cam) => Camera::open(cam, (t.width as u16, t.height as u16))
+                    .map(|c| Frames::Camera(Box::new(c), Vec::new())),
+                None => Ok(Frames::Picture(&frames)),
+            };
+            match source.and_then(|s| try_one(f, coded, &t, s)) {
+                Ok((line, bytes, sent)) => {
                     let _ = writeln!(report, "{label}: {line}");
                     if let Some(dir) = &t.save {
                         let file = f
@@ -58,6 +87,9 @@ pub fn run(trial: Option<Trial>) -> Result<String> {
                             .file_name()
                             .map_or("encoder".into(), |n| n.to_string_lossy());
                         std::fs::write(dir.join(format!("{file}.{name}")), bytes)?;
+                        if let Some(sent) = sent {
+                            std::fs::write(dir.join(format!("{file}.{name}.yu12")), sent)?;
+                        }
                     }
                 }
                 Err(e) => {
@@ -75,14 +107,14 @@ pub fn run(trial: Option<Trial>) -> Result<String> {
     }
 }
 
-/// Encodes every frame on one encoder: its summary line and the coded
-/// stream.
+/// Encodes every frame on one encoder: its summary line, the coded
+/// stream and, from a camera, the frames sent.
 fn try_one(
     f: &m2m::Found,
     coded: u32,
     t: &Trial,
-    frames: &[[Vec<u8>; 3]],
-) -> Result<(String, Vec<u8>)> {
+    mut frames: Frames<'_>,
+) -> Result<(String, Vec<u8>, Option<Vec<u8>>)> {
     let (w, h) = (t.width as usize, t.height as usize);
     let params = Params {
         coded,
@@ -93,15 +125,33 @@ fn try_one(
         gop: Some(30),
         quality: (coded == JPEG).then_some(85),
     };
-    let mut enc = M2mEncoder::open(&f.path, params)?;
-    let strides = [w, w / 2, w / 2];
+    let camera = match &frames {
+        Frames::Camera(c, _) => Some(c.buffers()),
+        Frames::Picture(_) => None,
+    };
+    let mut enc = M2mEncoder::open_for(&f.path, params, camera)?;
     let (mut all, mut out, mut keys) = (Vec::new(), Vec::new(), 0);
     let mut extra = String::new();
+    let n = t.frames as usize;
     let start = Instant::now();
-    for (i, p) in frames.iter().enumerate() {
-        let made = enc
-            .encode([&p[0], &p[1], &p[2]], strides, i == 0, &mut out)
-            .with_context(|| format!("frame {i}"))?;
+    for i in 0..n {
+        let made = match &mut frames {
+            Frames::Picture(p) => {
+                let p = &p[i];
+                enc.encode(
+                    [&p[0], &p[1], &p[2]],
+                    [w, w / 2, w / 2],
+                    None,
+                    i == 0,
+                    &mut out,
+                )
+            }
+            Frames::Camera(cam, sent) => cam.frame(|planes, strides, buf| {
+                pack(planes, strides, (w, h), sent);
+                enc.encode(planes, strides, buf, i == 0, &mut out)
+            })?,
+        }
+        .with_context(|| format!("frame {i}"))?;
         if out.is_empty() {
             bail!("frame {i}: nothing came back");
         }
@@ -113,13 +163,23 @@ fn try_one(
             }
         }
         if coded == JPEG && i == 0 {
-            let db = jpeg_psnr(&out, &p[0], (w, h))?;
+            let luma = match &frames {
+                Frames::Picture(p) => &p[0][0][..],
+                Frames::Camera(_, sent) => &sent[..w * h],
+            };
+            let db = jpeg_psnr(&out, luma, (w, h))?;
             let _ = write!(extra, ", luma {db:.1} dB from the picture sent");
         }
         all.extend_from_slice(&out);
     }
     let took = start.elapsed().as_secs_f64();
-    let n = frames.len();
+    if camera.is_some() {
+        let _ = write!(extra, ", {}", enc.input());
+    }
+    let sent = match frames {
+        Frames::Camera(_, sent) => Some(sent),
+        Frames::Picture(_) => None,
+    };
     Ok((
         format!(
             "{n} frames, {:.1} ms a frame, {} bytes a frame, {keys} marked key frame(s){extra}",
@@ -127,7 +187,18 @@ fn try_one(
             all.len() / n
         ),
         all,
+        sent,
     ))
+}
+
+/// Appends a `w`x`h` 4:2:0 picture's planes to `to`, packed.
+fn pack(planes: [&[u8]; 3], strides: [usize; 3], (w, h): (usize, usize), to: &mut Vec<u8>) {
+    for (i, (p, s)) in planes.iter().zip(strides).enumerate() {
+        let (pw, ph) = if i == 0 { (w, h) } else { (w / 2, h / 2) };
+        for r in 0..ph {
+            to.extend_from_slice(&p[r * s..r * s + pw]);
+        }
+    }
 }
 
 /// Frame `i` of a test picture: a gradient across, stripes down, and a

@@ -25,6 +25,7 @@ fn run() -> anyhow::Result<()> {
         size,
         frames,
         save,
+        from,
     }) = &opts.command
     {
         let trial = match trial {
@@ -41,6 +42,7 @@ fn run() -> anyhow::Result<()> {
                     height: h,
                     frames: *frames,
                     save: save.clone(),
+                    from: from.clone(),
                 })
             }
         };

@@ -221,6 +221,12 @@ pub enum Command {
         /// and each encoder's output (videoN.FOURCC) into DIR
         #[arg(long, value_name = "DIR")]
         save: Option<PathBuf>,
+        /// With --try: encode this YU12 camera's frames (e.g. /dev/video0)
+        /// instead, handing each encoder the camera's own buffers where it
+        /// can read them, as the daemon does; --save writes the frames
+        /// sent to each as videoN.FOURCC.yu12
+        #[arg(long, value_name = "CAMERA")]
+        from: Option<PathBuf>,
     },
     /// Read a password from standard input and print the config lines that
     /// let user NAME stream with it (its digests; the password is not kept);

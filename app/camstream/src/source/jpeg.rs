@@ -7,7 +7,7 @@
 
 use anyhow::Result;
 
-use super::v4l2::m2m::{Choice, Found, JPEG, M2mEncoder, Params};
+use super::v4l2::m2m::{CameraBuffers, Choice, Dmabuf, Found, JPEG, M2mEncoder, Params};
 use crate::convert::i420_plane_sizes;
 use crate::turbo::Encoder;
 
@@ -24,9 +24,17 @@ struct Kernel {
     found: Found,
     quality: u8,
     fps: u32,
-    /// Open for frames of this size.
-    session: Option<((usize, usize), M2mEncoder)>,
+    session: Option<Session>,
     failures: u32,
+}
+
+struct Session {
+    /// Open for frames of this size, from these buffers.
+    size: (usize, usize),
+    camera: Option<CameraBuffers>,
+    enc: M2mEncoder,
+    /// Its first frame logged.
+    told: bool,
 }
 
 impl JpegEncoder {
@@ -52,6 +60,12 @@ impl JpegEncoder {
         }
     }
 
+    /// Whether a frame's camera buffer could be read in place (a kernel
+    /// encoder does the work): worth exporting it for.
+    pub fn takes_dmabuf(&self) -> bool {
+        self.kernel.is_some()
+    }
+
     /// As [`Encoder::encode_planes`].
     pub fn encode_planes(
         &mut self,
@@ -61,8 +75,22 @@ impl JpegEncoder {
         height: usize,
         out: &mut Vec<u8>,
     ) -> Result<()> {
+        self.encode_from(planes, strides, width, height, None, out)
+    }
+
+    /// As [`JpegEncoder::encode_planes`], the planes lying in one of the
+    /// camera's buffers, which a kernel encoder may read in place.
+    pub fn encode_from(
+        &mut self,
+        planes: [&[u8]; 3],
+        strides: [usize; 3],
+        width: usize,
+        height: usize,
+        camera: Option<(CameraBuffers, Dmabuf<'_>)>,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
         if let Some(k) = &mut self.kernel {
-            match k.encode(planes, strides, (width, height), out) {
+            match k.encode(planes, strides, (width, height), camera, out) {
                 Ok(()) => {
                     k.failures = 0;
                     return Ok(());
@@ -120,13 +148,19 @@ impl Kernel {
         planes: [&[u8]; 3],
         strides: [usize; 3],
         size: (usize, usize),
+        camera: Option<(CameraBuffers, Dmabuf<'_>)>,
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        if self.session.as_ref().is_some_and(|s| s.0 != size) {
+        let buffers = camera.map(|c| c.0);
+        if self
+            .session
+            .as_ref()
+            .is_some_and(|s| (s.size, s.camera) != (size, buffers))
+        {
             self.session = None;
         }
         let session = match &mut self.session {
-            Some(s) => &mut s.1,
+            Some(s) => s,
             None => {
                 let params = Params {
                     coded: JPEG,
@@ -137,18 +171,31 @@ impl Kernel {
                     gop: None,
                     quality: Some(self.quality),
                 };
-                let session = M2mEncoder::open(&self.found.path, params)?;
-                log::info!(
-                    "JPEG of the camera's {}x{} frames encoded by {} ({})",
-                    size.0,
-                    size.1,
-                    self.found.card,
-                    self.found.path.display()
-                );
-                &mut self.session.insert((size, session)).1
+                let enc = M2mEncoder::open_for(&self.found.path, params, buffers)?;
+                self.session.insert(Session {
+                    size,
+                    camera: buffers,
+                    enc,
+                    told: false,
+                })
             }
         };
-        session.encode(planes, strides, false, out)?;
+        session
+            .enc
+            .encode(planes, strides, camera.map(|c| c.1), false, out)?;
+        if !session.told {
+            // After the first frame: a driver may refuse the camera's
+            // buffers only when one is queued.
+            log::info!(
+                "JPEG of the camera's {}x{} frames encoded by {} ({}), {}",
+                size.0,
+                size.1,
+                self.found.card,
+                self.found.path.display(),
+                session.enc.input()
+            );
+            session.told = true;
+        }
         Ok(())
     }
 }

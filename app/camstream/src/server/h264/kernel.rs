@@ -74,7 +74,7 @@ impl Encode for KernelEncoder {
                     .insert(M2mEncoder::open(&self.path, self.params)?)
             }
         };
-        let made = session.encode([y, u, v], ToI420::strides((w, h)), key, out);
+        let made = session.encode([y, u, v], ToI420::strides((w, h)), None, key, out);
         if made.is_err() {
             // Opened afresh with the next frame.
             self.session = None;

@@ -21,6 +21,7 @@ use super::ffi::{self, Camera, CompletedRequest, Manager, PixFormat, Wait};
 use crate::clock::Mono;
 use crate::convert::{i420_plane_sizes, split_uv};
 use crate::source::jpeg::JpegEncoder;
+use crate::source::v4l2::m2m::{CameraBuffers, Dmabuf};
 use crate::source::{CapturedFrame, FrameSource, Raw, Settings, StreamInfo};
 
 /// How often a missing camera is looked for.
@@ -533,7 +534,29 @@ fn encode<'a>(
             if y.len() < stride * (h - 1) + w || u.len() < c_need || v.len() < c_need {
                 return Err(short("YUV420"));
             }
-            enc.encode_planes([y, u, v], [stride, cs, cs], w, h, &mut work.out)?;
+            // The planes one after another in one buffer, as a kernel
+            // encoder reads them: it may read them there.
+            let planes_at = match frame.plane_count {
+                1 => [0, 0, 0],
+                _ => [0, y_len, y_len + c_len],
+            };
+            let camera = frame
+                .dmabuf
+                .filter(|d| enc.takes_dmabuf() && d.offsets == planes_at)
+                .map(|d| {
+                    let buffers = CameraBuffers {
+                        count: d.buffers,
+                        stride,
+                        rows,
+                    };
+                    let buf = Dmabuf {
+                        fd: d.fd,
+                        index: frame.index,
+                        len: d.len,
+                    };
+                    (buffers, buf)
+                });
+            enc.encode_from([y, u, v], [stride, cs, cs], w, h, camera, &mut work.out)?;
             Ok(Some(Raw {
                 planes: [y, u, v],
                 strides: [stride, cs, cs],
@@ -590,6 +613,7 @@ mod tests {
             failed: 0,
             planes,
             plane_count: n,
+            dmabuf: None,
         }
     }
 

@@ -2,6 +2,7 @@
 //! by pkg-config) and safe owners around it. Nothing here runs per pixel.
 
 use std::ffi::{CStr, CString, c_char, c_int};
+use std::os::fd::BorrowedFd;
 
 use anyhow::{Result, anyhow};
 
@@ -26,6 +27,10 @@ pub struct RawFrame {
     pub planes: u32,
     pub data: [*const u8; 3],
     pub length: [usize; 3],
+    pub fd: i32,
+    pub buffers: u32,
+    pub fd_length: usize,
+    pub offset: [usize; 3],
 }
 
 impl RawFrame {
@@ -39,6 +44,10 @@ impl RawFrame {
             planes: 0,
             data: [std::ptr::null(); 3],
             length: [0; 3],
+            fd: -1,
+            buffers: 0,
+            fd_length: 0,
+            offset: [0; 3],
         }
     }
 }
@@ -221,6 +230,20 @@ pub struct CompletedRequest<'a> {
     pub failed: u32,
     pub planes: [&'a [u8]; 3],
     pub plane_count: usize,
+    /// The buffer all its planes lie in, if they share one.
+    pub dmabuf: Option<Shared<'a>>,
+}
+
+/// A request's buffer as one dmabuf: what a hardware encoder may read in
+/// place.
+#[derive(Debug, Clone, Copy)]
+pub struct Shared<'a> {
+    pub fd: BorrowedFd<'a>,
+    /// Its size, each plane's offset in it, and how many buffers the
+    /// camera has.
+    pub len: usize,
+    pub offsets: [usize; 3],
+    pub buffers: u32,
 }
 
 impl Camera {
@@ -285,6 +308,14 @@ impl Camera {
                     // write into it while the slice lives.
                     *p = unsafe { std::slice::from_raw_parts(f.data[i], f.length[i]) };
                 }
+                let dmabuf = (f.fd >= 0).then(|| Shared {
+                    // SAFETY: the allocator's descriptor, open as long as
+                    // the camera, which this frame borrows.
+                    fd: unsafe { BorrowedFd::borrow_raw(f.fd) },
+                    len: f.fd_length,
+                    offsets: f.offset,
+                    buffers: f.buffers,
+                });
                 Wait::Frame(CompletedRequest {
                     index: f.index,
                     sequence: f.sequence,
@@ -293,6 +324,7 @@ impl Camera {
                     failed: f.failed,
                     planes,
                     plane_count: n,
+                    dmabuf,
                 })
             }
             0 => Wait::Nothing,

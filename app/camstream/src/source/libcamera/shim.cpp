@@ -118,6 +118,14 @@ struct cs_lc_frame {
 	uint32_t planes;
 	const uint8_t *data[3];
 	size_t length[3];
+	/* The frame's buffer as a dmabuf a hardware encoder may read in
+	 * place, when every plane lies in the same one (-1 otherwise): its
+	 * size, each plane's offset in it, and how many buffers the camera
+	 * has. */
+	int32_t fd;
+	uint32_t buffers;
+	size_t fd_length;
+	size_t offset[3];
 };
 
 struct cs_lc_pix_format {
@@ -136,6 +144,14 @@ struct cs_lc_camera {
 	std::vector<std::unique_ptr<Request>> requests;
 	/* Per request: each plane's address in the mappings below. */
 	std::vector<std::vector<std::pair<const uint8_t *, size_t>>> planes;
+	/* Per request: its buffer's dmabuf if all its planes share one
+	 * (-1 otherwise), the dmabuf's size and each plane's offset. */
+	struct shared {
+		int fd;
+		size_t length;
+		std::vector<size_t> offsets;
+	};
+	std::vector<shared> dmabufs;
 	std::vector<std::pair<void *, size_t>> maps;
 	ControlList controls;
 	bool started = false;
@@ -416,8 +432,12 @@ int cs_lc_start(cs_lc_camera *c, char *err, size_t len)
 	std::map<int, std::pair<void *, size_t>> byFd;
 	for (const std::unique_ptr<FrameBuffer> &fb : c->allocator->buffers(c->stream)) {
 		std::vector<std::pair<const uint8_t *, size_t>> planes;
+		cs_lc_camera::shared dmabuf{fb->planes().empty() ? -1 : fb->planes()[0].fd.get(), 0, {}};
 		for (const FrameBuffer::Plane &p : fb->planes()) {
 			int fd = p.fd.get();
+			if (fd != dmabuf.fd)
+				dmabuf.fd = -1;
+			dmabuf.offsets.push_back(p.offset);
 			auto found = byFd.find(fd);
 			if (found == byFd.end()) {
 				off_t size = lseek(fd, 0, SEEK_END);
@@ -439,6 +459,7 @@ int cs_lc_start(cs_lc_camera *c, char *err, size_t len)
 			}
 			planes.emplace_back(static_cast<const uint8_t *>(found->second.first) + p.offset,
 					    p.length);
+			dmabuf.length = found->second.second;
 		}
 		std::unique_ptr<Request> r = c->camera->createRequest(c->requests.size());
 		if (!r || r->addBuffer(c->stream, fb.get()) < 0) {
@@ -447,6 +468,7 @@ int cs_lc_start(cs_lc_camera *c, char *err, size_t len)
 		}
 		c->requests.push_back(std::move(r));
 		c->planes.push_back(std::move(planes));
+		c->dmabufs.push_back(std::move(dmabuf));
 	}
 	c->camera->requestCompleted.connect(c, &cs_lc_camera::onComplete);
 	c->camera->disconnected.connect(c, &cs_lc_camera::onDisconnected);
@@ -522,6 +544,12 @@ int cs_lc_wait(cs_lc_camera *c, int timeout_ms, cs_lc_frame *f)
 		size_t used = i < md.planes().size() ? md.planes()[i].bytesused : 0;
 		f->length[i] = used && used <= planes[i].second ? used : planes[i].second;
 	}
+	const cs_lc_camera::shared &dmabuf = c->dmabufs[index];
+	f->fd = dmabuf.fd;
+	f->buffers = static_cast<uint32_t>(c->requests.size());
+	f->fd_length = dmabuf.length;
+	for (uint32_t i = 0; i < f->planes; i++)
+		f->offset[i] = dmabuf.offsets[i];
 	return 1;
 }
 

@@ -4,13 +4,14 @@
 
 use std::ffi::c_void;
 use std::io;
-use std::os::fd::{BorrowedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 
 use rustix::ioctl::{Ioctl, IoctlOutput, Opcode, ioctl};
 use rustix::mm::{MapFlags, ProtFlags, mmap, munmap};
 
 use super::device::{Device, update};
+use super::m2m::Dmabuf;
 use super::sys::*;
 use crate::clock::Mono;
 
@@ -59,6 +60,10 @@ pub struct Dequeued {
 /// unmaps; the device must outlive it.
 pub struct Buffers {
     maps: Vec<(NonNull<u8>, usize)>,
+    /// Each buffer as a DMABUF descriptor (None: the driver could not),
+    /// made when a hardware encoder may read them. A descriptor holds its
+    /// buffer's memory, whatever order they are closed in.
+    exported: Vec<Option<OwnedFd>>,
     fd: RawFd,
     streaming: bool,
     next_sequence: Option<u32>,
@@ -82,6 +87,7 @@ impl Buffers {
         }
         let mut buffers = Buffers {
             maps: Vec::new(),
+            exported: Vec::new(),
             fd: dev.raw_fd(),
             streaming: false,
             next_sequence: None,
@@ -153,6 +159,47 @@ impl Buffers {
             error: b.flags & V4L2_BUF_FLAG_ERROR != 0,
             dropped,
         }))
+    }
+
+    /// How many buffers the driver gave.
+    pub fn count(&self) -> u32 {
+        self.maps.len() as u32
+    }
+
+    /// Makes each buffer a DMABUF descriptor another device can read
+    /// (VIDIOC_EXPBUF), once; a driver that cannot is asked once.
+    pub fn export(&mut self) {
+        if !self.exported.is_empty() {
+            return;
+        }
+        // SAFETY: the device fd outlives the buffers.
+        let dev = unsafe { BorrowedFd::borrow_raw(self.fd) };
+        for index in 0..self.count() {
+            let mut e: v4l2_exportbuffer = zeroed();
+            e.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+            e.index = index;
+            e.flags = rustix::fs::OFlags::CLOEXEC.bits();
+            // SAFETY: VIDIOC_EXPBUF takes a v4l2_exportbuffer, as `update` asks.
+            let fd = match unsafe { update::<VIDIOC_EXPBUF, _>(dev, &mut e) } {
+                // SAFETY: the kernel just made this descriptor, ours alone.
+                Ok(()) => Some(unsafe { OwnedFd::from_raw_fd(e.fd) }),
+                Err(err) => {
+                    log::debug!("buffer {index} not exported: {err}");
+                    None
+                }
+            };
+            self.exported.push(fd);
+        }
+    }
+
+    /// A dequeued buffer as [`Buffers::export`] made it, if it could.
+    pub fn dmabuf(&self, d: &Dequeued) -> Option<Dmabuf<'_>> {
+        let fd = self.exported.get(d.index as usize)?.as_ref()?;
+        Some(Dmabuf {
+            fd: fd.as_fd(),
+            index: d.index,
+            len: self.maps[d.index as usize].1,
+        })
     }
 
     /// The bytes of a dequeued buffer.

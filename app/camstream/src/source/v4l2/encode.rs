@@ -4,19 +4,22 @@
 use anyhow::{Result, bail};
 
 use super::device::PixFormat;
+use super::m2m::{CameraBuffers, Dmabuf};
 use super::select::{BGR24, NV12, RGB24, UYVY, YUV420, YUYV, fourcc_name};
 use crate::convert::{Packed422, i420_plane_sizes, packed422_to_i420, split_uv};
 use crate::source::Raw;
 use crate::source::jpeg::JpegEncoder;
 
 /// Encodes a raw frame as JPEG into `out`; the picture as 4:2:0 planes
-/// (None: RGB).
+/// (None: RGB). `camera`: the buffer `data` lies in, which a kernel
+/// encoder may read in place (YU12 only: what it takes).
 pub(super) fn encode<'a>(
     enc: &mut JpegEncoder,
     planes: &'a mut [Vec<u8>; 3],
     f: &PixFormat,
     (w, h): (usize, usize),
     data: &'a [u8],
+    camera: Option<(CameraBuffers, Dmabuf<'_>)>,
     out: &mut Vec<u8>,
 ) -> Result<Option<Raw<'a>>> {
     let stride = f.bytesperline as usize;
@@ -35,7 +38,7 @@ pub(super) fn encode<'a>(
             need(y_len + 2 * cs * ch_full)?;
             let (y, rest) = data.split_at(y_len);
             let (u, v) = rest.split_at(cs * ch_full);
-            enc.encode_planes([y, u, v], [stride, cs, cs], w, h, out)?;
+            enc.encode_from([y, u, v], [stride, cs, cs], w, h, camera, out)?;
             Ok(Some(Raw {
                 planes: [y, u, v],
                 strides: [stride, cs, cs],
@@ -130,7 +133,7 @@ mod tests {
             let t = std::time::Instant::now();
             for i in 0..n {
                 frame[i] = frame[i].wrapping_add(1);
-                encode(&mut enc, &mut planes, &f, (w, h), &frame, &mut out).unwrap();
+                encode(&mut enc, &mut planes, &f, (w, h), &frame, None, &mut out).unwrap();
             }
             let s = t.elapsed().as_secs_f64();
             println!(

@@ -40,6 +40,7 @@ use crate::source::jpeg::JpegEncoder;
 use buffers::Dequeued;
 use capture::{Capture, OpenError};
 use encode::encode;
+use m2m::CameraBuffers;
 
 /// Which device `--source v4l2:...` names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -329,6 +330,17 @@ impl FrameSource for V4l2Source {
                 }
             }
             let jpeg = select::is_jpeg(cap.format.fourcc);
+            // A kernel encoder may read YU12 frames where the camera put
+            // them.
+            let camera =
+                (cap.format.fourcc == select::YUV420 && self.encoder.takes_dmabuf()).then(|| {
+                    cap.buffers.export();
+                    CameraBuffers {
+                        count: cap.buffers.count(),
+                        stride: cap.format.bytesperline as usize,
+                        rows: cap.format.height as usize,
+                    }
+                });
             // Raw frames cost an encode each: only the newest is worth it.
             let newest_good = ready.iter().rposition(|d| !d.error);
             for (i, d) in ready.iter().enumerate() {
@@ -367,6 +379,7 @@ impl FrameSource for V4l2Source {
                     &cap.format,
                     cap.out_size,
                     data,
+                    camera.zip(cap.buffers.dmabuf(d)),
                     &mut self.out,
                 ) {
                     Ok(raw) => sink(CapturedFrame {
@@ -403,5 +416,96 @@ impl FrameSource for V4l2Source {
         }
         self.report();
         Ok(())
+    }
+}
+
+/// A camera's YU12 frames, one at a time in its own buffers, for
+/// `camstream encoders --try --from`: what an encoder is handed in the
+/// daemon, in place where it can read them.
+pub struct Camera {
+    cap: Capture,
+}
+
+impl Camera {
+    pub fn open(path: &std::path::Path, (w, h): (u16, u16)) -> Result<Camera> {
+        let settings = Settings {
+            spec: super::SourceSpec::V4l2(DeviceSpec::Path(path.into())),
+            width: w,
+            height: h,
+            fps: 30,
+            quality: 85,
+            encoder: m2m::Choice::Software,
+            buffers: 4,
+            format: Some(select::YUV420),
+            controls: Vec::new(),
+        };
+        let mut cap = match Capture::open(&DeviceSpec::Path(path.into()), &settings) {
+            Ok(c) => c,
+            Err(OpenError::Absent(why)) => anyhow::bail!("{why}"),
+            Err(OpenError::Unusable(e)) => return Err(e),
+        };
+        let f = &cap.format;
+        if (f.width, f.height) != (w.into(), h.into()) {
+            anyhow::bail!(
+                "{}: {w}x{h} asked, the camera gives {}x{}",
+                path.display(),
+                f.width,
+                f.height
+            );
+        }
+        cap.buffers.export();
+        Ok(Camera { cap })
+    }
+
+    pub fn buffers(&self) -> CameraBuffers {
+        CameraBuffers {
+            count: self.cap.buffers.count(),
+            stride: self.cap.format.bytesperline as usize,
+            rows: self.cap.format.height as usize,
+        }
+    }
+
+    /// Waits for the next frame and hands `f` its planes, their strides
+    /// and its buffer (if the driver could export it); the buffer goes
+    /// back to the camera when `f` returns.
+    pub fn frame<R>(
+        &mut self,
+        f: impl FnOnce([&[u8]; 3], [usize; 3], Option<m2m::Dmabuf<'_>>) -> R,
+    ) -> Result<R> {
+        let cap = &mut self.cap;
+        let d = loop {
+            if let Some(d) = cap.buffers.dequeue(cap.dev.fd())? {
+                break d;
+            }
+            let fd = cap.dev.fd();
+            let mut fds = [rustix::event::PollFd::new(
+                &fd,
+                rustix::event::PollFlags::IN,
+            )];
+            let five = Timespec {
+                tv_sec: 5,
+                tv_nsec: 0,
+            };
+            if rustix::event::poll(&mut fds, Some(&five))? == 0 {
+                anyhow::bail!("{}: no frame in 5 s", cap.dev.path.display());
+            }
+        };
+        let stride = cap.format.bytesperline as usize;
+        let rows = cap.format.height as usize;
+        let (y_len, c_len) = (stride * rows, stride / 2 * rows.div_ceil(2));
+        let data = cap.buffers.data(&d);
+        let r = if data.len() < y_len + 2 * c_len {
+            Err(anyhow::anyhow!("short buffer: {} bytes", data.len()))
+        } else {
+            let (y, rest) = data.split_at(y_len);
+            let (u, v) = rest.split_at(c_len);
+            Ok(f(
+                [y, u, v],
+                [stride, stride / 2, stride / 2],
+                cap.buffers.dmabuf(&d),
+            ))
+        };
+        cap.buffers.queue(cap.dev.fd(), d.index)?;
+        r
     }
 }

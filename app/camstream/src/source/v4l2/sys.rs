@@ -31,6 +31,7 @@ pub const V4L2_BUF_TYPE_VIDEO_OUTPUT: u32 = 2;
 pub const V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE: u32 = 9;
 pub const V4L2_BUF_TYPE_VIDEO_OUTPUT_MPLANE: u32 = 10;
 pub const V4L2_MEMORY_MMAP: u32 = 1;
+pub const V4L2_MEMORY_DMABUF: u32 = 4;
 pub const V4L2_FIELD_ANY: u32 = 0;
 pub const V4L2_FIELD_NONE: u32 = 1;
 
@@ -302,6 +303,18 @@ pub struct v4l2_streamparm {
     pub parm: v4l2_streamparm_union,
 }
 
+/// VIDIOC_EXPBUF's argument: a buffer of ours as a DMABUF descriptor.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct v4l2_exportbuffer {
+    pub type_: u32,
+    pub index: u32,
+    pub plane: u32,
+    pub flags: u32,
+    pub fd: i32,
+    pub reserved: [u32; 11],
+}
+
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct v4l2_control {
@@ -389,6 +402,7 @@ pub const VIDIOC_G_FMT: Opcode = opcode::read_write::<v4l2_format>(b'V', 4);
 pub const VIDIOC_S_FMT: Opcode = opcode::read_write::<v4l2_format>(b'V', 5);
 pub const VIDIOC_REQBUFS: Opcode = opcode::read_write::<v4l2_requestbuffers>(b'V', 8);
 pub const VIDIOC_QUERYBUF: Opcode = opcode::read_write::<v4l2_buffer>(b'V', 9);
+pub const VIDIOC_EXPBUF: Opcode = opcode::read_write::<v4l2_exportbuffer>(b'V', 16);
 pub const VIDIOC_QBUF: Opcode = opcode::read_write::<v4l2_buffer>(b'V', 15);
 pub const VIDIOC_DQBUF: Opcode = opcode::read_write::<v4l2_buffer>(b'V', 17);
 pub const VIDIOC_STREAMON: Opcode = opcode::write::<i32>(b'V', 18);
@@ -429,6 +443,7 @@ const _: () = {
     assert!(offset_of!(v4l2_buffer, m) == pick(64, 52));
     assert!(offset_of!(v4l2_buffer, length) == pick(72, 56));
     assert!(size_of::<v4l2_streamparm>() == 204);
+    assert!(size_of::<v4l2_exportbuffer>() == 64);
     assert!(size_of::<v4l2_control>() == 8);
     assert!(size_of::<v4l2_queryctrl>() == 68);
     assert!(size_of::<v4l2_querymenu>() == 44);
@@ -450,6 +465,7 @@ mod tests {
         assert_eq!(VIDIOC_S_FMT, 0xc0d0_5605);
         assert_eq!(VIDIOC_REQBUFS, 0xc014_5608);
         assert_eq!(VIDIOC_QUERYBUF, 0xc058_5609);
+        assert_eq!(VIDIOC_EXPBUF, 0xc040_5610);
         assert_eq!(VIDIOC_QBUF, 0xc058_560f);
         assert_eq!(VIDIOC_DQBUF, 0xc058_5611);
         assert_eq!(VIDIOC_STREAMON, 0x4004_5612);

@@ -1,12 +1,16 @@
 //! One encoding session on a memory-to-memory device, as the kernel's
 //! stateful encoder interface has it: the coded format set on CAPTURE
-//! first, then the raw one on OUTPUT, MMAP buffers on both, both queues
-//! streaming. A frame is copied into a free OUTPUT buffer in the layout
-//! the driver asked for (its stride and rows, which the VideoCore pads)
-//! and queued; the coded frame is read from the CAPTURE buffer it comes
-//! back in, which is queued again at once.
+//! first, then the raw one on OUTPUT, both queues streaming. A frame is
+//! copied into a free OUTPUT buffer (MMAP) in the layout the driver asked
+//! for (its stride and rows, which the VideoCore pads) and queued; or,
+//! where the camera's buffers have exactly that layout and the driver
+//! takes them (DMABUF), the camera's buffer itself is queued and read in
+//! place, and handed back before the camera gets it again. The coded
+//! frame is read from the CAPTURE buffer (MMAP) it comes back in, which
+//! is queued again at once.
 
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::path::Path;
 use std::time::Duration;
 
@@ -56,6 +60,33 @@ pub struct Encoded {
     pub key: bool,
 }
 
+/// A camera's buffers, which an encoder may read in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CameraBuffers {
+    /// How many: each keeps a slot of its own in the encoder.
+    pub count: u32,
+    /// Their frames: 4:2:0, the planes one after another, `stride` bytes
+    /// a luma row, `rows` luma rows.
+    pub stride: usize,
+    pub rows: usize,
+}
+
+/// One of the camera's buffers, holding the frame to encode.
+#[derive(Debug, Clone, Copy)]
+pub struct Dmabuf<'a> {
+    pub fd: BorrowedFd<'a>,
+    pub index: u32,
+    pub len: usize,
+}
+
+/// How frames reach the encoder.
+enum Input {
+    /// Copied into its own buffers: these are free; why not in place.
+    Copy { free: Vec<u32>, why: Option<String> },
+    /// The camera's buffers, read in place; how many frames so far.
+    Import { frames: u64 },
+}
+
 /// The raw frame's place in an OUTPUT buffer.
 #[derive(Debug, Clone, Copy)]
 struct Layout {
@@ -70,28 +101,42 @@ pub struct M2mEncoder {
     output: Queue,
     capture: Queue,
     dev: Device,
-    /// OUTPUT buffers the driver gave back (or never had).
-    free: Vec<u32>,
+    input: Input,
     layout: Layout,
     params: Params,
     force_key: Option<Control>,
 }
 
 impl M2mEncoder {
+    /// A session whose frames are copied in.
     pub fn open(path: &Path, params: Params) -> Result<M2mEncoder> {
+        M2mEncoder::open_for(path, params, None)
+    }
+
+    /// A session reading `camera`'s buffers in place if the driver takes
+    /// them as they are, copying otherwise ([`M2mEncoder::input`] says
+    /// which, and why).
+    pub fn open_for(
+        path: &Path,
+        params: Params,
+        camera: Option<CameraBuffers>,
+    ) -> Result<M2mEncoder> {
         let dev = Device::open(path).with_context(|| format!("{}", path.display()))?;
         let mplane = dev.caps.device_caps & V4L2_CAP_VIDEO_M2M_MPLANE != 0;
         let (capture_type, output_type) = types(mplane);
         let (w, h) = (params.width, params.height);
         let coded =
-            set_format(&dev, capture_type, mplane, params.coded, w, h).with_context(|| {
+            set_format(&dev, capture_type, mplane, params.coded, w, h, 0).with_context(|| {
                 format!(
                     "{}: {} on CAPTURE",
                     path.display(),
                     fourcc_name(params.coded)
                 )
             })?;
-        let raw = set_format(&dev, output_type, mplane, YUV420, w, h)
+        // Asked for the camera's stride: a driver that can read its rows
+        // where they are says so by keeping it.
+        let stride = camera.map_or(0, |c| c.stride);
+        let raw = set_format(&dev, output_type, mplane, YUV420, w, h, stride)
             .with_context(|| format!("{}: YU12 on OUTPUT", path.display()))?;
         if coded.fourcc != params.coded || raw.fourcc != YUV420 {
             bail!(
@@ -135,16 +180,30 @@ impl M2mEncoder {
         };
         set_fps(&dev, output_type, params.fps);
         let force_key = set_controls(&dev, &params)?;
-        let mut output = Queue::request(&dev, output_type, mplane, 2)
-            .with_context(|| format!("{}: OUTPUT buffers", path.display()))?;
-        if let Some(small) = (0..output.count()).find(|&i| output.len(i) < layout.size) {
-            bail!(
-                "{}: OUTPUT buffer {small} has {} bytes, a frame {}",
-                path.display(),
-                output.len(small),
-                layout.size
-            );
-        }
+        let (mut output, input) = match camera.map(|c| import(&dev, output_type, mplane, c, layout))
+        {
+            Some(Ok(q)) => (q, Input::Import { frames: 0 }),
+            why => {
+                let q = Queue::request(&dev, output_type, mplane, 2)
+                    .with_context(|| format!("{}: OUTPUT buffers", path.display()))?;
+                if let Some(small) = (0..q.count()).find(|&i| q.len(i) < layout.size) {
+                    bail!(
+                        "{}: OUTPUT buffer {small} has {} bytes, a frame {}",
+                        path.display(),
+                        q.len(small),
+                        layout.size
+                    );
+                }
+                let free = (0..q.count()).rev().collect();
+                (
+                    q,
+                    Input::Copy {
+                        free,
+                        why: why.and_then(|w| w.err()),
+                    },
+                )
+            }
+        };
         let mut capture = Queue::request(&dev, capture_type, mplane, 4)
             .with_context(|| format!("{}: CAPTURE buffers", path.display()))?;
         for i in 0..capture.count() {
@@ -152,12 +211,11 @@ impl M2mEncoder {
         }
         output.stream_on(dev.fd())?;
         capture.stream_on(dev.fd())?;
-        let free = (0..output.count()).rev().collect();
         Ok(M2mEncoder {
             output,
             capture,
             dev,
-            free,
+            input,
             layout,
             params,
             force_key,
@@ -165,12 +223,15 @@ impl M2mEncoder {
     }
 
     /// Encodes one 4:2:0 frame (`planes` with their `strides`, the size
-    /// given at open) into `out`; `key` asks for a key frame, where the
-    /// driver can be asked.
+    /// given at open; `dmabuf`, the camera's buffer holding them, if they
+    /// came in one) into `out`; `key` asks for a key frame, where the
+    /// driver can be asked. After an error, drop the session before the
+    /// camera's buffer goes back to the camera: the driver may hold it.
     pub fn encode(
         &mut self,
         planes: [&[u8]; 3],
         strides: [usize; 3],
+        dmabuf: Option<Dmabuf<'_>>,
         key: bool,
         out: &mut Vec<u8>,
     ) -> Result<Encoded> {
@@ -188,6 +249,23 @@ impl M2mEncoder {
                     p.len(),
                     strides[i]
                 );
+            }
+        }
+        if let Input::Import { frames, .. } = self.input {
+            match dmabuf.map(|d| self.import(d, key, out)) {
+                Some(Ok(e)) => {
+                    if let Input::Import { frames, .. } = &mut self.input {
+                        *frames += 1;
+                    }
+                    return Ok(e);
+                }
+                // Refused from the start: the driver cannot read these
+                // buffers (the VideoCore, a camera's scattered pages).
+                Some(Err(e)) if frames == 0 => {
+                    self.copy_instead(format!("the driver refused the first: {e:#}"))?
+                }
+                Some(Err(e)) => return Err(e),
+                None => self.copy_instead("a frame came without its buffer".into())?,
             }
         }
         let index = self.free_output()?;
@@ -213,10 +291,62 @@ impl M2mEncoder {
             l.stride / 2,
             l.rows.div_ceil(2),
         );
+        self.ask_key(key)?;
+        self.output.queue(self.dev.fd(), index, l.size)?;
+        self.coded(out)
+    }
+
+    /// How frames reach the encoder, for the log.
+    pub fn input(&self) -> String {
+        match &self.input {
+            Input::Import { .. } => "reading the camera's buffers in place (DMABUF)".into(),
+            Input::Copy { why: Some(why), .. } => {
+                format!("copying each frame in (not the camera's buffers: {why})")
+            }
+            Input::Copy { why: None, .. } => "copying each frame in".into(),
+        }
+    }
+
+    /// Encodes the frame in the camera's buffer `d`, read in place, and
+    /// waits for the driver to hand the buffer back.
+    fn import(&mut self, d: Dmabuf<'_>, key: bool, out: &mut Vec<u8>) -> Result<Encoded> {
+        let size = self.layout.size;
+        if d.len < size {
+            bail!("buffer {} has {} bytes, a frame {size}", d.index, d.len);
+        }
+        self.ask_key(key)?;
+        self.output
+            .queue_dmabuf(self.dev.fd(), d.index, d.fd, d.len, size)
+            .with_context(|| format!("buffer {}", d.index))?;
+        let coded = self.coded(out)?;
+        loop {
+            match self.output.dequeue(self.dev.fd())? {
+                Some(done) if done.index == d.index => return Ok(coded),
+                Some(_) => {}
+                None => self.wait(PollFlags::OUT)?,
+            }
+        }
+    }
+
+    /// This session again, copying frames in, for `why`.
+    fn copy_instead(&mut self, why: String) -> Result<()> {
+        let (path, params) = (self.dev.path.clone(), self.params);
+        *self = M2mEncoder::open(&path, params)?;
+        if let Input::Copy { why: w, .. } = &mut self.input {
+            *w = Some(why);
+        }
+        Ok(())
+    }
+
+    fn ask_key(&self, key: bool) -> Result<()> {
         if key && let Some(c) = &self.force_key {
             self.dev.set_control(c, 1)?;
         }
-        self.output.queue(self.dev.fd(), index, l.size)?;
+        Ok(())
+    }
+
+    /// The coded frame for the one just queued, into `out`.
+    fn coded(&mut self, out: &mut Vec<u8>) -> Result<Encoded> {
         let mut flags = 0;
         for buffers in 1.. {
             // Parameter sets and a picture: two buffers; more without a
@@ -253,10 +383,13 @@ impl M2mEncoder {
     /// An OUTPUT buffer the driver is done with.
     fn free_output(&mut self) -> Result<u32> {
         loop {
+            let Input::Copy { free, .. } = &mut self.input else {
+                bail!("no buffers of its own to copy into");
+            };
             while let Some(d) = self.output.dequeue(self.dev.fd())? {
-                self.free.push(d.index);
+                free.push(d.index);
             }
-            if let Some(i) = self.free.pop() {
+            if let Some(i) = free.pop() {
                 return Ok(i);
             }
             self.wait(PollFlags::OUT)?;
@@ -288,6 +421,25 @@ impl M2mEncoder {
             }
         }
     }
+}
+
+/// Slots for the camera's buffers, if the driver reads their layout as
+/// it is; why not otherwise.
+fn import(
+    dev: &Device,
+    output_type: u32,
+    mplane: bool,
+    c: CameraBuffers,
+    l: Layout,
+) -> std::result::Result<Queue, String> {
+    if (l.stride, l.rows) != (c.stride, c.rows) {
+        return Err(format!(
+            "the encoder reads {} rows of {} bytes, the camera's buffers hold {} of {}",
+            l.rows, l.stride, c.rows, c.stride
+        ));
+    }
+    Queue::request_dmabuf(dev, output_type, mplane, c.count)
+        .map_err(|e| format!("no DMABUF slots: {e}"))
 }
 
 /// Whether Annex B `data` holds a coded picture (a slice NAL unit).
@@ -331,6 +483,7 @@ fn set_format(
     fourcc: u32,
     w: u32,
     h: u32,
+    stride: usize,
 ) -> io::Result<Set> {
     let mut f: v4l2_format = zeroed();
     f.type_ = type_;
@@ -341,6 +494,7 @@ fn set_format(
         p.pixelformat = fourcc;
         p.field = V4L2_FIELD_NONE;
         p.num_planes = 1;
+        p.plane_fmt[0].bytesperline = stride as u32;
         f.fmt.pix_mp = p;
     } else {
         let mut p: v4l2_pix_format = zeroed();
@@ -348,6 +502,7 @@ fn set_format(
         p.height = h;
         p.pixelformat = fourcc;
         p.field = V4L2_FIELD_NONE;
+        p.bytesperline = stride as u32;
         f.fmt.pix = p;
     }
     // SAFETY: VIDIOC_S_FMT takes a v4l2_format, as `update` asks.

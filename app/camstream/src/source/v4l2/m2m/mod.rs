@@ -7,7 +7,7 @@
 mod encoder;
 mod queue;
 
-pub use encoder::{Encoded, M2mEncoder, Params};
+pub use encoder::{CameraBuffers, Dmabuf, Encoded, M2mEncoder, Params};
 
 use std::fmt::Write;
 use std::io;

@@ -1,10 +1,11 @@
 //! One queue of a memory-to-memory device (OUTPUT: raw frames in;
 //! CAPTURE: coded frames out), single- or multi-planar as the driver's
-//! API is, its buffers mapped once; streaming stops and they are unmapped
-//! when it is dropped.
+//! API is: its own buffers mapped once (MMAP), or slots for another
+//! device's buffers (DMABUF: a camera's, read by the encoder in place);
+//! streaming stops and they are unmapped when it is dropped.
 
 use std::io;
-use std::os::fd::{BorrowedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::ptr::NonNull;
 
 use rustix::ioctl::ioctl;
@@ -27,6 +28,9 @@ pub struct Done {
 pub struct Queue {
     type_: u32,
     mplane: bool,
+    memory: u32,
+    count: u32,
+    /// MMAP buffers' mappings (none for DMABUF).
     maps: Vec<(NonNull<u8>, usize)>,
     fd: RawFd,
     streaming: bool,
@@ -35,23 +39,8 @@ pub struct Queue {
 impl Queue {
     /// Asks for `count` MMAP buffers of `type_` and maps them.
     pub fn request(dev: &Device, type_: u32, mplane: bool, count: u32) -> io::Result<Queue> {
-        let mut req: v4l2_requestbuffers = zeroed();
-        req.count = count;
-        req.type_ = type_;
-        req.memory = V4L2_MEMORY_MMAP;
-        // SAFETY: VIDIOC_REQBUFS takes a v4l2_requestbuffers, as `update` asks.
-        unsafe { update::<VIDIOC_REQBUFS, _>(dev.fd(), &mut req)? };
-        if req.count == 0 {
-            return Err(io::Error::other("the driver gave no buffers"));
-        }
-        let mut q = Queue {
-            type_,
-            mplane,
-            maps: Vec::new(),
-            fd: dev.raw_fd(),
-            streaming: false,
-        };
-        for index in 0..req.count {
+        let mut q = Queue::slots(dev, type_, mplane, V4L2_MEMORY_MMAP, count)?;
+        for index in 0..q.count {
             let mut plane: v4l2_plane = zeroed();
             let mut b = q.buffer(index, &mut plane);
             // SAFETY: VIDIOC_QUERYBUF takes a v4l2_buffer; a multi-planar
@@ -84,8 +73,42 @@ impl Queue {
         Ok(q)
     }
 
+    /// Asks for `count` slots for DMABUF buffers (exactly: each of the
+    /// camera's buffers keeps its slot, and its mapping in the driver).
+    pub fn request_dmabuf(dev: &Device, type_: u32, mplane: bool, count: u32) -> io::Result<Queue> {
+        let q = Queue::slots(dev, type_, mplane, V4L2_MEMORY_DMABUF, count)?;
+        if q.count != count {
+            return Err(io::Error::other(format!(
+                "the driver gave {} slots for {count} buffers",
+                q.count
+            )));
+        }
+        Ok(q)
+    }
+
+    fn slots(dev: &Device, type_: u32, mplane: bool, memory: u32, count: u32) -> io::Result<Queue> {
+        let mut req: v4l2_requestbuffers = zeroed();
+        req.count = count;
+        req.type_ = type_;
+        req.memory = memory;
+        // SAFETY: VIDIOC_REQBUFS takes a v4l2_requestbuffers, as `update` asks.
+        unsafe { update::<VIDIOC_REQBUFS, _>(dev.fd(), &mut req)? };
+        if req.count == 0 {
+            return Err(io::Error::other("the driver gave no buffers"));
+        }
+        Ok(Queue {
+            type_,
+            mplane,
+            memory,
+            count: req.count,
+            maps: Vec::new(),
+            fd: dev.raw_fd(),
+            streaming: false,
+        })
+    }
+
     pub fn count(&self) -> u32 {
-        self.maps.len() as u32
+        self.count
     }
 
     pub fn len(&self, index: u32) -> usize {
@@ -97,7 +120,7 @@ impl Queue {
         let mut b: v4l2_buffer = zeroed();
         b.index = index;
         b.type_ = self.type_;
-        b.memory = V4L2_MEMORY_MMAP;
+        b.memory = self.memory;
         if self.mplane {
             b.length = 1;
             b.m.planes = (plane as *mut v4l2_plane).cast();
@@ -136,6 +159,32 @@ impl Queue {
         unsafe { update::<VIDIOC_QBUF, _>(fd, &mut b) }
     }
 
+    /// Queues DMABUF `dmabuf` (`len` bytes, `bytesused` of them a frame)
+    /// in slot `index`.
+    pub fn queue_dmabuf(
+        &self,
+        fd: BorrowedFd<'_>,
+        index: u32,
+        dmabuf: BorrowedFd<'_>,
+        len: usize,
+        bytesused: usize,
+    ) -> io::Result<()> {
+        let mut plane: v4l2_plane = zeroed();
+        // Set before the buffer points at it, as in `queue`.
+        plane.bytesused = bytesused as u32;
+        plane.length = len as u32;
+        plane.m.fd = dmabuf.as_raw_fd();
+        let mut b = self.buffer(index, &mut plane);
+        if !self.mplane {
+            b.bytesused = bytesused as u32;
+            b.length = len as u32;
+            b.m.fd = dmabuf.as_raw_fd();
+        }
+        // SAFETY: VIDIOC_QBUF takes a v4l2_buffer; `plane` outlives the
+        // call; the kernel takes its own reference to the DMABUF.
+        unsafe { update::<VIDIOC_QBUF, _>(fd, &mut b) }
+    }
+
     /// A buffer the driver is done with, or None.
     pub fn dequeue(&self, fd: BorrowedFd<'_>) -> io::Result<Option<Done>> {
         let mut plane: v4l2_plane = zeroed();
@@ -152,7 +201,7 @@ impl Queue {
         } else {
             (0, b.bytesused as usize)
         };
-        if b.index as usize >= self.maps.len() {
+        if b.index >= self.count {
             return Err(io::Error::other(format!("buffer {} is not ours", b.index)));
         }
         Ok(Some(Done {
@@ -187,7 +236,7 @@ impl Drop for Queue {
         }
         let mut req: v4l2_requestbuffers = zeroed();
         req.type_ = self.type_;
-        req.memory = V4L2_MEMORY_MMAP;
+        req.memory = self.memory;
         // SAFETY: VIDIOC_REQBUFS takes a v4l2_requestbuffers.
         let _ = unsafe { update::<VIDIOC_REQBUFS, _>(fd, &mut req) };
     }

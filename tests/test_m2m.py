@@ -117,10 +117,11 @@ def test_frames_through_vicodec_and_back(firmware, multiplanar):
     assert psnr(rows(firmware, "/tmp/m2m/input.yu12", 0), last) < 30
 
 
-@pytest.mark.parametrize(("size", "in_place"), [((1280, 720), True), ((640, 360), False)],
-                         ids=["in-place", "copied"])
-def test_a_cameras_frames_through_vicodec(firmware, size, in_place):
-    enc, dec = load(firmware, True)
+@pytest.mark.parametrize(("size", "in_place", "multiplanar"),
+                         [((1280, 720), True, True), ((1280, 720), True, False), ((640, 360), False, True)],
+                         ids=["in-place-multi-planar", "in-place-single-planar", "copied"])
+def test_a_cameras_frames_through_vicodec(firmware, size, in_place, multiplanar):
+    enc, dec = load(firmware, multiplanar)
     w, h = size
     frames = 6
     firmware.sh(f"rm -rf {SHM}; [ ! -e {VIVID}/vivid.0 ] || echo vivid.0 >{VIVID}/unbind; "
@@ -140,8 +141,9 @@ def test_a_cameras_frames_through_vicodec(firmware, size, in_place):
         # It reads 368 rows at 640x360: vivid's 360 are copied in, padded.
         assert line[0].endswith("copying each frame in (not the camera's buffers: the encoder reads "
                                 "368 rows of 640 bytes, the camera's buffers hold 360 of 640)"), line[0]
-    figure(f"vivid's {w}x{h} YU12 through vicodec (under QEMU), {'in place' if in_place else 'copied'}: "
-           f"{line[1]} ms a frame")
+    api = "multi" if multiplanar else "single"
+    figure(f"vivid's {w}x{h} YU12 through vicodec ({api}-planar, under QEMU), "
+           f"{'in place' if in_place else 'copied'}: {line[1]} ms a frame")
 
     name = enc.split("/")[-1]
     firmware.sh(f"{V4L2_CTL} -d {dec} --set-fmt-video-out=pixelformat=FWHT,width={w},height={h} "

@@ -1,11 +1,13 @@
 //! An access unit as an H.264 encoder hands it over (Annex B): what parses
 //! is packetized at any MTU and depacketized again into the same NAL units
 //! (less delimiters, with the parameter sets an IDR needs), every packet
-//! within the MTU, the last one marked.
+//! within the MTU, the last one marked. Any bytes: an SPS made to say
+//! its colour keeps the NAL units where they were, and says it once.
 #![no_main]
 
 use camstream_h264::annexb::nal_units;
 use camstream_h264::packetize::{MAX_MTU, MIN_MTU};
+use camstream_h264::sps::signal_jpeg_colour;
 use camstream_h264::{AccessUnit, Depacketizer, Packetizer, nal};
 use camstream_rtp::IncomingPacket;
 use libfuzzer_sys::fuzz_target;
@@ -14,6 +16,11 @@ fuzz_target!(|data: &[u8]| {
     let Some((&m, data)) = data.split_first() else {
         return;
     };
+    let mut said = data.to_vec();
+    if signal_jpeg_colour(&mut said) {
+        assert_eq!(nal_units(&said).count(), nal_units(data).count());
+        assert!(!signal_jpeg_colour(&mut said));
+    }
     let Ok(au) = AccessUnit::parse(data) else {
         return;
     };

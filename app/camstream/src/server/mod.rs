@@ -69,12 +69,11 @@ const REPORT_SIGNAL: Token = Token(5);
 const HTTP_LISTENER: Token = Token(6);
 const DISCOVERY: Token = Token(7);
 const ADDRESS_CHANGES: Token = Token(8);
-/// The sub-stream's worker finished a frame.
-const SUB_DONE: Token = Token(9);
+/// A worker (the sub-stream's, the H.264 stream's) finished a frame: one
+/// waker for all, as mio allows one per poll.
+const WORKER_DONE: Token = Token(9);
 /// The fan-out queued a main-stream frame for the sub-stream.
 const SUB_FRAME: Token = Token(10);
-/// The H.264 stream's worker finished an access unit.
-const H264_DONE: Token = Token(11);
 /// The fan-out queued a main-stream frame for the H.264 stream.
 const H264_FRAME: Token = Token(12);
 
@@ -176,8 +175,9 @@ impl Server {
             cfg,
         };
         let r = server.poll.registry();
-        server.sub = substream::start(&server.cfg, &mut server.fanout, r, SUB_DONE, SUB_FRAME);
-        server.h264 = h264::start(&server.cfg, &mut server.fanout, r, H264_DONE, H264_FRAME);
+        let done = std::sync::Arc::new(mio::Waker::new(r, WORKER_DONE)?);
+        server.sub = substream::start(&server.cfg, &mut server.fanout, &done, SUB_FRAME);
+        server.h264 = h264::start(&server.cfg, &mut server.fanout, &done, H264_FRAME);
         server.discovery = onvif::discovery::start(&server.cfg, r, DISCOVERY, ADDRESS_CHANGES);
         let r = server.poll.registry();
         server.listeners.register(r, LISTENER, HTTP_LISTENER)?;
@@ -254,12 +254,11 @@ impl Server {
                         d.netlink_readable();
                     }
                 }
-                SUB_DONE => {
+                WORKER_DONE => {
+                    // Each takes what its worker finished, if anything.
                     if let Some(s) = &mut self.sub {
                         s.done(&mut self.fanout);
                     }
-                }
-                H264_DONE => {
                     if let Some(s) = &mut self.h264 {
                         s.done(&mut self.fanout);
                     }
@@ -313,10 +312,13 @@ impl Server {
             s.follow_watchers(&mut self.fanout);
         }
         source.want_raw(self.h264.as_ref().is_some_and(|h| h.wants_raw()));
-        let (fanout, h264) = (&mut self.fanout, &mut self.h264);
+        let (fanout, h264, sub) = (&mut self.fanout, &mut self.h264, &mut self.sub);
         let r = source.ready(&mut |f| {
             if let Some(h) = h264.as_mut() {
                 h.captured(&f);
+            }
+            if let Some(s) = sub.as_mut() {
+                s.captured(&f);
             }
             fanout.captured(f)
         });

@@ -281,6 +281,7 @@ impl FrameSource for FileSource {
             jpeg: &self.buf[a..b],
             captured,
             raw: None,
+            full_range: true,
         });
         Ok(())
     }

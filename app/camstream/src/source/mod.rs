@@ -123,6 +123,11 @@ pub struct CapturedFrame<'a> {
     /// [`FrameSource::want_raw`]): an H.264 encoder takes it instead of
     /// decoding the JPEG again.
     pub raw: Option<Raw<'a>>,
+    /// Its samples span the full range, as JFIF has a JPEG's (a JPEG
+    /// camera's, an RGB camera's encoded); false: video range, as a YUV
+    /// camera's and the test pattern's are, encoded as they are. An H.264
+    /// stream made of them says which.
+    pub full_range: bool,
 }
 
 /// A raw picture as 4:2:0 planes (Y, U, V) with their strides.

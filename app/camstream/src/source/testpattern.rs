@@ -104,6 +104,8 @@ impl FrameSource for TestPattern {
                         jpeg: &buf.jpeg,
                         captured,
                         raw,
+                        // Drawn in video range (16-235).
+                        full_range: false,
                     });
                     // Cannot block: at most BUFFERS buffers exist.
                     let _ = recycle.try_send(buf);

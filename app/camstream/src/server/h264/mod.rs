@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use camstream_h264::AccessUnit;
-use mio::{Registry, Token, Waker};
+use mio::{Token, Waker};
 
 use super::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
 use super::i420::sub_size;
@@ -58,8 +58,7 @@ pub const PATH: &str = "h264";
 pub fn start(
     cfg: &Config,
     fanout: &mut Fanout,
-    registry: &Registry,
-    done: Token,
+    done: &Arc<Waker>,
     wake: Token,
 ) -> Option<H264Stream> {
     let settings = cfg.h264.clone()?;
@@ -70,7 +69,7 @@ pub fn start(
         // The camera's rate, as the main stream has it.
         fps: fanout.stream(StreamId::MAIN).info.fps,
     };
-    match H264Stream::start(settings, shape, cfg.mtu, fanout, registry, done, wake) {
+    match H264Stream::start(settings, shape, cfg.mtu, fanout, done, wake) {
         Ok(s) => Some(s),
         Err(e) => {
             log::warn!("no H.264 stream: {e:#}");
@@ -144,6 +143,9 @@ pub struct H264Stream {
     raw_of: Option<(Mono, (usize, usize))>,
     /// A raw picture was offered (logged once).
     offered_raw: bool,
+    /// The camera's samples span the full range (JPEG's): the SPS says
+    /// so, and BT.601's matrix, where the encoder left them unsaid.
+    full_range: bool,
 }
 
 /// The encoder `[streams.h264] encoder` (or the sub-stream's) asks for,
@@ -275,14 +277,13 @@ impl H264Stream {
         shape: Shape,
         mtu: usize,
         fanout: &mut Fanout,
-        registry: &Registry,
-        done: Token,
+        done: &Arc<Waker>,
         wake: Token,
     ) -> Result<H264Stream> {
         let main = fanout.stream(StreamId::MAIN).info;
         let size = shape.picture(main);
         let (enc, by) = choose(&cfg, shape, size)?;
-        let waker = Arc::new(Waker::new(registry, done)?);
+        let waker = done.clone();
         let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
         let info = shape.info(main);
         let id = fanout.add_stream(Stream::h264(shape.path, info, mtu, 4, ids)?);
@@ -319,6 +320,7 @@ impl H264Stream {
             raw: Vec::new(),
             raw_of: None,
             offered_raw: false,
+            full_range: false,
         })
     }
 
@@ -333,6 +335,7 @@ impl H264Stream {
     /// (which then need not decode it).
     pub fn captured(&mut self, f: &CapturedFrame<'_>) {
         self.raw_of = None;
+        self.full_range = f.full_range;
         if !self.wants_raw() {
             return;
         }
@@ -445,9 +448,13 @@ impl H264Stream {
     /// The worker finished an access unit: published to the stream's
     /// clients.
     pub fn done(&mut self, fanout: &mut Fanout) {
-        let Some(done) = self.worker.take() else {
+        let Some(mut done) = self.worker.take() else {
             return;
         };
+        if self.full_range {
+            // Only the SPS changes, which comes before each IDR picture.
+            camstream_h264::sps::signal_jpeg_colour(&mut done.out);
+        }
         match done.made {
             Ok(()) if done.out.is_empty() => {}
             Ok(()) => match AccessUnit::parse(&done.out) {

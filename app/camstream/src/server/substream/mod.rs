@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use mio::{Registry, Token, Waker};
+use mio::{Token, Waker};
 
 use super::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
 use super::h264::{H264Stream, Shape};
@@ -20,7 +20,7 @@ use super::random::random_u64;
 use super::worker::Worker;
 use crate::clock::Mono;
 use crate::config::{Config, SubSettings};
-use crate::source::StreamInfo;
+use crate::source::{CapturedFrame, StreamInfo};
 use encoder::SubEncoder;
 
 /// Its path: rtsp://CAMERA/sub.
@@ -28,26 +28,12 @@ pub const PATH: &str = "sub";
 
 /// The sub-stream [streams.sub] asks for, or None (turned off, or it could
 /// not start: the main stream is what matters; the log says why).
-pub fn start(
-    cfg: &Config,
-    fanout: &mut Fanout,
-    registry: &Registry,
-    done: Token,
-    wake: Token,
-) -> Option<Sub> {
+pub fn start(cfg: &Config, fanout: &mut Fanout, done: &Arc<Waker>, wake: Token) -> Option<Sub> {
     let settings = cfg.sub.clone()?;
     let started = match settings.h264.clone() {
-        None => SubStream::start(settings, cfg.mtu, fanout, registry, done, wake).map(Sub::Jpeg),
-        Some(h264) => H264Stream::start(
-            h264,
-            h264_shape(&settings),
-            cfg.mtu,
-            fanout,
-            registry,
-            done,
-            wake,
-        )
-        .map(Sub::H264),
+        None => SubStream::start(settings, cfg.mtu, fanout, done, wake).map(Sub::Jpeg),
+        Some(h264) => H264Stream::start(h264, h264_shape(&settings), cfg.mtu, fanout, done, wake)
+            .map(Sub::H264),
     };
     match started {
         Ok(s) => Some(s),
@@ -90,6 +76,13 @@ impl Sub {
         }
     }
 
+    /// A frame came from the source (as [`H264Stream::captured`]).
+    pub fn captured(&mut self, f: &CapturedFrame<'_>) {
+        if let Sub::H264(s) = self {
+            s.captured(f);
+        }
+    }
+
     pub fn frame_ready(&mut self, fanout: &mut Fanout) {
         match self {
             Sub::Jpeg(s) => s.frame_ready(fanout),
@@ -126,8 +119,7 @@ impl SubStream {
         cfg: SubSettings,
         mtu: usize,
         fanout: &mut Fanout,
-        registry: &Registry,
-        done: Token,
+        done: &Arc<Waker>,
         wake: Token,
     ) -> Result<SubStream> {
         let main = fanout.stream(StreamId::MAIN).info;
@@ -136,7 +128,7 @@ impl SubStream {
             (usize::from(cfg.width), usize::from(cfg.height)),
         );
         let enc = SubEncoder::new(w, h, cfg.quality)?;
-        let waker = Arc::new(Waker::new(registry, done)?);
+        let waker = done.clone();
         let info = StreamInfo {
             width: w as u16,
             height: h as u16,

@@ -69,6 +69,9 @@ struct Slot {
     /// The frame's picture, packed 4:2:0, when asked for (`want_raw`).
     raw: Vec<u8>,
     raw_size: Option<(usize, usize)>,
+    /// Its samples span the full range (RGB frames, encoded by
+    /// libjpeg-turbo); YUV ones are video range.
+    full_range: bool,
 }
 
 struct Shared {
@@ -105,6 +108,7 @@ impl LibcameraSource {
                 fresh: false,
                 raw: Vec::new(),
                 raw_size: None,
+                full_range: false,
             }),
             event: eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC)?,
             stop: AtomicBool::new(false),
@@ -198,14 +202,15 @@ impl FrameSource for LibcameraSource {
             slot.fresh = false;
             std::mem::swap(&mut slot.jpeg, &mut self.held);
             std::mem::swap(&mut slot.raw, &mut self.held_raw);
-            (slot.captured, slot.raw_size.take())
+            (slot.captured, slot.raw_size.take(), slot.full_range)
         };
-        let (captured, raw_size) = captured;
+        let (captured, raw_size, full_range) = captured;
         let raw = raw_size.and_then(|size| Raw::packed(&self.held_raw, size));
         sink(CapturedFrame {
             jpeg: &self.held,
             captured,
             raw,
+            full_range,
         });
         Ok(())
     }
@@ -473,6 +478,7 @@ fn capture_frames(
                     std::mem::swap(&mut slot.jpeg, &mut work.out);
                     std::mem::swap(&mut slot.raw, &mut work.raw);
                     slot.raw_size = raw_size;
+                    slot.full_range = matches!(format.format.as_str(), "BGR888" | "RGB888");
                     slot.captured = captured;
                     slot.fresh = true;
                 }

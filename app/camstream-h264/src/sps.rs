@@ -3,8 +3,9 @@
 //! no VUI (OpenH264 writes none) leaves players to take video range and,
 //! for HD, often BT.709: blacks and whites stretched, colours shifted.
 //! [`signal_jpeg_colour`] makes the SPS of an access unit say so: a VUI
-//! where it has none, the video signal type where its VUI has none (as
-//! OpenH264's); what an encoder said of them is left as it is.
+//! where it has none, the video signal type in its VUI (OpenH264's and
+//! libx264's have none; a hardware encoder's may say video range, as it
+//! is told nothing of the samples it codes).
 //!
 //! No allocation: the SPS is rewritten in fixed buffers and spliced into
 //! the access unit, which keeps its capacity.
@@ -30,8 +31,8 @@ const VIDEO_FORMAT_UNSPECIFIED: u32 = 5;
 const UNSPECIFIED: u32 = 2;
 const MATRIX_BT601: u32 = 6;
 
-/// Makes each SPS in Annex B `au` that says nothing of its samples' range
-/// and matrix say full range and BT.601; whether it changed `au`.
+/// Makes each SPS in Annex B `au` say its samples are full range with
+/// BT.601's matrix, if it does not; whether it changed `au`.
 pub fn signal_jpeg_colour(au: &mut Vec<u8>) -> bool {
     let mut changed = false;
     let mut from = 0;
@@ -61,8 +62,8 @@ pub fn signal_jpeg_colour(au: &mut Vec<u8>) -> bool {
 
 /// `sps` (a NAL unit: header, then its payload with emulation prevention)
 /// saying its samples are full range with BT.601's matrix, written into
-/// `out`: its length; None if it says something of them already, does not
-/// parse, or is longer than [`MAX_SPS`].
+/// `out`: its length; None if it says so already, does not parse, or is
+/// longer than [`MAX_SPS`].
 pub fn with_jpeg_colour(sps: &[u8], out: &mut [u8; OUT]) -> Option<usize> {
     let (&header, payload) = sps.split_first()?;
     if nal::unit_type(header) != nal::SPS || sps.len() > MAX_SPS {
@@ -75,15 +76,15 @@ pub fn with_jpeg_colour(sps: &[u8], out: &mut [u8; OUT]) -> Option<usize> {
     let stop = last * 8 + 7 - rbsp[last].trailing_zeros() as usize;
     let mut r = Reader { data: rbsp, pos: 0 };
     skip_to_vui(&mut r)?;
-    let at = r.pos;
+    let mut at = r.pos;
     let vui = r.bit()?;
     let mut w = Writer {
         data: [0; OUT],
         pos: 0,
     };
-    // What is replaced: with no VUI, its flag; with one, its
-    // video_signal_type_present_flag, after the fields before it.
-    let at = if vui {
+    // What is replaced: with no VUI, its flag; with one, its video signal
+    // type (its flag, and the fields it says are there).
+    let end = if vui {
         if r.bit()? && r.bits(8)? == 255 {
             // aspect_ratio_info_present_flag, aspect_ratio_idc
             // Extended_SAR: sar_width, sar_height.
@@ -92,14 +93,25 @@ pub fn with_jpeg_colour(sps: &[u8], out: &mut [u8; OUT]) -> Option<usize> {
         if r.bit()? {
             r.bit()?; // overscan_info_present_flag, overscan_appropriate_flag
         }
+        at = r.pos;
         if r.bit()? {
-            return None; // video_signal_type_present_flag: said already
+            // video_signal_type_present_flag: video_format, then the
+            // range and matrix, which must be JPEG's already to stay.
+            r.bits(3)?;
+            let full = r.bit()?;
+            let matrix = match r.bit()? {
+                true => r.bits(24)? & 0xff,
+                false => 0,
+            };
+            if full && matrix == MATRIX_BT601 {
+                return None;
+            }
         }
-        r.pos - 1
+        r.pos
     } else {
-        at
+        at + 1
     };
-    if at >= stop {
+    if end > stop {
         return None;
     }
     copy_bits(rbsp, 0..at, &mut w)?;
@@ -121,7 +133,7 @@ pub fn with_jpeg_colour(sps: &[u8], out: &mut [u8; OUT]) -> Option<usize> {
         w.put(0, 6);
     }
     // The rest as it was (the VUI's later fields), then the stop bit.
-    copy_bits(rbsp, at + 1..stop, &mut w)?;
+    copy_bits(rbsp, end..stop, &mut w)?;
     w.put(1, 1);
     let len = w.pos.div_ceil(8);
     out[0] = header;
@@ -380,6 +392,45 @@ mod tests {
         let after = colour(&out[..n]).unwrap();
         assert_eq!((after.0, after.1, after.2, after.3), (true, true, true, 6));
         assert_eq!(with_jpeg_colour(&out[..n], &mut [0u8; OUT]), None);
+    }
+
+    /// An SPS whose VUI says video range and BT.709's matrix, as a
+    /// hardware encoder told nothing may write: made full range, BT.601,
+    /// the rest as it was.
+    #[test]
+    fn a_video_range_signal_is_replaced() {
+        let mut full = [0u8; OUT];
+        let n = with_jpeg_colour(&OPENH264_720P, &mut full).unwrap();
+        // Its video_full_range_flag cleared and matrix_coefficients 1.
+        let mut rbsp = [0u8; OUT];
+        let len = unescape(&full[1..n], &mut rbsp).unwrap().len();
+        let mut r = Reader {
+            data: &rbsp[..len],
+            pos: 0,
+        };
+        skip_to_vui(&mut r).unwrap();
+        let full_at = r.pos + 4 + 3; // VUI, aspect, overscan, signal type flags; video_format
+        let matrix_at = full_at + 2 + 16;
+        let mut bits = Writer {
+            data: [0; OUT],
+            pos: 0,
+        };
+        copy_bits(&rbsp[..len], 0..full_at, &mut bits).unwrap();
+        bits.put(0, 1);
+        copy_bits(&rbsp[..len], full_at + 1..matrix_at, &mut bits).unwrap();
+        bits.put(1, 8);
+        copy_bits(&rbsp[..len], matrix_at + 8..len * 8, &mut bits).unwrap();
+        let mut video = [0u8; OUT];
+        video[0] = 0x67;
+        let m = 1 + escape(&bits.data[..len], &mut video[1..]);
+        let before = colour(&video[..m]).unwrap();
+        assert_eq!((before.1, before.2, before.3), (true, false, 1));
+
+        let mut out = [0u8; OUT];
+        let k = with_jpeg_colour(&video[..m], &mut out).unwrap();
+        let after = colour(&out[..k]).unwrap();
+        assert_eq!((after.1, after.2, after.3), (true, true, 6));
+        assert_eq!(after.4, before.4);
     }
 
     /// libx264's SPS (Baseline; High with 8x8 transform), recorded by

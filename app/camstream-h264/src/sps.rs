@@ -506,5 +506,136 @@ mod tests {
             au.extend_from_slice(&sps);
             signal_jpeg_colour(&mut au);
         }
+
+        /// SPSs as encoders write them (Baseline, Main, High; each order
+        /// of pictures; cropped or not; with no VUI, or one with or
+        /// without an aspect ratio, overscan, a video signal type and the
+        /// fields after it): each is made to say JPEG's colour, its fields
+        /// before the VUI and after the video signal type as they were.
+        #[test]
+        fn sps_as_encoders_write_them(
+            profile in prop::sample::select(alloc::vec![66u32, 77, 100]),
+            ue in proptest::collection::vec(0u32..300, 12),
+            flags in proptest::collection::vec(any::<bool>(), 10),
+            vui in proptest::option::of((
+                proptest::option::of(prop::sample::select(alloc::vec![1u32, 4, 255])),
+                proptest::option::of(any::<bool>()),
+                proptest::option::of((0u32..8, any::<bool>(), proptest::option::of(any::<[u8; 3]>()))),
+                proptest::collection::vec(any::<bool>(), 0..40),
+            )),
+        ) {
+            let mut w = Writer { data: [0; OUT], pos: 0 };
+            let ue_at = |w: &mut Writer, v: u32| {
+                let v = v + 1;
+                let n = 32 - v.leading_zeros() as usize;
+                w.put(0, n - 1);
+                w.put(v, n);
+            };
+            w.put(profile, 8);
+            w.put(0xc0, 8);
+            w.put(31, 8);
+            ue_at(&mut w, ue[0] % 32);
+            if profile == 100 {
+                ue_at(&mut w, 1); // chroma_format_idc 4:2:0
+                ue_at(&mut w, 0);
+                ue_at(&mut w, 0);
+                w.put(0, 1);
+                w.put(0, 1); // no scaling matrix
+            }
+            ue_at(&mut w, ue[1] % 13);
+            let poc = ue[2] % 3;
+            ue_at(&mut w, poc);
+            if poc == 0 {
+                ue_at(&mut w, ue[3] % 13);
+            } else if poc == 1 {
+                w.put(u32::from(flags[0]), 1);
+                ue_at(&mut w, ue[4]);
+                ue_at(&mut w, ue[5]);
+                ue_at(&mut w, ue[6] % 4);
+                for _ in 0..ue[6] % 4 {
+                    ue_at(&mut w, ue[7]);
+                }
+            }
+            ue_at(&mut w, ue[8] % 17);
+            w.put(u32::from(flags[1]), 1);
+            ue_at(&mut w, ue[9]);
+            ue_at(&mut w, ue[10]);
+            w.put(u32::from(flags[2]), 1);
+            if !flags[2] {
+                w.put(u32::from(flags[3]), 1);
+            }
+            w.put(u32::from(flags[4]), 1);
+            w.put(u32::from(flags[5]), 1);
+            if flags[5] {
+                for _ in 0..4 {
+                    ue_at(&mut w, ue[11] % 16);
+                }
+            }
+            let fields = w.pos;
+            let mut tail = alloc::vec![];
+            match &vui {
+                None => w.put(0, 1),
+                Some((aspect, overscan, signal, rest)) => {
+                    w.put(1, 1);
+                    w.put(u32::from(aspect.is_some()), 1);
+                    if let Some(idc) = aspect {
+                        w.put(*idc, 8);
+                        if *idc == 255 {
+                            w.put(0x0001_0001, 32);
+                        }
+                    }
+                    w.put(u32::from(overscan.is_some()), 1);
+                    if let Some(o) = overscan {
+                        w.put(u32::from(*o), 1);
+                    }
+                    w.put(u32::from(signal.is_some()), 1);
+                    if let Some((format, full, description)) = signal {
+                        w.put(*format, 3);
+                        w.put(u32::from(*full), 1);
+                        w.put(u32::from(description.is_some()), 1);
+                        if let Some(d) = description {
+                            for b in d {
+                                w.put(u32::from(*b), 8);
+                            }
+                        }
+                    }
+                    for &b in rest {
+                        w.put(u32::from(b), 1);
+                    }
+                    tail.clone_from(rest);
+                }
+            }
+            w.put(1, 1); // rbsp_stop_one_bit
+            let len = w.pos.div_ceil(8);
+            let mut sps = [0u8; OUT];
+            sps[0] = 0x67;
+            let n = 1 + escape(&w.data[..len], &mut sps[1..]);
+            let sps = &sps[..n];
+
+            let mut out = [0u8; OUT];
+            let said = vui.as_ref().and_then(|v| v.2).is_some_and(|(_, full, d)| {
+                full && d.is_some_and(|d| u32::from(d[2]) == MATRIX_BT601)
+            });
+            match with_jpeg_colour(sps, &mut out) {
+                None => prop_assert!(said),
+                Some(k) => {
+                    prop_assert!(!said);
+                    let c = colour(&out[..k]).unwrap();
+                    prop_assert_eq!((c.1, c.2, c.3), (true, true, 6));
+                    // With no VUI the new one's later fields are all absent.
+                    let want = if vui.is_some() { tail } else { alloc::vec![false; 6] };
+                    prop_assert!(c.4.len() >= want.len());
+                    prop_assert_eq!(&c.4[..want.len()], &want[..]);
+                    // The fields before the VUI as they were.
+                    let mut a = [0u8; OUT];
+                    let a = unescape(&out[1..k], &mut a).unwrap();
+                    let mut copy = Writer { data: [0; OUT], pos: 0 };
+                    copy_bits(a, 0..fields, &mut copy).unwrap();
+                    let mut orig = Writer { data: [0; OUT], pos: 0 };
+                    copy_bits(&w.data[..len], 0..fields, &mut orig).unwrap();
+                    prop_assert_eq!(&copy.data[..], &orig.data[..]);
+                }
+            }
+        }
     }
 }

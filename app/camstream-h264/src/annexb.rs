@@ -138,6 +138,13 @@ impl<'a> AccessUnit<'a> {
     pub fn units(&self) -> NalUnits<'a> {
         nal_units(self.data)
     }
+
+    /// Where its SPS lies in `data`, if it has one.
+    pub fn sps_at(&self) -> Option<core::ops::Range<usize>> {
+        let sps = self.sps?;
+        let start = sps.as_ptr() as usize - self.data.as_ptr() as usize;
+        Some(start..start + sps.len())
+    }
 }
 
 #[cfg(test)]
@@ -162,6 +169,7 @@ mod tests {
         let au = AccessUnit::parse(&data).unwrap();
         assert!(au.idr);
         assert_eq!(au.sps, Some(&[0x67, 1, 2][..]));
+        assert_eq!(au.sps_at(), Some(6..9));
         assert_eq!(au.pps, Some(&[0x68, 3][..]));
     }
 

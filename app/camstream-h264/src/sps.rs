@@ -11,8 +11,8 @@
 //! the access unit, which keeps its capacity.
 
 use alloc::vec::Vec;
+use core::ops::Range;
 
-use crate::annexb::nal_units;
 use crate::nal;
 
 /// The longest SPS rewritten (header and emulation prevention included):
@@ -31,33 +31,21 @@ const VIDEO_FORMAT_UNSPECIFIED: u32 = 5;
 const UNSPECIFIED: u32 = 2;
 const MATRIX_BT601: u32 = 6;
 
-/// Makes each SPS in Annex B `au` say its samples are full range with
-/// BT.601's matrix, if it does not; whether it changed `au`.
-pub fn signal_jpeg_colour(au: &mut Vec<u8>) -> bool {
-    let mut changed = false;
-    let mut from = 0;
-    loop {
-        let Some((start, len)) = nal_units(&au[from..])
-            .find(|u| nal::unit_type(u[0]) == nal::SPS)
-            .map(|u| {
-                (
-                    u.as_ptr() as usize - au[from..].as_ptr() as usize + from,
-                    u.len(),
-                )
-            })
-        else {
-            return changed;
-        };
-        let mut out = [0u8; OUT];
-        match with_jpeg_colour(&au[start..start + len], &mut out) {
-            Some(n) => {
-                au.splice(start..start + len, out[..n].iter().copied());
-                changed = true;
-                from = start + n;
-            }
-            None => from = start + len,
-        }
-    }
+/// Makes the SPS at `sps` in Annex B `au` (as [`AccessUnit::sps_at`]
+/// finds it) say its samples are full range with BT.601's matrix, if it
+/// does not; whether it changed `au`.
+///
+/// [`AccessUnit::sps_at`]: crate::AccessUnit::sps_at
+pub fn signal_jpeg_colour(au: &mut Vec<u8>, sps: Range<usize>) -> bool {
+    let Some(unit) = au.get(sps.clone()) else {
+        return false;
+    };
+    let mut out = [0u8; OUT];
+    let Some(n) = with_jpeg_colour(unit, &mut out) else {
+        return false;
+    };
+    au.splice(sps, out[..n].iter().copied());
+    true
 }
 
 /// `sps` (a NAL unit: header, then its payload with emulation prevention)
@@ -141,7 +129,7 @@ pub fn with_jpeg_colour(sps: &[u8], out: &mut [u8; OUT]) -> Option<usize> {
 }
 
 /// Bits `range` of `data`, appended to `w`.
-fn copy_bits(data: &[u8], range: core::ops::Range<usize>, w: &mut Writer) -> Option<()> {
+fn copy_bits(data: &[u8], range: Range<usize>, w: &mut Writer) -> Option<()> {
     let mut r = Reader {
         data,
         pos: range.start,
@@ -324,6 +312,8 @@ mod tests {
     extern crate std;
 
     use super::*;
+    use crate::AccessUnit;
+    use crate::annexb::nal_units;
     use proptest::prelude::*;
 
     /// OpenH264's SPS for 1280x720 Constrained Baseline (camstream's
@@ -464,16 +454,20 @@ mod tests {
         au.extend_from_slice(&[
             0, 0, 0, 1, 0x68, 0xce, 0x3c, 0x80, 0, 0, 0, 1, 0x65, 0x88, 0x84,
         ]);
-        assert!(signal_jpeg_colour(&mut au));
+        let at = AccessUnit::parse(&au).unwrap().sps_at().unwrap();
+        assert_eq!(at, 4..4 + OPENH264_720P.len());
+        assert!(signal_jpeg_colour(&mut au, at));
         let units: Vec<&[u8]> = nal_units(&au).collect();
         assert_eq!(units.len(), 3);
         assert!(colour(units[0]).unwrap().2);
         assert_eq!(units[1], [0x68, 0xce, 0x3c, 0x80]);
         assert_eq!(units[2], [0x65, 0x88, 0x84]);
-        assert!(!signal_jpeg_colour(&mut au));
-        // No SPS: nothing to do.
+        let at = AccessUnit::parse(&au).unwrap().sps_at().unwrap();
+        assert!(!signal_jpeg_colour(&mut au, at));
+        // No SPS there: nothing to do.
         let mut p = alloc::vec![0, 0, 0, 1, 0x41, 0x9a];
-        assert!(!signal_jpeg_colour(&mut p));
+        assert_eq!(AccessUnit::parse(&p).unwrap().sps_at(), None);
+        assert!(!signal_jpeg_colour(&mut p, 4..6));
     }
 
     #[test]
@@ -502,9 +496,6 @@ mod tests {
                 prop_assert_eq!(c.map(|c| (c.1, c.2, c.3)), Some((true, true, 6)));
                 prop_assert_eq!(with_jpeg_colour(&out[..n], &mut [0u8; OUT]), None);
             }
-            let mut au = alloc::vec![0, 0, 1];
-            au.extend_from_slice(&sps);
-            signal_jpeg_colour(&mut au);
         }
 
         /// SPSs as encoders write them (Baseline, Main, High; each order

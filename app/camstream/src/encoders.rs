@@ -15,6 +15,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use camstream_h264::AccessUnit;
 
+use crate::source::Raw;
 use crate::source::v4l2::Camera;
 use crate::source::v4l2::m2m::{self, H264, JPEG, M2mEncoder, Params};
 use crate::turbo::{Decoder, OnWarning};
@@ -131,6 +132,8 @@ fn try_one(
     };
     let mut enc = M2mEncoder::open_for(&f.path, params, camera)?;
     let (mut all, mut out, mut keys) = (Vec::new(), Vec::new(), 0);
+    // A camera's frame, packed (as it is saved).
+    let mut one = Vec::new();
     let mut extra = String::new();
     let n = t.frames as usize;
     let start = Instant::now();
@@ -147,7 +150,14 @@ fn try_one(
                 )
             }
             Frames::Camera(cam, sent) => cam.frame(|planes, strides, buf| {
-                pack(planes, strides, (w, h), sent);
+                let size = (w, h);
+                Raw {
+                    planes,
+                    strides,
+                    size,
+                }
+                .pack(&mut one);
+                sent.extend_from_slice(&one);
                 enc.encode(planes, strides, buf, i == 0, &mut out)
             })?,
         }
@@ -189,16 +199,6 @@ fn try_one(
         all,
         sent,
     ))
-}
-
-/// Appends a `w`x`h` 4:2:0 picture's planes to `to`, packed.
-fn pack(planes: [&[u8]; 3], strides: [usize; 3], (w, h): (usize, usize), to: &mut Vec<u8>) {
-    for (i, (p, s)) in planes.iter().zip(strides).enumerate() {
-        let (pw, ph) = if i == 0 { (w, h) } else { (w / 2, h / 2) };
-        for r in 0..ph {
-            to.extend_from_slice(&p[r * s..r * s + pw]);
-        }
-    }
 }
 
 /// Frame `i` of a test picture: a gradient across, stripes down, and a

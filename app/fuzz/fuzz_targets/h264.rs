@@ -1,8 +1,8 @@
 //! An access unit as an H.264 encoder hands it over (Annex B): what parses
 //! is packetized at any MTU and depacketized again into the same NAL units
 //! (less delimiters, with the parameter sets an IDR needs), every packet
-//! within the MTU, the last one marked. Any bytes: an SPS made to say
-//! its colour keeps the NAL units where they were, and says it once.
+//! within the MTU, the last one marked; its SPS made to say JPEG's colour
+//! keeps the NAL units as they were, still parses, and says it once.
 #![no_main]
 
 use camstream_h264::annexb::nal_units;
@@ -16,14 +16,17 @@ fuzz_target!(|data: &[u8]| {
     let Some((&m, data)) = data.split_first() else {
         return;
     };
-    let mut said = data.to_vec();
-    if signal_jpeg_colour(&mut said) {
-        assert_eq!(nal_units(&said).count(), nal_units(data).count());
-        assert!(!signal_jpeg_colour(&mut said));
-    }
     let Ok(au) = AccessUnit::parse(data) else {
         return;
     };
+    if let Some(at) = au.sps_at() {
+        let mut said = data.to_vec();
+        if signal_jpeg_colour(&mut said, at) {
+            assert_eq!(nal_units(&said).count(), nal_units(data).count());
+            let again = AccessUnit::parse(&said).unwrap();
+            assert!(!signal_jpeg_colour(&mut said.clone(), again.sps_at().unwrap()));
+        }
+    }
     let mtu = MIN_MTU + usize::from(m) * 16;
     assert!(mtu <= MAX_MTU);
     let mut p = Packetizer::new(1, 0, mtu).unwrap();

@@ -451,19 +451,25 @@ impl H264Stream {
         let Some(mut done) = self.worker.take() else {
             return;
         };
-        if self.full_range {
-            // Only the SPS changes, which comes before each IDR picture.
-            camstream_h264::sps::signal_jpeg_colour(&mut done.out);
-        }
         match done.made {
             Ok(()) if done.out.is_empty() => {}
-            Ok(()) => match AccessUnit::parse(&done.out) {
-                Ok(au) => fanout.publish_h264(self.id, &au, done.captured, Mono::now()),
-                Err(e) => log::warn!(
-                    "{}: the encoder's access unit does not parse: {e:?}",
-                    self.shape.name
-                ),
-            },
+            Ok(()) => {
+                let mut parsed = AccessUnit::parse(&done.out);
+                // The SPS (before each IDR picture) made to say the
+                // camera's full range, where it has it: parsed again then.
+                let sps = parsed.as_ref().ok().and_then(AccessUnit::sps_at);
+                if let Some(at) = sps.filter(|_| self.full_range) {
+                    camstream_h264::sps::signal_jpeg_colour(&mut done.out, at);
+                    parsed = AccessUnit::parse(&done.out);
+                }
+                match parsed {
+                    Ok(au) => fanout.publish_h264(self.id, &au, done.captured, Mono::now()),
+                    Err(e) => log::warn!(
+                        "{}: the encoder's access unit does not parse: {e:?}",
+                        self.shape.name
+                    ),
+                }
+            }
             Err(e) => log::debug!("{}: {e}", self.shape.name),
         }
         self.worker.give_back(done.out);

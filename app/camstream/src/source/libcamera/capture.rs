@@ -69,8 +69,7 @@ struct Slot {
     /// The frame's picture, packed 4:2:0, when asked for (`want_raw`).
     raw: Vec<u8>,
     raw_size: Option<(usize, usize)>,
-    /// Its samples span the full range (RGB frames, encoded by
-    /// libjpeg-turbo); YUV ones are video range.
+    /// Its samples span the full range (as CapturedFrame::full_range).
     full_range: bool,
 }
 
@@ -425,6 +424,8 @@ fn capture_frames(
     let mut reported = (0, 0, 0);
     let mut reported_at: Option<Mono> = None;
     let (format, out_size) = (cap.format.clone(), cap.out_size);
+    // RGB, encoded by libjpeg-turbo, spans the full range; YUV is video range.
+    let full_range = matches!(format.format.as_str(), "BGR888" | "RGB888");
     loop {
         if shared.stop.load(Ordering::Relaxed) {
             return None;
@@ -478,7 +479,7 @@ fn capture_frames(
                     std::mem::swap(&mut slot.jpeg, &mut work.out);
                     std::mem::swap(&mut slot.raw, &mut work.raw);
                     slot.raw_size = raw_size;
-                    slot.full_range = matches!(format.format.as_str(), "BGR888" | "RGB888");
+                    slot.full_range = full_range;
                     slot.captured = captured;
                     slot.fresh = true;
                 }

@@ -11,6 +11,7 @@ use super::DeviceSpec;
 use super::buffers::Buffers;
 use super::controls;
 use super::device::{self, Device, PixFormat};
+use super::m2m::CameraBuffers;
 use super::select::{self, fourcc_name};
 use super::sys;
 use crate::source::Settings;
@@ -132,6 +133,15 @@ impl Capture {
             fps,
             out_size: (w & !7, h & !7),
         })
+    }
+
+    /// Its buffers as a hardware encoder may read them (YU12).
+    pub fn camera_buffers(&self) -> CameraBuffers {
+        CameraBuffers {
+            count: self.buffers.count(),
+            stride: self.format.bytesperline as usize,
+            rows: self.format.height as usize,
+        }
     }
 
     pub fn describe(&self, quality: u8) -> String {

@@ -33,15 +33,11 @@ pub(super) fn encode<'a>(
     };
     match f.fourcc {
         YUV420 => {
-            let cs = stride / 2;
-            let (ch_full, y_len) = (rows.div_ceil(2), stride * rows);
-            need(y_len + 2 * cs * ch_full)?;
-            let (y, rest) = data.split_at(y_len);
-            let (u, v) = rest.split_at(cs * ch_full);
-            enc.encode_from([y, u, v], [stride, cs, cs], w, h, camera, out)?;
+            let (planes, strides) = yu12_planes(data, stride, rows)?;
+            enc.encode_from(planes, strides, w, h, camera, out)?;
             Ok(Some(Raw {
-                planes: [y, u, v],
-                strides: [stride, cs, cs],
+                planes,
+                strides,
                 size: (w, h),
             }))
         }
@@ -91,6 +87,27 @@ pub(super) fn encode<'a>(
         }
         other => bail!("cannot encode {}", fourcc_name(other)),
     }
+}
+
+/// A YU12 frame's planes (`rows` luma rows of `stride` bytes, then U and
+/// V at half the stride) and their strides.
+pub(super) fn yu12_planes(
+    data: &[u8],
+    stride: usize,
+    rows: usize,
+) -> Result<([&[u8]; 3], [usize; 3])> {
+    let cs = stride / 2;
+    let (y_len, c_len) = (stride * rows, cs * rows.div_ceil(2));
+    if data.len() < y_len + 2 * c_len {
+        bail!(
+            "short buffer: {} bytes, expected {}",
+            data.len(),
+            y_len + 2 * c_len
+        );
+    }
+    let (y, rest) = data.split_at(y_len);
+    let (u, v) = rest.split_at(c_len);
+    Ok(([y, u, v], [stride, cs, cs]))
 }
 
 #[cfg(test)]

@@ -335,11 +335,7 @@ impl FrameSource for V4l2Source {
             let camera =
                 (cap.format.fourcc == select::YUV420 && self.encoder.takes_dmabuf()).then(|| {
                     cap.buffers.export();
-                    CameraBuffers {
-                        count: cap.buffers.count(),
-                        stride: cap.format.bytesperline as usize,
-                        rows: cap.format.height as usize,
-                    }
+                    cap.camera_buffers()
                 });
             // Raw frames cost an encode each: only the newest is worth it.
             let newest_good = ready.iter().rposition(|d| !d.error);
@@ -462,11 +458,7 @@ impl Camera {
     }
 
     pub fn buffers(&self) -> CameraBuffers {
-        CameraBuffers {
-            count: self.cap.buffers.count(),
-            stride: self.cap.format.bytesperline as usize,
-            rows: self.cap.format.height as usize,
-        }
+        self.cap.camera_buffers()
     }
 
     /// Waits for the next frame and hands `f` its planes, their strides
@@ -494,21 +486,9 @@ impl Camera {
                 anyhow::bail!("{}: no frame in 5 s", cap.dev.path.display());
             }
         };
-        let stride = cap.format.bytesperline as usize;
-        let rows = cap.format.height as usize;
-        let (y_len, c_len) = (stride * rows, stride / 2 * rows.div_ceil(2));
-        let data = cap.buffers.data(&d);
-        let r = if data.len() < y_len + 2 * c_len {
-            Err(anyhow::anyhow!("short buffer: {} bytes", data.len()))
-        } else {
-            let (y, rest) = data.split_at(y_len);
-            let (u, v) = rest.split_at(c_len);
-            Ok(f(
-                [y, u, v],
-                [stride, stride / 2, stride / 2],
-                cap.buffers.dmabuf(&d),
-            ))
-        };
+        let (stride, rows) = (cap.format.bytesperline as usize, cap.format.height as usize);
+        let r = encode::yu12_planes(cap.buffers.data(&d), stride, rows)
+            .map(|(planes, strides)| f(planes, strides, cap.buffers.dmabuf(&d)));
         cap.buffers.queue(cap.dev.fd(), d.index)?;
         r
     }

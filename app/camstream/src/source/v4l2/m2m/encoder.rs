@@ -251,10 +251,10 @@ impl M2mEncoder {
                 );
             }
         }
-        if let Input::Import { frames, .. } = self.input {
+        if let Input::Import { frames } = self.input {
             match dmabuf.map(|d| self.import(d, key, out)) {
                 Some(Ok(e)) => {
-                    if let Input::Import { frames, .. } = &mut self.input {
+                    if let Input::Import { frames } = &mut self.input {
                         *frames += 1;
                     }
                     return Ok(e);

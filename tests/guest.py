@@ -157,6 +157,8 @@ class Guest:
             args += ["-device", "pcie-root-port,id=hp0,chassis=1"]
         args += qemu_args or []
         self.console: list[str] = []
+        # Nudges sent during the command running (see expect_nudging).
+        self.nudges = 0
         self.testdrive = testdrive
         self.started = time.monotonic()
         self.p = pexpect.spawn(str(ROOT / "scripts/qemu"), args, encoding="utf-8", timeout=120,
@@ -201,11 +203,17 @@ class Guest:
         return f"rtsp://127.0.0.1:{self.rtsp_port}/stream"
 
     def expect_nudging(self, pattern: str, timeout: float) -> None:
-        """`expect`, but a console silent for 20 s gets a START character
-        (^Q): twice the console went silent for minutes right after busy
-        loops in the guest, and came back with the next input. ^Q is input
-        (it wakes the UART) that the guest's terminal takes itself (ixon:
-        restart output), so the shell never sees it."""
+        """`expect`, but a console silent for 20 s is nudged: a few times
+        the guest's console went silent for minutes (right after busy loops,
+        or a process killed) and came back with the next command line. The
+        nudge is a START character (^Q: output stopped by a stray STOP
+        byte restarts) and a space erased again (DEL): its echo is new
+        output, which restarts a serial port that stopped sending (the
+        emulated PL011's transmit interrupt lost; ^Q alone did not bring a
+        console back once in 120 s, a command line did). Neither reaches a
+        command: the terminal takes ^Q itself, and the space is erased by
+        the line discipline (a command running) or by the shell's line
+        editing (at the prompt)."""
         deadline = time.monotonic() + timeout
         while True:
             heard = len(self.console)
@@ -216,12 +224,14 @@ class Guest:
                 if time.monotonic() >= deadline:
                     raise
                 if len(self.console) == heard:
-                    print(f"guest console: nothing for 20 s while waiting for {pattern!r}; sending ^Q",
+                    print(f"guest console: nothing for 20 s while waiting for {pattern!r}; nudged",
                           file=sys.stderr, flush=True)
-                    self.p.send("\x11")
+                    self.p.send("\x11 \x7f")
+                    self.nudges += 1
 
     def run(self, command: str, timeout: float = 120) -> tuple[int, str]:
         """Runs a shell command in the guest; returns its exit status and output."""
+        self.nudges = 0
         self.p.sendline(f"{command}; echo \"__rc=$?\"")
         self.expect_nudging(r"__rc=(\d+)\r*\n", timeout)
         out, rc = self.p.before, int(self.p.match.group(1))
@@ -232,6 +242,8 @@ class Guest:
         echoed = out.rfind('echo "__rc=$?"')
         start = out.find("\n", max(echoed, 0))
         out = out[start + 1:] if start >= 0 else ""
+        # A nudge's space, echoed and erased while the command ran.
+        out = out.replace(" \b \b", "", self.nudges)
         return rc, out.replace("\r", "")
 
     def sh(self, command: str, timeout: float = 120, check: bool = True) -> str:

@@ -5,7 +5,7 @@
 ################################################################################
 
 # The source is this tree itself; the version is the crate's (app/Cargo.toml).
-CAMSTREAM_VERSION = 0.1.0
+CAMSTREAM_VERSION = 0.2.0
 CAMSTREAM_SITE = $(BR2_EXTERNAL_CAMSTREAM_PATH)/..
 CAMSTREAM_SITE_METHOD = local
 CAMSTREAM_SUBDIR = app/camstream

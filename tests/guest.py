@@ -208,9 +208,9 @@ class Guest:
         or a process killed) and came back with the next command line. The
         nudge is a START character (^Q: output stopped by a stray STOP
         byte restarts) and a space erased again (DEL): its echo is new
-        output, which restarts a serial port that stopped sending (the
-        emulated PL011's transmit interrupt lost; ^Q alone did not bring a
-        console back once in 120 s, a command line did). Neither reaches a
+        output, which restarts a serial port that stopped sending (what the
+        silences look like: ^Q alone did not bring a console back once in
+        120 s, a command line did). Neither reaches a
         command: the terminal takes ^Q itself, and the space is erased by
         the line discipline (a command running) or by the shell's line
         editing (at the prompt)."""

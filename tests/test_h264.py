@@ -69,7 +69,7 @@ def test_ffmpeg_plays_h264_with_the_password(camstream, config, media, clip, tra
     # Decoded to grey, as from the clip, its levels are the JPEG's: the SPS
     # says they span the full range (JFIF's) with BT.601's matrix. Without
     # that FFmpeg takes them as video range and stretches them: 27.2 dB,
-    # measured; with it 47-50.
+    # measured; with it 47.1-48.4 (the sub-stream 46.8-48.5).
     assert min(best) > 40, best
     assert colour(h264_url(cs), transport) == "pc,smpte170m"
     # Without the password: 401.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import datetime
 import hashlib
 import os
@@ -21,7 +22,7 @@ import time
 import pytest
 import requests
 
-from helpers import BIN, Camstream, run
+from helpers import BIN, ROOT, Camstream, run
 from test_http import jpeg_size
 
 USER, PASSWORD = "admin", "onvif-secret"
@@ -299,6 +300,113 @@ def test_tokens_refused_and_faults(camstream, config):
     # Through all of it the camera streams on.
     r = requests.get(f"{cs.http}/snapshot.jpg", auth=requests.auth.HTTPDigestAuth(USER, PASSWORD), timeout=10)
     assert r.status_code == 200 and r.content[:2] == b"\xff\xd8"
+
+
+def post_soap(url: str, body: bytes, session=requests) -> requests.Response:
+    return session.post(url, data=body, headers={"Content-Type": SOAP}, timeout=10)
+
+
+def created_in(delta: datetime.timedelta) -> str:
+    """A Created that far from this machine's clock (the camera's here)."""
+    return (datetime.datetime.now(datetime.UTC) + delta).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+NODE_MODULES = ROOT / "output/node/node_modules"
+# Node's `onvif` (0.8.x; ci/test installs it into output/node): connects
+# (GetSystemDateAndTime first, whose answer sets its timeShift, then
+# GetServices, GetProfiles, GetVideoSources), then asks GetDeviceInformation
+# with a UsernameToken dated by the camera's clock.
+NODE_CLIENT = """
+const { Cam } = require("onvif");
+const [port, user, password] = process.argv.slice(1);
+new Cam({ hostname: "127.0.0.1", port: Number(port), username: user, password, timeout: 10000 }, function (err) {
+    if (err) { console.log("ERROR connect: " + err.message); process.exit(1); }
+    this.getDeviceInformation(function (err, info) {
+        if (err) { console.log("ERROR GetDeviceInformation: " + err.message); process.exit(1); }
+        console.log("INFO " + JSON.stringify(info));
+    });
+});
+"""
+
+
+def node_onvif_signs_in(port: int) -> str:
+    """What Node's `onvif` printed: INFO and the device's information, or
+    ERROR and why."""
+    assert (NODE_MODULES / "onvif/package.json").exists(), \
+        "Node's onvif is not installed: npm install --prefix output/node onvif@0.8.3 (ci/test does)"
+    r = subprocess.run(["node", "-e", NODE_CLIENT, str(port), USER, PASSWORD], capture_output=True, timeout=60,
+                       env={**os.environ, "NODE_PATH": str(NODE_MODULES)}, check=False)
+    return (r.stdout + r.stderr).decode().strip()
+
+
+def zeep_signs_in(port: int) -> str:
+    """What onvif-zeep-async got for GetDeviceInformation, having taken the
+    camera's time (adjust_time) as Home Assistant's camera does: the
+    manufacturer, or the fault."""
+    from onvif import ONVIFCamera
+    from zeep.exceptions import Fault
+
+    async def session():
+        cam = ONVIFCamera("127.0.0.1", port, USER, PASSWORD, no_cache=True, adjust_time=True)
+        try:
+            await cam.update_xaddrs()
+            dev = await cam.create_devicemgmt_service()
+            return (await dev.GetDeviceInformation()).Manufacturer
+        except Fault as f:
+            return f"fault: {f.message} {[q.localname for q in f.subcodes or []]}"
+        finally:
+            await cam.close()
+
+    return asyncio.run(session())
+
+
+def test_a_token_from_the_future_locks_nobody_out(camstream, config):
+    """Created is checked against a window around the camera's clock, the
+    same whether that clock is synchronised or not: a client whose clock
+    is an hour ahead, or one dated year 9999, signing in with the right
+    password moves nothing, and clients that take the camera's time from
+    GetSystemDateAndTime (onvif-zeep-async, Node's onvif) still get in."""
+    cs = camstream("--config", str(config))
+    url = f"{cs.http}{DEVICE}"
+    ahead = [post_soap(url, envelope(DEVICE_INFO, USER, PASSWORD, created=created))
+             for created in (created_in(datetime.timedelta(hours=1)), "9999-12-31T23:59:59Z")]
+    zeep, node = zeep_signs_in(cs.http_port), node_onvif_signs_in(cs.http_port)
+    assert zeep == "camstream" and node.startswith("INFO ") and '"manufacturer":"camstream"' in node, \
+        (zeep, node, cs.log())
+    # The two tokens themselves are out of the window: refused.
+    for r in ahead:
+        assert r.status_code == 400 and fault(r) == ["env:Sender", "ter:NotAuthorized"], r.text
+    cs.wait_for("the token's Created is too far from the camera's clock")
+
+
+def test_a_token_is_refused_again_after_thousands_more(camstream, config):
+    """A nonce is kept for as long as its token's Created is in the window,
+    bounded per user: a user's memory full of tokens still in the window
+    refuses that user's new tokens rather than forget a nonce, and slows
+    no one else."""
+    with open(config, "ab") as f:
+        f.write(run([str(BIN), "passwd", "viewer", "--onvif"], input=b"viewer-secret\n", timeout=10).stdout)
+    cs = camstream("--config", str(config))
+    url = f"{cs.http}{DEVICE}"
+    first = envelope(DEVICE_INFO, USER, PASSWORD)
+    assert post_soap(url, first).status_code == 200
+    # 4,200 fresh tokens of the same user on one connection (the camera
+    # keeps 4,096 a user).
+    answers = collections.Counter()
+    with requests.Session() as s:
+        for _ in range(4200):
+            answers[post_soap(url, envelope(DEVICE_INFO, USER, PASSWORD), s).status_code] += 1
+    r = post_soap(url, first)
+    assert r.status_code == 400 and fault(r) == ["env:Sender", "ter:NotAuthorized"], (answers, r.text)
+    cs.wait_for("the token was used before")
+    assert answers == {200: 4095, 400: 105}, answers
+    cs.wait_for("of this user's tokens are still within 5 minutes of the camera's clock")
+    # Another user signs in; the first one still by HTTP Digest.
+    r = post_soap(url, envelope(DEVICE_INFO, "viewer", "viewer-secret"))
+    assert r.status_code == 200 and "<tds:Manufacturer>camstream</tds:Manufacturer>" in r.text, r.text
+    r = requests.post(url, data=envelope(DEVICE_INFO), headers={"Content-Type": SOAP}, timeout=10,
+                      auth=requests.auth.HTTPDigestAuth(USER, PASSWORD))
+    assert r.status_code == 200, r.text
 
 
 # ---- WS-Discovery, between network namespaces ----------------------------

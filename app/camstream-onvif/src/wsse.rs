@@ -3,9 +3,11 @@
 //! password)), with the nonce and the time it was made. The digest needs
 //! the password itself, so only users given one for ONVIF can use it.
 //! A token is taken once: the nonces of accepted tokens are remembered
-//! for as long as their Created stays acceptable, within a fixed count.
+//! for as long as their Created stays acceptable, within a fixed count per
+//! user; past it, that user's new tokens are refused, not old ones
+//! forgotten.
 
-use std::collections::VecDeque;
+use std::collections::HashMap;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -37,10 +39,11 @@ pub enum Password {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
     Malformed(&'static str),
-    /// Created too far from the camera's clock, or before the newest
-    /// accepted token's window.
+    /// Created too far from the camera's clock.
     Stale,
     Replayed,
+    /// The user's memory of nonces is full of ones still in the window.
+    TooMany,
     WrongPassword,
     /// PasswordText where the camera takes only digests.
     Cleartext,
@@ -173,69 +176,82 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 }
 
 /// Which tokens are taken, and the nonces already used.
+///
+/// Created must lie within `skew` of the camera's clock, whether that clock
+/// is synchronised or not: clients take the camera's time from
+/// GetSystemDateAndTime (which needs no user) and shift their Created by
+/// the difference, as ONVIF's Core specification asks. No accepted token
+/// moves the window, so a client whose clock is far off cannot lock others
+/// out. A nonce is kept for as long as its Created stays in the window, so
+/// a replay is refused for as long as the token could be taken at all.
 pub struct Gate {
-    /// How far Created may be from the camera's clock while that clock is
-    /// set (NTP, or the user set it).
+    /// How far Created may be from the camera's clock, either way.
     pub skew: i64,
-    /// Nonces of accepted tokens with their Created, oldest first.
-    seen: VecDeque<(Vec<u8>, i64)>,
-    capacity: usize,
-    /// The newest Created accepted: with the clock unset, tokens may be
-    /// hours or years off, but not older than this minus `skew`.
-    newest: Option<i64>,
+    /// Nonces kept per user at most.
+    per_user: usize,
+    /// Per user: a fixed-size hash of each accepted token's nonce, with the
+    /// token's Created.
+    seen: HashMap<String, HashMap<NonceHash, i64>>,
+}
+
+/// SHA-1 of a nonce, cut to 16 bytes: what is kept of it, whatever the
+/// nonce's length (clients send 16 to 24 bytes; nothing bounds it but the
+/// request's size). Two nonces colliding needs about 2^64 of them.
+type NonceHash = [u8; 16];
+
+fn nonce_hash(nonce: &[u8]) -> NonceHash {
+    let mut h = [0u8; 16];
+    h.copy_from_slice(&Sha1::digest(nonce)[..16]);
+    h
 }
 
 impl Gate {
-    pub fn new(skew: i64, capacity: usize) -> Gate {
+    pub fn new(skew: i64, per_user: usize) -> Gate {
         Gate {
             skew,
-            seen: VecDeque::with_capacity(capacity.min(1024)),
-            capacity,
-            newest: None,
+            per_user,
+            seen: HashMap::new(),
         }
     }
 
     /// Checks `token` against `password` at `now` (seconds since 1970 on
-    /// the camera's clock; `clock_set`: whether that clock can be trusted);
-    /// takes its nonce when it is good.
+    /// the camera's clock); takes its nonce when it is good.
     pub fn check(
         &mut self,
         token: &UsernameToken,
         password: &str,
         now: i64,
-        clock_set: bool,
     ) -> Result<(), Refusal> {
         let Password::Digest(_) = token.password else {
             return Err(Refusal::Cleartext);
         };
         let created = parse_created(&token.created).ok_or(Refusal::Malformed("bad Created"))?;
-        if clock_set {
-            if (created - now).abs() > self.skew {
-                return Err(Refusal::Stale);
-            }
-        } else if self.newest.is_some_and(|n| created < n - self.skew) {
+        if created.abs_diff(now) > self.skew.unsigned_abs() {
             return Err(Refusal::Stale);
         }
         if !token.matches(password) {
             return Err(Refusal::WrongPassword);
         }
-        // Forget what can no longer come back as fresh.
-        let horizon = if clock_set {
-            now - self.skew
-        } else {
-            self.newest.unwrap_or(created).max(created) - self.skew
-        };
-        while self.seen.front().is_some_and(|(_, c)| *c < horizon) {
-            self.seen.pop_front();
-        }
-        if self.seen.iter().any(|(n, _)| *n == token.nonce) {
+        // Only a user who holds the password gets this far: the nonces kept
+        // are bounded per user, and a user's full memory slows that user
+        // alone.
+        let skew = self.skew;
+        let seen = self.seen.entry(token.username.clone()).or_default();
+        let key = nonce_hash(&token.nonce);
+        if seen.contains_key(&key) {
             return Err(Refusal::Replayed);
         }
-        if self.seen.len() >= self.capacity {
-            self.seen.pop_front();
+        if seen.len() >= self.per_user {
+            // Forget what has left the window: an older Created can no
+            // longer be taken. One ahead of it is there because the clock
+            // was set back: forgotten too, rather than lock the user out
+            // until the clock has caught up.
+            seen.retain(|_, c| c.abs_diff(now) <= skew.unsigned_abs());
+            if seen.len() >= self.per_user {
+                return Err(Refusal::TooMany);
+            }
         }
-        self.seen.push_back((token.nonce.clone(), created));
-        self.newest = Some(self.newest.map_or(created, |n| n.max(created)));
+        seen.insert(key, created);
         Ok(())
     }
 }
@@ -284,41 +300,67 @@ mod tests {
         let now = parse_created("2026-11-25T07:30:00Z").unwrap();
         let mut gate = Gate::new(300, 4);
         let t = token("secret", b"n1", "2026-11-25T07:29:00Z");
-        assert_eq!(
-            gate.check(&t, "wrong", now, true),
-            Err(Refusal::WrongPassword)
-        );
-        assert_eq!(gate.check(&t, "secret", now, true), Ok(()));
-        assert_eq!(gate.check(&t, "secret", now, true), Err(Refusal::Replayed));
+        assert_eq!(gate.check(&t, "wrong", now), Err(Refusal::WrongPassword));
+        assert_eq!(gate.check(&t, "secret", now), Ok(()));
+        assert_eq!(gate.check(&t, "secret", now), Err(Refusal::Replayed));
+        // Replayed for as long as its Created is in the window.
+        assert_eq!(gate.check(&t, "secret", now + 240), Err(Refusal::Replayed));
+        assert_eq!(gate.check(&t, "secret", now + 241), Err(Refusal::Stale));
         let old = token("secret", b"n2", "2026-11-25T07:00:00Z");
-        assert_eq!(gate.check(&old, "secret", now, true), Err(Refusal::Stale));
-        // An unset clock (a board without NTP boots in 1970): any Created,
-        // but not older than the newest accepted one's window.
-        let mut gate = Gate::new(300, 4);
-        let t = token("secret", b"n1", "2026-11-25T07:29:00Z");
-        assert_eq!(gate.check(&t, "secret", 10, false), Ok(()));
-        assert_eq!(gate.check(&t, "secret", 20, false), Err(Refusal::Replayed));
-        let older = token("secret", b"n3", "2026-11-25T07:00:00Z");
-        assert_eq!(gate.check(&older, "secret", 30, false), Err(Refusal::Stale));
+        assert_eq!(gate.check(&old, "secret", now), Err(Refusal::Stale));
         let text = UsernameToken {
             password: Password::Text("secret".into()),
             ..t.clone()
         };
         assert!(text.matches("secret"));
-        assert_eq!(
-            gate.check(&text, "secret", 40, false),
-            Err(Refusal::Cleartext)
-        );
+        assert_eq!(gate.check(&text, "secret", now), Err(Refusal::Cleartext));
     }
 
     #[test]
-    fn the_memory_of_nonces_is_bounded() {
-        let now = 1_000_000;
+    fn a_token_far_ahead_moves_nothing() {
+        // A camera without a synchronised clock (a board without NTP boots
+        // in 1970): the window is the same. A client an hour ahead, or in
+        // year 9999, with the right password, is refused, and a client that
+        // took the camera's time still gets in.
+        let now = 10;
         let mut gate = Gate::new(300, 4);
-        for i in 0..100u8 {
-            let t = token("p", &[i], "1970-01-12T13:46:40Z");
-            assert_eq!(gate.check(&t, "p", now, true), Ok(()));
+        for (nonce, created) in [
+            (b"n1", "1970-01-01T01:00:10Z"),
+            (b"n2", "9999-12-31T23:59:59Z"),
+        ] {
+            let t = token("secret", nonce, created);
+            assert_eq!(gate.check(&t, "secret", now), Err(Refusal::Stale));
         }
-        assert_eq!(gate.seen.len(), 4);
+        let t = token("secret", b"n3", "1970-01-01T00:00:12Z");
+        assert_eq!(gate.check(&t, "secret", now), Ok(()));
+        let t = token("secret", b"n4", "1970-01-01T00:00:02Z");
+        assert_eq!(gate.check(&t, "secret", now), Ok(()));
+    }
+
+    #[test]
+    fn a_full_memory_refuses_its_user_rather_than_forget() {
+        let now = 1_000_000;
+        let created = "1970-01-12T13:46:40Z";
+        let mut gate = Gate::new(300, 4);
+        let first = token("p", b"first", created);
+        assert_eq!(gate.check(&first, "p", now), Ok(()));
+        for i in 0..3u8 {
+            assert_eq!(gate.check(&token("p", &[i], created), "p", now), Ok(()));
+        }
+        for i in 3..100u8 {
+            let t = token("p", &[i], created);
+            assert_eq!(gate.check(&t, "p", now), Err(Refusal::TooMany));
+        }
+        assert_eq!(gate.check(&first, "p", now), Err(Refusal::Replayed));
+        // Another user is not slowed.
+        let other = UsernameToken {
+            username: "viewer".into(),
+            ..token("v", b"first", created)
+        };
+        assert_eq!(gate.check(&other, "v", now), Ok(()));
+        // Once the first four leave the window, the user gets in again.
+        let later = token("p", b"later", "1970-01-12T13:52:00Z");
+        assert_eq!(gate.check(&later, "p", now + 320), Ok(()));
+        assert_eq!(gate.seen["admin"].len(), 1);
     }
 }

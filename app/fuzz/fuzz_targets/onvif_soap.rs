@@ -23,8 +23,8 @@ fuzz_target!(|data: &[u8]| {
             let _ = r.arg_attr(&["Configuration"], "token");
             if let Ok(Some(token)) = &r.token {
                 let mut gate = Gate::new(300, 16);
-                for clock_set in [true, false] {
-                    assert!(gate.check(token, "s3cret", 1_795_591_800, clock_set).is_err());
+                for now in [1_795_591_800, 0] {
+                    assert!(gate.check(token, "s3cret", now).is_err());
                 }
             }
         }

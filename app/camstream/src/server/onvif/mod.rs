@@ -25,10 +25,11 @@ use crate::config::Config;
 /// The services' paths.
 pub const DEVICE_PATH: &str = "/onvif/device_service";
 pub const MEDIA_PATH: &str = "/onvif/media_service";
-/// How far a token's Created may be from the camera's clock while that
-/// clock is synchronised (docs/ONVIF.md: clock skew).
+/// How far a token's Created may be from the camera's clock, synchronised
+/// or not (docs/ONVIF.md: clock skew).
 const SKEW: i64 = 300;
-/// Nonces of accepted tokens remembered.
+/// Nonces of accepted tokens remembered per user, each for as long as its
+/// Created is within SKEW (docs/SECURITY.md: over ONVIF).
 const NONCES: usize = 4096;
 
 /// Operations ONVIF's Core specification serves without a user
@@ -261,11 +262,15 @@ impl Onvif {
             }
             Some(p) => {
                 let now = (wall_now().0 / 1_000_000_000) as i64;
-                let taken = self.gate.check(token, &p, now, clock_synchronised());
+                let taken = self.gate.check(token, &p, now);
                 taken.map_err(|r| match r {
                     TokenRefusal::Malformed(why) => why,
                     TokenRefusal::Stale => "the token's Created is too far from the camera's clock",
                     TokenRefusal::Replayed => "the token was used before",
+                    TokenRefusal::TooMany => {
+                        "4096 of this user's tokens are still within 5 minutes of the \
+                         camera's clock: new ones refused until the oldest are not"
+                    }
                     TokenRefusal::WrongPassword => "wrong password",
                     TokenRefusal::Cleartext => "a password in the clear (basic_auth is off)",
                 })

@@ -11,7 +11,8 @@ returns what the daemon got wrong (nothing, when it holds):
 4. a request with an empty body is answered (curl's Digest against ONVIF):
    `curl_digest_onvif`;
 5. every pipelined request is answered without waiting for more bytes:
-   `pipelined_snapshots`.
+   `pipelined_snapshots`;
+6. one password does not fill a port (issue 51): `password_fill`.
 
 tests/test_hostile.py runs each against the daemon in a network namespace,
 scripts/soak all of them on a loop against the firmware under QEMU. The
@@ -698,6 +699,52 @@ def pipelined_snapshots(camera: Camera, runs: int = 3) -> list[str]:
     return []
 
 
+# ---- 6: one password fills the port ----------------------------------------
+
+# The daemon's max_connections_per_user.
+USER_SHARE = 32
+
+
+def password_fill(camera: Camera, tries: int = 11) -> list[str]:
+    """From each of six addresses, 16 RTSP connections that each pass one
+    Digest OPTIONS as viewer, then sit idle (no session): the daemon keeps
+    at most USER_SHARE of them, refusing or pushing out the rest, and new
+    snapshot and RTSP clients from the honest address, viewer too, get
+    through `tries` times of `tries`."""
+    problems: list[str] = []
+    held: list[Viewer] = []
+    passed = 0
+    try:
+        for source in camera.attackers:
+            for _ in range(16):
+                try:
+                    sock = camera.connect(source, "rtsp", timeout=5 * camera.patience)
+                except OSError:
+                    continue
+                v = Viewer(sock, camera.url, "viewer", patience=camera.patience)
+                held.append(v)
+                try:
+                    passed += v.call("OPTIONS", camera.url).status == 200
+                except AssertionError:
+                    pass  # answered 503, or closed
+        time.sleep(0.5)
+        print(f"attacker: {passed} of {len(held)} connections passed Digest, "
+              f"{sum(v.ended is None for v in held)} still open")
+        honest = Honest(camera, tries)
+        honest.run()
+        problems += honest.problems()
+        time.sleep(0.5)
+        still = sum(v.ended is None for v in held)
+        print(f"attacker: {still} idle authenticated connections still open after the honest clients")
+        if still > USER_SHARE:
+            problems.append(f"the attacker holds {still} idle connections authenticated as one user, "
+                            f"more than its share ({USER_SHARE})")
+    finally:
+        for v in held:
+            v.close()
+    return problems
+
+
 # The sequences in the issue's order, by name.
 SEQUENCES: dict[str, Callable[[Camera], list[str]]] = {
     "leftover POST": leftover_post,
@@ -706,4 +753,5 @@ SEQUENCES: dict[str, Callable[[Camera], list[str]]] = {
     "empty ONVIF POSTs": empty_onvif_posts,
     "curl --digest ONVIF": curl_digest_onvif,
     "pipelined snapshots": pipelined_snapshots,
+    "one password fills a port": password_fill,
 }

@@ -19,8 +19,8 @@ from test_interop import H, W, ffmpeg_client
 KEYS = ["source", "width", "height", "fps", "quality", "format", "buffers", "listen", "rtsp_port", "http_port",
         "rtp_port",
         "path", "mtu", "max_clients", "client_queue", "session_timeout", "rtcp_interval", "max_request_size",
-        "max_connections_per_ip", "request_timeout", "idle_timeout", "user", "log_level", "basic_auth",
-        "nonce_lifetime", "anonymous"]
+        "max_connections_per_ip", "max_connections_per_user", "request_timeout", "idle_timeout", "user", "log_level",
+        "basic_auth", "nonce_lifetime", "anonymous"]
 
 
 def fails(*args: str) -> str:

@@ -14,15 +14,17 @@ import datetime
 import hashlib
 import os
 import re
+import select
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import requests
 
-from helpers import BIN, ROOT, Camstream, run
+from helpers import BIN, ROOT, Camstream, in_netns, run
 from test_http import jpeg_size
 
 USER, PASSWORD = "admin", "onvif-secret"
@@ -537,3 +539,87 @@ def test_a_second_camstream_on_the_machine_says_it_shares_ws_discovery(camstream
     finally:
         holder.kill()
         holder.wait()
+
+
+def _probes_answered(sources: list[socket.socket], probe: bytes, count: int, target: str,
+                     quiet: float = 1.5) -> dict[str, list[float]]:
+    """Sends `count` copies of `probe` from each socket to `target`:3702 at
+    once, then collects the answers until none came for `quiet` s: the
+    times each source got one."""
+    for _ in range(count):
+        for s in sources:
+            s.sendto(probe, (target, 3702))
+    got: dict[str, list[float]] = {s.getsockname()[0]: [] for s in sources}
+    end = time.monotonic() + quiet
+    while (left := end - time.monotonic()) > 0:
+        readable, _, _ = select.select(sources, [], [], left)
+        for s in readable:
+            data, _ = s.recvfrom(65536)
+            if b"ProbeMatches" in data:
+                got[s.getsockname()[0]].append(time.monotonic())
+                end = time.monotonic() + quiet
+    return got
+
+
+def _most_per_second(times: list[float], rate: int) -> int:
+    """The most answers a sender held to `rate` a second may send over the
+    span `times` cover."""
+    return rate * (int(max(times) - min(times)) + 1) if times else 0
+
+
+def test_ws_discovery_answers_are_bounded_and_stay_on_the_subnet(netns):
+    """A burst of Probes (python-wsdiscovery's, recorded) from one address
+    gets one answer a second; from forty addresses at once, 20 a second in
+    all; from an address outside the camera's subnet (reached through a
+    router), none: a spoofed source does not make the camera a reflector."""
+    cam_ns, client_ns, _ = netns
+    client_if = run(["ip", "-n", client_ns, "-o", "link", "show", "type", "veth"], timeout=10).stdout.decode()
+    client_if = client_if.split(":")[1].strip().split("@")[0]
+    many = [f"192.0.2.{n}" for n in range(30, 70)]
+    outside = "198.51.100.2"
+    for a in [*many, "192.0.2.3"]:
+        run(["ip", "-n", client_ns, "addr", "add", f"{a}/24", "dev", client_if], timeout=10)
+    run(["ip", "-n", client_ns, "addr", "add", f"{outside}/24", "dev", client_if], timeout=10)
+    # The clients' namespace routes for the outside network.
+    run(["ip", "-n", cam_ns, "route", "add", "198.51.100.0/24", "via", "192.0.2.2"], timeout=10)
+    probe = (Path(__file__).parent / "testdata/onvif/wsdiscovery-2.1.2-probe.xml").read_bytes()
+    cam = subprocess.Popen(["ip", "netns", "exec", cam_ns, str(BIN), "--listen", "0.0.0.0", "--rtsp-port", "8554",
+                            "--http-port", "18080", "--source", "testpattern", "--anonymous", "true"],
+                           stderr=subprocess.DEVNULL)
+    socks: dict[str, socket.socket] = {}
+    try:
+        with in_netns(client_ns):
+            for a in ["192.0.2.2", "192.0.2.3", *many, outside]:
+                socks[a] = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                socks[a].setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+                socks[a].bind((a, 0))
+        deadline = time.monotonic() + 20
+        while not _probes_answered([socks["192.0.2.3"]], probe, 1, "192.0.2.1", quiet=0.5)["192.0.2.3"]:
+            assert time.monotonic() < deadline, "the camera never answered a Probe"
+        problems = []
+        time.sleep(1.1)
+        one = _probes_answered([socks["192.0.2.2"]], probe, 1000, "192.0.2.1")["192.0.2.2"]
+        print(f"1000 Probes from one address: {len(one)} answered")
+        if not 1 <= len(one) <= _most_per_second(one, 1):
+            problems.append(f"1000 Probes from one address: {len(one)} answered, not one a second")
+        time.sleep(1.1)
+        got = _probes_answered([socks[a] for a in many], probe, 5, "192.0.2.1")
+        times = sorted(t for ts in got.values() for t in ts)
+        span = max(times) - min(times) if times else 0
+        print(f"5 Probes from each of {len(many)} addresses: {len(times)} answered, over {span:.2f} s")
+        if not 1 <= len(times) <= _most_per_second(times, 20):
+            problems.append(f"5 Probes from each of {len(many)} addresses: {len(times)} answered over "
+                            f"{span:.2f} s, not 20 a second")
+        if any(len(ts) > _most_per_second(ts, 1) for ts in got.values()):
+            problems.append("an address of the forty got more than one answer a second")
+        time.sleep(1.1)
+        off = _probes_answered([socks[outside]], probe, 10, "192.0.2.1")[outside]
+        print(f"10 Probes from outside the subnet: {len(off)} answered")
+        if off:
+            problems.append(f"10 Probes from outside the camera's subnet: {len(off)} answered")
+        assert not problems, "\n".join(problems)
+    finally:
+        for s in socks.values():
+            s.close()
+        cam.terminate()
+        cam.wait(timeout=10)

@@ -65,6 +65,8 @@ def test_status_codes(server):
     assert c.call("SETUP", track, {"Transport": "RTP/AVP;multicast"}).status == 461
     assert c.call("SETUP", track, {"Transport": "RTP/SAVP;unicast;client_port=4000-4001"}).status == 461
     assert c.call("SETUP", track, {"Transport": "RTP/AVP;unicast"}).status == 461
+    # RTCP's channel is RTP's plus one (RFC 2326 12.39): another pair is not echoed back.
+    assert c.call("SETUP", track, {"Transport": "RTP/AVP/TCP;unicast;interleaved=7-6"}).status == 461
     assert c.call("SETUP", track).status == 400
     assert c.call("SETUP", track, {**tcp, "Session": "DEADBEEF"}).status == 454
     assert c.call("PLAY", c.url + "/").status == 454

@@ -4,6 +4,7 @@
 //! ids and the camera's endpoint id come from the caller (random UUIDs).
 
 use std::fmt::Write;
+use std::net::Ipv4Addr;
 
 use crate::ns;
 use crate::xml::{Doc, Limits, escape};
@@ -298,6 +299,44 @@ impl Endpoint {
     }
 }
 
+/// Probes answered by everyone together in any second.
+pub const ANSWERS_PER_SECOND: usize = 20;
+
+/// Which Probes get an answer: one address at most once a second, all of
+/// them at most ANSWERS_PER_SECOND. A ProbeMatches is twice a Probe's size
+/// and UDP's source is whatever the sender writes: unbounded, the camera
+/// would be a reflector. Holds the answers of the last second only, so at
+/// most ANSWERS_PER_SECOND addresses.
+#[derive(Default)]
+pub struct AnswerBudget {
+    /// (address, when in ms) of the answers of the last second.
+    recent: Vec<(Ipv4Addr, u64)>,
+}
+
+impl AnswerBudget {
+    /// Whether a Probe from `from` at `now_ms` (a monotonic clock) is
+    /// answered; counts it if so.
+    pub fn allow(&mut self, from: Ipv4Addr, now_ms: u64) -> bool {
+        self.recent
+            .retain(|&(_, t)| now_ms.saturating_sub(t) < 1000);
+        if self.recent.len() >= ANSWERS_PER_SECOND || self.recent.iter().any(|&(a, _)| a == from) {
+            return false;
+        }
+        self.recent.push((from, now_ms));
+        true
+    }
+}
+
+/// Whether `peer` is in the subnet of the camera's address `local`/`prefix`:
+/// only there is an answer sent (a source from elsewhere is one a router
+/// would carry the answer to: a spoofed victim's, likely).
+pub fn on_link(peer: Ipv4Addr, local: Ipv4Addr, prefix: u8) -> bool {
+    let mask = u32::MAX
+        .checked_shl(32 - u32::from(prefix.min(32)))
+        .unwrap_or(0);
+    u32::from(peer) & mask == u32::from(local) & mask
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,5 +441,29 @@ mod tests {
             m.contains("<a:RelatesTo>urn:uuid:1e37e0d8-0461-48fa-b43e-2643de876bb0</a:RelatesTo>")
         );
         assert!(m.contains("<d:XAddrs>http://192.0.2.10/onvif/device_service</d:XAddrs>"));
+    }
+
+    #[test]
+    fn answers_are_bounded_per_address_and_in_total() {
+        let mut b = AnswerBudget::default();
+        let a = Ipv4Addr::new(192, 0, 2, 2);
+        assert!(b.allow(a, 0));
+        assert!(!b.allow(a, 999), "twice in a second");
+        assert!(b.allow(a, 1000));
+        let others = (0..100u8).map(|n| Ipv4Addr::new(192, 0, 2, 100 + n));
+        let answered = others.filter(|&o| b.allow(o, 1500)).count();
+        assert_eq!(answered, ANSWERS_PER_SECOND - 1, "a second's total");
+        assert!(b.recent.len() <= ANSWERS_PER_SECOND);
+        assert!(b.allow(Ipv4Addr::new(192, 0, 2, 250), 2500));
+    }
+
+    #[test]
+    fn only_the_subnet_is_answered() {
+        let cam = Ipv4Addr::new(192, 0, 2, 1);
+        assert!(on_link(Ipv4Addr::new(192, 0, 2, 200), cam, 24));
+        assert!(!on_link(Ipv4Addr::new(198, 51, 100, 7), cam, 24));
+        assert!(!on_link(Ipv4Addr::new(192, 0, 3, 2), cam, 24));
+        assert!(on_link(Ipv4Addr::new(203, 0, 113, 9), cam, 0));
+        assert!(!on_link(Ipv4Addr::new(192, 0, 2, 2), cam, 32));
     }
 }

@@ -27,16 +27,19 @@ pub fn choose(offered: &Transports, taken: impl Fn(u8) -> bool) -> Option<Choice
         }
         match rtp.lower_transport {
             Some(RtpLowerTransport::Tcp) => {
-                let (a, b) = match rtp.params.interleaved {
-                    Some((a, b))
-                        if a != b.unwrap_or(a.wrapping_add(1))
-                            && free(a, b.unwrap_or(a.wrapping_add(1))) =>
-                    {
-                        (a, b.unwrap_or(a.wrapping_add(1)))
-                    }
-                    _ => (0..=127u8)
+                let lowest_free = || {
+                    (0..=127u8)
                         .map(|k| (2 * k, 2 * k + 1))
-                        .find(|&(a, b)| free(a, b))?,
+                        .find(|&(a, b)| free(a, b))
+                };
+                let (a, b) = match rtp.params.interleaved {
+                    // RTCP's channel is RTP's plus one (RFC 2326 §12.39:
+                    // n-(n+1)); any other pair is not a transport.
+                    Some((a, b)) if a.checked_add(1).is_none_or(|n| b.unwrap_or(n) != n) => {
+                        continue;
+                    }
+                    Some((a, _)) if free(a, a + 1) => (a, a + 1),
+                    _ => lowest_free()?,
                 };
                 return Some(Choice::Interleaved { rtp: a, rtcp: b });
             }
@@ -166,11 +169,29 @@ mod tests {
             choose(&offer("RTP/AVP/TCP;unicast;interleaved=0-1"), taken),
             Some(Choice::Interleaved { rtp: 4, rtcp: 5 })
         );
-        assert_eq!(
-            choose(&offer("RTP/AVP/TCP;unicast;interleaved=3-3"), |_| false),
-            Some(Choice::Interleaved { rtp: 0, rtcp: 1 })
-        );
         assert_eq!(choose(&offer("RTP/AVP/TCP;unicast"), |_| true), None);
+    }
+
+    /// RTCP's channel is RTP's plus one: other pairs are refused, not
+    /// echoed back (a later offer in the header may still be taken).
+    #[test]
+    fn an_interleaved_pair_is_n_and_n_plus_one() {
+        let none = |_| false;
+        for pair in ["7-6", "3-3", "0-2", "255", "255-0"] {
+            let header = format!("RTP/AVP/TCP;unicast;interleaved={pair}");
+            assert_eq!(choose(&offer(&header), none), None, "{pair}");
+        }
+        assert_eq!(
+            choose(&offer("RTP/AVP/TCP;unicast;interleaved=7"), none),
+            Some(Choice::Interleaved { rtp: 7, rtcp: 8 })
+        );
+        assert_eq!(
+            choose(
+                &offer("RTP/AVP/TCP;unicast;interleaved=7-6,RTP/AVP/TCP;unicast;interleaved=2-3"),
+                none
+            ),
+            Some(Choice::Interleaved { rtp: 2, rtcp: 3 })
+        );
     }
 
     #[test]

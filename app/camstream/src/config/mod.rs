@@ -28,6 +28,7 @@ macro_rules! default {
     (rtcp_interval) => { 5 };
     (max_request_size) => { 8192 };
     (max_connections_per_ip) => { 16 };
+    (max_connections_per_user) => { 32 };
     (request_timeout) => { 10 };
     (idle_timeout) => { 60 };
     (basic_auth) => { false };
@@ -77,6 +78,9 @@ pub struct Config {
     pub rtcp_interval: u32,
     pub max_request_size: usize,
     pub max_connections_per_ip: usize,
+    /// Connections one user holds authenticated, both ports, before its
+    /// idle ones are pushed out: one password cannot fill a port.
+    pub max_connections_per_user: usize,
     pub request_timeout: u32,
     pub idle_timeout: u32,
     pub user: Option<String>,
@@ -308,6 +312,7 @@ impl Config {
             rtcp_interval: ranged!(rtcp_interval, 1, 60)?,
             max_request_size: ranged!(max_request_size, 1024, 1 << 20)? as usize,
             max_connections_per_ip: ranged!(max_connections_per_ip, 1, 100_000)? as usize,
+            max_connections_per_user: ranged!(max_connections_per_user, 1, 100_000)? as usize,
             request_timeout: ranged!(request_timeout, 1, 600)?,
             idle_timeout: ranged!(idle_timeout, 5, 3600)?,
             user: o.user.filter(|u| !u.is_empty()),
@@ -437,7 +442,7 @@ pub(super) mod tests {
         std::fs::write(&dir, "fps = 10\nrtsp_prot = 1\n").unwrap();
         let one_line = read_file(&dir).unwrap_err().to_string();
         std::fs::remove_file(&dir).unwrap();
-        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `encoder`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `http_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`, `anonymous`, `onvif`, `streams`"), "{one_line}");
+        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `encoder`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `http_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `max_connections_per_user`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`, `anonymous`, `onvif`, `streams`"), "{one_line}");
         assert!(!one_line.contains('\n'));
         assert!(e.contains("unknown field `rtsp_prot`"), "{e}");
         let e = parse("fps = \"fast\"").unwrap_err().to_string();

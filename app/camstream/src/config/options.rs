@@ -112,6 +112,9 @@ pub struct Options {
     #[arg(long, value_name = "COUNT", help = concat!("Connections at once from one address; more are answered 503 and closed [default: ", default!(max_connections_per_ip), "]"))]
     pub max_connections_per_ip: Option<u32>,
 
+    #[arg(long, value_name = "COUNT", help = concat!("Connections at once that authenticated as one user, both ports; past it the user's idle ones (no session, no stream) are answered 503 and closed [default: ", default!(max_connections_per_user), "]"))]
+    pub max_connections_per_user: Option<u32>,
+
     #[arg(long, value_name = "SECONDS", help = concat!("Seconds a request may take to arrive once it has begun; slower ones get 408 and the connection closes [default: ", default!(request_timeout), "]"))]
     pub request_timeout: Option<u32>,
 
@@ -299,6 +302,9 @@ impl Options {
             rtcp_interval: self.rtcp_interval.or(other.rtcp_interval),
             max_request_size: self.max_request_size.or(other.max_request_size),
             max_connections_per_ip: self.max_connections_per_ip.or(other.max_connections_per_ip),
+            max_connections_per_user: self
+                .max_connections_per_user
+                .or(other.max_connections_per_user),
             request_timeout: self.request_timeout.or(other.request_timeout),
             idle_timeout: self.idle_timeout.or(other.idle_timeout),
             user: self.user.or(other.user),

@@ -60,8 +60,11 @@ pub struct Conn {
     pub kind: Kind,
     pub opened: Mono,
     /// A request on it passed the gate (a user's credentials, or a client
-    /// that needs none): it is no longer one a newcomer may push out.
+    /// that needs none): it is no longer pending (admission pushes out
+    /// pending connections first).
     pub admitted: bool,
+    /// The user its first authenticated request named (max_connections_per_user).
+    pub user: Option<String>,
     pub inbuf: Vec<u8>,
     /// Responses and interleaved RTCP (RTSP), response heads (HTTP).
     pub ctrl: Vec<u8>,
@@ -94,6 +97,7 @@ impl Conn {
             },
             opened: now,
             admitted: false,
+            user: None,
             inbuf: Vec::new(),
             ctrl: Vec::new(),
             ctrl_sent: 0,
@@ -103,6 +107,20 @@ impl Conn {
             request_started: None,
             last_input: now,
             body_wanted: None,
+        }
+    }
+
+    /// A request on it passed the gate, as `user` when users are set.
+    /// Whether it named a user for the first time on this connection: then
+    /// admission checks that user's count (max_connections_per_user).
+    pub fn passed(&mut self, user: Option<&str>) -> bool {
+        self.admitted = true;
+        match (&self.user, user) {
+            (None, Some(u)) => {
+                self.user = Some(u.to_owned());
+                true
+            }
+            _ => false,
         }
     }
 
@@ -185,6 +203,9 @@ pub struct After {
     /// Connections taken out of the table: the loop deregisters them and
     /// tells the part that held them.
     pub closed: Vec<Closed>,
+    /// Connections that named a user for the first time: the loop checks
+    /// the user's count (max_connections_per_user).
+    pub authenticated: Vec<ConnId>,
 }
 
 pub struct Closed {

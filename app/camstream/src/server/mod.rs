@@ -161,7 +161,11 @@ impl Server {
             ready: Vec::new(),
             fanout,
             gate,
-            admission: Admission::new(cfg.max_clients * 2 + 16, cfg.max_connections_per_ip),
+            admission: Admission::new(
+                cfg.max_clients * 2 + 16,
+                cfg.max_connections_per_ip,
+                cfg.max_connections_per_user,
+            ),
             rtsp,
             http,
             onvif: Onvif::default(),
@@ -378,9 +382,12 @@ impl Server {
     /// A new connection: admitted (maybe in place of one that has not
     /// authenticated), or answered 503 and closed.
     fn connected(&mut self, mut stream: mio::net::TcpStream, peer: SocketAddr, port: Port) {
-        let admitted = self
-            .admission
-            .admit(&mut self.conns, &mut self.after, port, peer);
+        let (rtsp, http) = (&self.rtsp, &self.http);
+        let admitted =
+            self.admission
+                .admit(&mut self.conns, &mut self.after, port, peer, |ci, c| {
+                    streaming(rtsp, http, ci, c)
+                });
         self.settle();
         let id = match (admitted, self.conns.next_id()) {
             (Ok(()), Some(id)) => id,
@@ -536,6 +543,13 @@ impl Server {
     /// leaves the poll, its address's count goes down, its part lets go of
     /// it (which may close others: a tunnel's other half).
     fn settle(&mut self) {
+        while let Some(ci) = self.after.authenticated.pop() {
+            let (rtsp, http) = (&self.rtsp, &self.http);
+            self.admission
+                .authenticated(&mut self.conns, &mut self.after, ci, |ci, c| {
+                    streaming(rtsp, http, ci, c)
+                });
+        }
         while let Some(mut c) = self.after.closed.pop() {
             let _ = self.poll.registry().deregister(&mut c.conn.socket);
             self.admission.closed(c.peer().ip());
@@ -560,7 +574,9 @@ impl Server {
             Duration::from_secs(u64::from(self.cfg.idle_timeout)),
         ];
         let conn::Overdue { stuck, slow, idle } =
-            conn::overdue(&self.conns, now, deadlines, |ci, c| self.streaming(ci, c));
+            conn::overdue(&self.conns, now, deadlines, |ci, c| {
+                streaming(&self.rtsp, &self.http, ci, c)
+            });
         for ci in stuck {
             self.close(ci, "did not read the error response");
         }
@@ -592,14 +608,6 @@ impl Server {
             .minute(now, &self.fanout, clients, self.conns.len());
     }
 
-    /// Whether a connection carries a stream (then it is not idle).
-    fn streaming(&self, ci: ConnId, c: &Conn) -> bool {
-        match c.kind {
-            Kind::Rtsp | Kind::TunnelPost => self.rtsp.streaming(ci),
-            Kind::Http => self.http.streaming(ci),
-        }
-    }
-
     fn shutdown(&mut self) {
         self.reports.stopping(&mut self.fanout);
         self.rtsp.shutdown(&mut ctx!(self));
@@ -623,5 +631,14 @@ impl Server {
             return Err("admission's count of connections per address is off".into());
         }
         Ok(())
+    }
+}
+
+/// Whether a connection carries a stream (then it is not idle, and never
+/// pushed out).
+fn streaming(rtsp: &Rtsp, http: &Http, ci: ConnId, c: &Conn) -> bool {
+    match c.kind {
+        Kind::Rtsp | Kind::TunnelPost => rtsp.streaming(ci),
+        Kind::Http => http.streaming(ci),
     }
 }

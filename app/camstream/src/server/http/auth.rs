@@ -44,12 +44,14 @@ impl Http {
         let conn = ctx.conns.get_mut(ci)?;
         let stale = match verdict {
             None => {
-                conn.admitted = true;
+                conn.passed(None);
                 return Some(None);
             }
             Some(Ok(user)) => {
                 conn.stale_nonce = false;
-                conn.admitted = true;
+                if conn.passed(Some(&user)) {
+                    ctx.after.authenticated.push(ci);
+                }
                 return Some(Some(user));
             }
             Some(Err(Ok(stale))) => stale,

@@ -1,20 +1,22 @@
 //! WS-Discovery on UDP 3702: the multicast group joined on every IPv4
 //! address the camera has, as addresses come and go (rtnetlink tells when;
 //! getifaddrs says what there is); Probes answered with ProbeMatches giving
-//! the device service at the address the prober reaches; Hello when an
-//! address appears, Bye at a clean stop.
+//! the device service at the address the prober reaches, only to a prober
+//! on the subnet the answer leaves by and within AnswerBudget's rate; Hello
+//! when an address appears, Bye at a clean stop.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket as StdUdp};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use camstream_onvif::discovery::{Endpoint, NotProbe, Probe, message_id};
+use camstream_onvif::discovery::{AnswerBudget, Endpoint, NotProbe, Probe, message_id, on_link};
 use mio::net::UdpSocket;
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 
 use super::super::random::random_fill;
 use super::DEVICE_PATH;
+use crate::clock::Mono;
 use crate::config::Config;
 
 pub const PORT: u16 = 3702;
@@ -25,18 +27,21 @@ pub struct Discovery {
     netlink: OwnedFd,
     /// Addresses the group is joined on.
     joined: Vec<Ipv4Addr>,
+    /// The camera's addresses with their prefix lengths.
+    subnets: Vec<(Ipv4Addr, u8)>,
+    budget: AnswerBudget,
     endpoint: Endpoint,
     http_port: u16,
     message_number: u64,
     random: fn(&mut [u8]),
 }
 
-/// The addresses to be found at.
-fn addresses() -> Vec<Ipv4Addr> {
-    let mut out: Vec<Ipv4Addr> = Vec::new();
+/// The addresses to be found at, with their prefix lengths.
+fn addresses() -> Vec<(Ipv4Addr, u8)> {
+    let mut out: Vec<(Ipv4Addr, u8)> = Vec::new();
     for i in super::ifaces::ipv4() {
-        if !out.contains(&i.addr) {
-            out.push(i.addr);
+        if !out.iter().any(|&(a, _)| a == i.addr) {
+            out.push((i.addr, i.prefix));
         }
     }
     out
@@ -122,6 +127,8 @@ impl Discovery {
             socket,
             netlink: nl,
             joined: Vec::new(),
+            subnets: Vec::new(),
+            budget: AnswerBudget::default(),
             endpoint,
             http_port,
             message_number: 0,
@@ -148,7 +155,8 @@ impl Discovery {
     /// Joins the group on new addresses and says Hello there; forgets
     /// addresses gone.
     fn refresh(&mut self) {
-        let now = addresses();
+        self.subnets = addresses();
+        let now: Vec<Ipv4Addr> = self.subnets.iter().map(|&(a, _)| a).collect();
         self.joined.retain(|ip| now.contains(ip));
         let mut changed = false;
         for ip in now {
@@ -245,10 +253,25 @@ impl Discovery {
                 continue;
             }
             // The address the prober reaches: the one the kernel would send
-            // from to it.
+            // from to it; answered only if the prober is on its subnet.
             let Some(local) = local_address_towards(from) else {
                 continue;
             };
+            let SocketAddr::V4(from4) = from else {
+                continue;
+            };
+            let on_subnet =
+                |&(a, prefix): &(Ipv4Addr, u8)| a == local && on_link(*from4.ip(), a, prefix);
+            if !self.subnets.iter().any(on_subnet) {
+                log::debug!(
+                    "WS-Discovery: {from} probed from outside {local}'s subnet; not answered"
+                );
+                continue;
+            }
+            if !self.budget.allow(*from4.ip(), Mono::now().0 / 1_000_000) {
+                log::debug!("WS-Discovery: {from} probed; over the answer rate, not answered");
+                continue;
+            }
             self.endpoint.xaddrs = vec![self.xaddr(local)];
             let (id, n) = self.next_id();
             let answer = self.endpoint.probe_matches(&probe, &id, n);

@@ -333,7 +333,7 @@ impl Rtsp {
             .gate
             .check(method, req.request_uri(), presentation, header)
         else {
-            self.admit(ci, ctx.conns);
+            self.admit(ci, None, ctx);
             return Ok(None);
         };
         let (user, stale) = match verdict {
@@ -361,7 +361,7 @@ impl Rtsp {
         if !self.tunnel_user(ci, &user, peer) {
             return Err(StatusCode::Forbidden);
         }
-        self.admit(ci, ctx.conns);
+        self.admit(ci, Some(&user), ctx);
         Ok(Some(user))
     }
 

@@ -338,11 +338,12 @@ impl Rtsp {
         }
     }
 
-    /// A request on `ci` passed the gate: the connection, and its tunnel's
-    /// other half, can no longer be pushed out by newcomers.
-    pub(super) fn admit(&self, ci: ConnId, conns: &mut Conns) {
-        if let Some(c) = conns.get_mut(ci) {
-            c.admitted = true;
+    /// A request on `ci` passed the gate, as `user` when users are set: the
+    /// connection, and its tunnel's other half, are no longer pending.
+    pub(super) fn admit(&self, ci: ConnId, user: Option<&str>, ctx: &mut Ctx<'_>) {
+        let conns = &mut *ctx.conns;
+        if conns.get_mut(ci).is_some_and(|c| c.passed(user)) {
+            ctx.after.authenticated.push(ci);
         }
         let post = self
             .conns

@@ -222,6 +222,38 @@ def test_the_sub_stream_in_h264_at_its_size_and_rate(camstream, config, media, t
     assert 'camstream_stream_info{path="stream",codec="jpeg",width="1280",height="720"' in text, text
 
 
+def test_the_sub_stream_keeps_its_rate_and_the_sps_says_it(camstream, config):  # noqa: F811
+    # The test pattern at 30 frames/s; the sub-stream in H.264 at 5. Over
+    # a minute of its RTP timestamps a client gets 5 a second, to within a
+    # frame: before, 334-336 (5.6 a second, 0.167 and 0.200 s apart). And
+    # each H.264 stream's SPS says its rate, which FFmpeg takes as the
+    # stream's: before, it guessed 30/1 (or 120/1) for the sub-stream from the
+    # timestamps.
+    with open(config, "a") as f:
+        f.write('[streams.sub]\ncodec = "h264"\nbitrate = 200\n')
+    cs = camstream("--config", str(config), "--source", "testpattern", "--width", "640", "--height", "360")
+    sub = with_user(cs.url.removesuffix("/stream") + "/sub")
+    seconds = 60
+    # One client for a minute (and a little more: the first frame's time
+    # is where the minute starts).
+    counting = subprocess.Popen(["ffprobe", "-v", "error", "-rtsp_transport", "tcp", "-i", sub, "-select_streams",
+                                 "v", "-show_entries", "frame=pts_time", "-of", "csv=p=0",
+                                 "-read_intervals", f"%+{seconds + 3}"], stdout=subprocess.PIPE)
+    rates = {path: run(["ffprobe", "-v", "error", "-rtsp_transport", "tcp", "-i", url,
+                        "-select_streams", "v", "-show_entries", "stream=r_frame_rate", "-of", "csv=p=0"],
+                       timeout=60).stdout.decode().strip()
+             for path, url in (("h264", with_user(h264_url(cs))), ("sub", sub))}
+    out, _ = counting.communicate(timeout=seconds + 60)
+    times = [float(t) for t in out.split() if t != b"N/A"]
+    assert times and times[-1] - times[0] >= seconds, times[-3:]
+    frames = sum(1 for t in times if t - times[0] < seconds)
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    print(f"sub-stream at 5 frames/s: {frames} frames in {seconds} s of its timestamps, "
+          f"{min(gaps):.3f} to {max(gaps):.3f} s apart; r_frame_rate {rates}")
+    assert seconds * 5 - 1 <= frames <= seconds * 5 + 1, frames
+    assert rates == {"h264": "30/1", "sub": "5/1"}, rates
+
+
 def test_go2rtc_relays_h264_it_pulled_with_the_password(camstream, config, tmp_path):  # noqa: F811
     """go2rtc (v1.9.14, built from the Go module proxy as the benchmark
     builds it) pulls /h264 with the user's password (its RTSP client speaks

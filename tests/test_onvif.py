@@ -258,6 +258,74 @@ def test_an_h264_sub_stream_an_nvr_sets_and_plays(camstream, config):
     assert 0.07 < (times[-1] - times[0]) / (len(times) - 1) < 0.13, times
 
 
+def set_encoder_body(token: str, **values: str) -> str:
+    """SetVideoEncoderConfiguration of an H.264 configuration as an NVR
+    sends it back, the sub-stream's as configured, with `values` (by
+    element name) written as they are."""
+    v = {"Encoding": "H264", "Width": "640", "Height": "360", "Quality": "50", "FrameRateLimit": "5",
+         "EncodingInterval": "1", "BitrateLimit": "500", "GovLength": "10"} | values
+    tt = lambda name: f"<tt:{name}>{v[name]}</tt:{name}>"  # noqa: E731
+    return (f'<SetVideoEncoderConfiguration xmlns="http://www.onvif.org/ver10/media/wsdl" '
+            f'xmlns:tt="http://www.onvif.org/ver10/schema"><Configuration token="{token}">'
+            f'<tt:Name>{token}</tt:Name><tt:UseCount>1</tt:UseCount>{tt("Encoding")}'
+            f'<tt:Resolution>{tt("Width")}{tt("Height")}</tt:Resolution>{tt("Quality")}'
+            f'<tt:RateControl>{tt("FrameRateLimit")}{tt("EncodingInterval")}{tt("BitrateLimit")}</tt:RateControl>'
+            f'<tt:H264>{tt("GovLength")}<tt:H264Profile>Baseline</tt:H264Profile></tt:H264>'
+            '<tt:SessionTimeout>PT60S</tt:SessionTimeout></Configuration>'
+            '<ForcePersistence>false</ForcePersistence></SetVideoEncoderConfiguration>')
+
+
+def test_values_outside_the_options_and_unknown_tokens_refused(camstream, config):
+    # An H.264 sub-stream (640x360, 5 frames/s, 500 kbit/s, a key frame
+    # every 10) and the H.264 stream: values GetVideoEncoderConfigurationOptions
+    # does not offer, or that are not the schema's xs:int, are
+    # ter:ConfigModify; a token that names nothing is ter:NoConfig (or
+    # ter:NoProfile), whatever the rest says. Before, each was taken (1e3
+    # as 1000 kbit/s, 99999.9 as 100000) or got the encoding's fault.
+    with open(config, "a") as f:
+        f.write('[streams.sub]\ncodec = "h264"\n')
+    cs = camstream("--config", str(config), "--width", "1280", "--height", "720")
+    url = f"{cs.http}{MEDIA}"
+
+    def post(body: str) -> requests.Response:
+        return requests.post(url, data=envelope(body, USER, PASSWORD), headers={"Content-Type": SOAP}, timeout=10)
+
+    def configuration(token: str) -> str:
+        r = post(f'<GetVideoEncoderConfiguration xmlns="http://www.onvif.org/ver10/media/wsdl">'
+                 f'<ConfigurationToken>{token}</ConfigurationToken></GetVideoEncoderConfiguration>')
+        assert r.status_code == 200, r.text
+        return r.text
+
+    before = {t: configuration(t) for t in ("sub", "h264")}
+    modify = ["env:Sender", "ter:InvalidArgVal", "ter:ConfigModify"]
+    for token, values in [("sub", {"BitrateLimit": "1e3"}), ("sub", {"BitrateLimit": "99999.9"}),
+                          ("sub", {"Quality": "1000"}), ("sub", {"EncodingInterval": "0"}),
+                          ("sub", {"FrameRateLimit": "5.0"}), ("sub", {"Width": "-640"}),
+                          ("h264", {"Width": "1280", "Height": "720", "FrameRateLimit": "30", "Quality": "1000"}),
+                          ("h264", {"Width": "1280", "Height": "720", "FrameRateLimit": "30",
+                                    "EncodingInterval": "0"})]:
+        r = post(set_encoder_body(token, **values))
+        assert r.status_code == 400 and fault(r) == modify, (token, values, r.text)
+    r = post(set_encoder_body("nosuch"))
+    assert fault(r) == ["env:Sender", "ter:InvalidArgVal", "ter:NoConfig"], r.text
+    for arg, code in [("ConfigurationToken", "ter:NoConfig"), ("ProfileToken", "ter:NoProfile")]:
+        r = post(f'<GetVideoEncoderConfigurationOptions xmlns="http://www.onvif.org/ver10/media/wsdl">'
+                 f'<{arg}>nosuch</{arg}></GetVideoEncoderConfigurationOptions>')
+        assert fault(r) == ["env:Sender", "ter:InvalidArgVal", code], (arg, r.text)
+    # Nothing changed, and the sub-stream plays as it was.
+    assert {t: configuration(t) for t in ("sub", "h264")} == before
+    assert "stream now" not in cs.log() and "(H.264) now" not in cs.log(), cs.log()
+    authed = f"rtsp://{USER}:{PASSWORD}@127.0.0.1:{cs.port}/sub"
+    probe = run(["ffprobe", "-v", "error", "-rtsp_transport", "tcp", "-i", authed, "-select_streams", "v",
+                 "-show_entries", "stream=width,height", "-of", "csv=p=0"], timeout=60).stdout.decode().strip()
+    assert probe == "640,360", probe
+    # XML Schema's xs:int allows a leading '+' (and zeros): '+01000' is
+    # 1000 kbit/s, within BitrateRange, and taken.
+    r = post(set_encoder_body("sub", BitrateLimit="+01000"))
+    assert r.status_code == 200, r.text
+    assert "<tt:BitrateLimit>1000</tt:BitrateLimit>" in configuration("sub")
+
+
 def test_tokens_refused_and_faults(camstream, config):
     cs = camstream("--config", str(config))
     url = f"{cs.http}{DEVICE}"

@@ -1,11 +1,14 @@
-//! What a sequence parameter set says of colour. Pictures decoded from
-//! JPEG have full-range samples and BT.601's matrix (JFIF); an SPS with
-//! no VUI (OpenH264 writes none) leaves players to take video range and,
-//! for HD, often BT.709: blacks and whites stretched, colours shifted.
-//! [`signal_jpeg_colour`] makes the SPS of an access unit say so: a VUI
-//! where it has none, the video signal type in its VUI (OpenH264's and
-//! libx264's have none; a hardware encoder's may say video range, as it
-//! is told nothing of the samples it codes).
+//! What a sequence parameter set says of colour and timing. Pictures
+//! decoded from JPEG have full-range samples and BT.601's matrix (JFIF);
+//! an SPS with no VUI (OpenH264 writes none) leaves players to take video
+//! range and, for HD, often BT.709: blacks and whites stretched, colours
+//! shifted. Nor does it say the stream's rate, which players then guess
+//! from the RTP timestamps (FFmpeg: 120 frames a second for a 5 frame/s
+//! stream). [`signal`] makes the SPS of an access unit say both: a VUI
+//! where it has none, the video signal type and the timing info in its
+//! VUI (OpenH264's and libx264's have neither; a hardware encoder's may
+//! say video range, as it is told nothing of the samples it codes, or a
+//! rate of its own).
 //!
 //! No allocation: the SPS is rewritten in fixed buffers and spliced into
 //! the access unit, which keeps its capacity.
@@ -20,9 +23,10 @@ use crate::nal;
 /// and is left as it is.
 pub const MAX_SPS: usize = 128;
 
-/// Room for the rewritten SPS: at most 5 bytes more, and emulation
-/// prevention at most one byte in three.
-const OUT: usize = MAX_SPS + MAX_SPS / 2 + 8;
+/// Room for the rewritten SPS: at most 14 bytes more (a whole VUI with a
+/// signal type and timing info), and emulation prevention at most one
+/// byte in two.
+const OUT: usize = (MAX_SPS + 16) * 3 / 2;
 
 /// VUI fields (H.264 E.1.1): video_format 5 (unspecified), full range,
 /// colour_primaries and transfer_characteristics 2 (unspecified),
@@ -31,17 +35,31 @@ const VIDEO_FORMAT_UNSPECIFIED: u32 = 5;
 const UNSPECIFIED: u32 = 2;
 const MATRIX_BT601: u32 = 6;
 
+/// The highest rate written into the timing info: time_scale, twice it,
+/// fits in its 32 bits with room to spare.
+const MAX_FPS: u32 = 1000;
+
+/// What an SPS is made to say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signal {
+    /// Full-range samples with BT.601's matrix (JPEG's).
+    pub jpeg_colour: bool,
+    /// Frames a second (1 to 1000), in the VUI's timing info; None leaves
+    /// the timing info as it is.
+    pub fps: Option<u32>,
+}
+
 /// Makes the SPS at `sps` in Annex B `au` (as [`AccessUnit::sps_at`]
-/// finds it) say its samples are full range with BT.601's matrix, if it
-/// does not; whether it changed `au`.
+/// finds it) say what `want` says, if it does not; whether it changed
+/// `au`.
 ///
 /// [`AccessUnit::sps_at`]: crate::AccessUnit::sps_at
-pub fn signal_jpeg_colour(au: &mut Vec<u8>, sps: Range<usize>) -> bool {
+pub fn signal(au: &mut Vec<u8>, sps: Range<usize>, want: Signal) -> bool {
     let Some(unit) = au.get(sps.clone()) else {
         return false;
     };
     let mut out = [0u8; OUT];
-    let Some(n) = with_jpeg_colour(unit, &mut out) else {
+    let Some(n) = rewritten(unit, want, &mut out) else {
         return false;
     };
     au.splice(sps, out[..n].iter().copied());
@@ -49,14 +67,14 @@ pub fn signal_jpeg_colour(au: &mut Vec<u8>, sps: Range<usize>) -> bool {
 }
 
 /// `sps` (a NAL unit: header, then its payload with emulation prevention)
-/// saying its samples are full range with BT.601's matrix, written into
-/// `out`: its length; None if it says so already, does not parse, or is
-/// longer than [`MAX_SPS`].
-pub fn with_jpeg_colour(sps: &[u8], out: &mut [u8; OUT]) -> Option<usize> {
+/// saying what `want` says, written into `out`: its length; None if it
+/// says so already, does not parse, or is longer than [`MAX_SPS`].
+pub fn rewritten(sps: &[u8], want: Signal, out: &mut [u8; OUT]) -> Option<usize> {
     let (&header, payload) = sps.split_first()?;
     if nal::unit_type(header) != nal::SPS || sps.len() > MAX_SPS {
         return None;
     }
+    let fps = want.fps.filter(|f| (1..=MAX_FPS).contains(f));
     let mut rbsp = [0u8; MAX_SPS];
     let rbsp = unescape(payload, &mut rbsp)?;
     // rbsp_stop_one_bit: the last bit set.
@@ -64,15 +82,32 @@ pub fn with_jpeg_colour(sps: &[u8], out: &mut [u8; OUT]) -> Option<usize> {
     let stop = last * 8 + 7 - rbsp[last].trailing_zeros() as usize;
     let mut r = Reader { data: rbsp, pos: 0 };
     skip_to_vui(&mut r)?;
-    let mut at = r.pos;
-    let vui = r.bit()?;
+    let vui_at = r.pos;
     let mut w = Writer {
         data: [0; OUT],
         pos: 0,
     };
-    // What is replaced: with no VUI, its flag; with one, its video signal
-    // type (its flag, and the fields it says are there).
-    let end = if vui {
+    copy_bits(rbsp, 0..vui_at, &mut w)?;
+    w.put(1, 1); // vui_parameters_present_flag
+    if !r.bit()? {
+        if !want.jpeg_colour && fps.is_none() {
+            return None;
+        }
+        w.put(0, 1); // aspect_ratio_info_present_flag
+        w.put(0, 1); // overscan_info_present_flag
+        match want.jpeg_colour {
+            true => put_jpeg_colour(&mut w),
+            false => w.put(0, 1),
+        }
+        w.put(0, 1); // chroma_loc_info_present_flag
+        match fps {
+            Some(fps) => put_timing(&mut w, fps),
+            None => w.put(0, 1),
+        }
+        // NAL and VCL HRD parameters, pic_struct and
+        // bitstream_restriction: none.
+        w.put(0, 4);
+    } else {
         if r.bit()? && r.bits(8)? == 255 {
             // aspect_ratio_info_present_flag, aspect_ratio_idc
             // Extended_SAR: sar_width, sar_height.
@@ -81,33 +116,64 @@ pub fn with_jpeg_colour(sps: &[u8], out: &mut [u8; OUT]) -> Option<usize> {
         if r.bit()? {
             r.bit()?; // overscan_info_present_flag, overscan_appropriate_flag
         }
-        at = r.pos;
-        if r.bit()? {
-            // video_signal_type_present_flag: video_format, then the
-            // range and matrix, which must be JPEG's already to stay.
+        copy_bits(rbsp, vui_at + 1..r.pos, &mut w)?;
+        let mut changed = false;
+        let at = r.pos;
+        // video_signal_type_present_flag: video_format, then the range
+        // and matrix, which must be JPEG's already to stay.
+        let jpeg = r.bit()? && {
             r.bits(3)?;
             let full = r.bit()?;
             let matrix = match r.bit()? {
                 true => r.bits(24)? & 0xff,
                 false => 0,
             };
-            if full && matrix == MATRIX_BT601 {
-                return None;
+            full && matrix == MATRIX_BT601
+        };
+        if want.jpeg_colour && !jpeg {
+            put_jpeg_colour(&mut w);
+            changed = true;
+        } else {
+            copy_bits(rbsp, at..r.pos, &mut w)?;
+        }
+        if let Some(fps) = fps {
+            let at = r.pos;
+            if r.bit()? {
+                // chroma_loc_info_present_flag: two ue(v).
+                r.ue()?;
+                r.ue()?;
+            }
+            copy_bits(rbsp, at..r.pos, &mut w)?;
+            let at = r.pos;
+            // timing_info_present_flag: num_units_in_tick, time_scale,
+            // fixed_frame_rate_flag; a frame is two ticks.
+            let said = r.bit()? && {
+                let tick = u64::from(r.bits(32)?);
+                let scale = u64::from(r.bits(32)?);
+                r.bit()?;
+                tick != 0 && scale == 2 * u64::from(fps) * tick
+            };
+            if said {
+                copy_bits(rbsp, at..r.pos, &mut w)?;
+            } else {
+                put_timing(&mut w, fps);
+                changed = true;
             }
         }
-        r.pos
-    } else {
-        at + 1
-    };
-    if end > stop {
-        return None;
+        if !changed || r.pos > stop {
+            return None;
+        }
+        // The rest as it was (the VUI's later fields).
+        copy_bits(rbsp, r.pos..stop, &mut w)?;
     }
-    copy_bits(rbsp, 0..at, &mut w)?;
-    if !vui {
-        w.put(1, 1); // vui_parameters_present_flag
-        w.put(0, 1); // aspect_ratio_info_present_flag
-        w.put(0, 1); // overscan_info_present_flag
-    }
+    w.put(1, 1); // rbsp_stop_one_bit
+    let len = w.pos.div_ceil(8);
+    out[0] = header;
+    Some(1 + escape(&w.data[..len], &mut out[1..]))
+}
+
+/// A video signal type saying JPEG's colour: full range, BT.601's matrix.
+fn put_jpeg_colour(w: &mut Writer) {
     w.put(1, 1); // video_signal_type_present_flag
     w.put(VIDEO_FORMAT_UNSPECIFIED, 3);
     w.put(1, 1); // video_full_range_flag
@@ -115,17 +181,16 @@ pub fn with_jpeg_colour(sps: &[u8], out: &mut [u8; OUT]) -> Option<usize> {
     w.put(UNSPECIFIED, 8);
     w.put(UNSPECIFIED, 8);
     w.put(MATRIX_BT601, 8);
-    if !vui {
-        // chroma_loc_info, timing_info, NAL and VCL HRD parameters,
-        // pic_struct and bitstream_restriction: none.
-        w.put(0, 6);
-    }
-    // The rest as it was (the VUI's later fields), then the stop bit.
-    copy_bits(rbsp, end..stop, &mut w)?;
-    w.put(1, 1);
-    let len = w.pos.div_ceil(8);
-    out[0] = header;
-    Some(1 + escape(&w.data[..len], &mut out[1..]))
+}
+
+/// Timing info saying `fps` frames a second: a tick of 1 / (2 fps) s, a
+/// frame being two (E.2.1). fixed_frame_rate_flag clear: a frame the
+/// encoder could not take in time is left out.
+fn put_timing(w: &mut Writer, fps: u32) {
+    w.put(1, 1); // timing_info_present_flag
+    w.put(1, 32); // num_units_in_tick
+    w.put(2 * fps, 32); // time_scale
+    w.put(0, 1); // fixed_frame_rate_flag
 }
 
 /// Bits `range` of `data`, appended to `w`.
@@ -322,6 +387,12 @@ mod tests {
     const OPENH264_720P: [u8; 14] = [
         0x67, 0x42, 0xc0, 0x1f, 0x8c, 0x68, 0x05, 0x00, 0x5b, 0xa0, 0x1e, 0x11, 0x08, 0xd4,
     ];
+    /// What camstream made SPSs say before they said the rate too.
+    const JPEG: Signal = Signal {
+        jpeg_colour: true,
+        fps: None,
+    };
+
     /// The same fields with no VUI.
     const NO_VUI_720P: [u8; 10] = [0x67, 0x42, 0xc0, 0x1f, 0x8c, 0x68, 0x05, 0x00, 0x5b, 0x90];
 
@@ -360,28 +431,178 @@ mod tests {
         Some((true, vst, full, matrix, rest))
     }
 
+    /// (num_units_in_tick, time_scale).
+    type Ticks = (u32, u32);
+
+    /// The VUI's timing info, or None (no VUI, or no timing info); the
+    /// bits after it, to the stop bit.
+    fn timing(sps: &[u8]) -> Option<(Option<Ticks>, alloc::vec::Vec<bool>)> {
+        let mut buf = [0u8; OUT];
+        let rbsp = unescape(&sps[1..], &mut buf)?;
+        let mut r = Reader { data: rbsp, pos: 0 };
+        skip_to_vui(&mut r)?;
+        if !r.bit()? {
+            return Some((None, alloc::vec![]));
+        }
+        if r.bit()? && r.bits(8)? == 255 {
+            r.bits(32)?;
+        }
+        if r.bit()? {
+            r.bit()?;
+        }
+        if r.bit()? {
+            r.bits(4)?;
+            if r.bit()? {
+                r.bits(24)?;
+            }
+        }
+        if r.bit()? {
+            r.ue()?;
+            r.ue()?;
+        }
+        let mut said = None;
+        if r.bit()? {
+            said = Some((r.bits(32)?, r.bits(32)?));
+            r.bit()?;
+        }
+        let mut rest = alloc::vec![];
+        while let Some(b) = r.bit() {
+            rest.push(b);
+        }
+        while rest.pop() == Some(false) {}
+        Some((said, rest))
+    }
+
+    /// `sps` with the timing info (and everything else) as `rewritten`
+    /// left it, but saying `tick` and `scale`.
+    fn with_timing(sps: &[u8], tick: u32, scale: u32) -> alloc::vec::Vec<u8> {
+        let mut out = [0u8; OUT];
+        let n = rewritten(
+            sps,
+            Signal {
+                jpeg_colour: true,
+                fps: Some(1),
+            },
+            &mut out,
+        )
+        .unwrap();
+        let mut rbsp = [0u8; OUT];
+        let len = unescape(&out[1..n], &mut rbsp).unwrap().len();
+        let rbsp = &rbsp[..len];
+        // The timing info's 65 bits (tick, scale, fixed_frame_rate_flag)
+        // end where the rest begins.
+        let (_, rest) = timing(&out[..n]).unwrap();
+        let last = rbsp.iter().rposition(|&b| b != 0).unwrap();
+        let stop = last * 8 + 7 - rbsp[last].trailing_zeros() as usize;
+        let tick_at = stop - rest.len() - 65;
+        let mut w = Writer {
+            data: [0; OUT],
+            pos: 0,
+        };
+        copy_bits(rbsp, 0..tick_at, &mut w).unwrap();
+        w.put(tick, 32);
+        w.put(scale, 32);
+        copy_bits(rbsp, tick_at + 64..len * 8, &mut w).unwrap();
+        let mut sps = alloc::vec![0u8; OUT];
+        sps[0] = 0x67;
+        let m = 1 + escape(&w.data[..len], &mut sps[1..]);
+        sps.truncate(m);
+        sps
+    }
+
+    #[test]
+    fn the_rate_goes_into_openh264s_vui() {
+        let before = timing(&OPENH264_720P).unwrap();
+        assert_eq!(before.0, None);
+        let mut out = [0u8; OUT];
+        let five = Signal {
+            jpeg_colour: true,
+            fps: Some(5),
+        };
+        let n = rewritten(&OPENH264_720P, five, &mut out).unwrap();
+        let after = timing(&out[..n]).unwrap();
+        // 10 ticks a second, a frame two: 5 frames a second.
+        assert_eq!(after.0, Some((1, 10)));
+        // bitstream_restriction as it was; the colour said too.
+        assert_eq!(after.1, before.1);
+        let c = colour(&out[..n]).unwrap();
+        assert_eq!((c.1, c.2, c.3), (true, true, 6));
+        assert_eq!(rewritten(&out[..n], five, &mut [0u8; OUT]), None);
+        // Its colour said already: the rate alone is news.
+        let mut colour_said = [0u8; OUT];
+        let k = rewritten(&OPENH264_720P, JPEG, &mut colour_said).unwrap();
+        let n = rewritten(&colour_said[..k], five, &mut out).unwrap();
+        assert_eq!(timing(&out[..n]).unwrap().0, Some((1, 10)));
+        assert_eq!(rewritten(&colour_said[..k], JPEG, &mut out), None);
+    }
+
+    #[test]
+    fn a_vui_with_the_rate_alone_where_there_is_none() {
+        let mut out = [0u8; OUT];
+        let thirty = Signal {
+            jpeg_colour: false,
+            fps: Some(30),
+        };
+        let n = rewritten(&NO_VUI_720P, thirty, &mut out).unwrap();
+        assert_eq!(
+            timing(&out[..n]).unwrap(),
+            (Some((1, 60)), alloc::vec![false; 4])
+        );
+        // No video signal type: the samples' range left unsaid.
+        assert!(!colour(&out[..n]).unwrap().1);
+        assert_eq!(rewritten(&out[..n], thirty, &mut [0u8; OUT]), None);
+        // Nothing asked: nothing to do.
+        let none = Signal {
+            jpeg_colour: false,
+            fps: None,
+        };
+        assert_eq!(rewritten(&NO_VUI_720P, none, &mut out), None);
+    }
+
+    /// A hardware encoder's timing info: kept where it says the rate
+    /// (in any units), replaced where it says another.
+    #[test]
+    fn an_encoders_own_rate_is_kept_only_if_it_is_the_streams() {
+        let five = Signal {
+            jpeg_colour: true,
+            fps: Some(5),
+        };
+        let same = with_timing(&OPENH264_720P, 1000, 10_000);
+        assert_eq!(timing(&same).unwrap().0, Some((1000, 10_000)));
+        assert_eq!(rewritten(&same, five, &mut [0u8; OUT]), None);
+        let thirty = with_timing(&OPENH264_720P, 1000, 60_000);
+        let mut out = [0u8; OUT];
+        let n = rewritten(&thirty, five, &mut out).unwrap();
+        let after = timing(&out[..n]).unwrap();
+        assert_eq!(after.0, Some((1, 10)));
+        assert_eq!(after.1, timing(&thirty).unwrap().1);
+        // A tick of zero says no rate.
+        let zero = with_timing(&OPENH264_720P, 0, 10);
+        assert!(rewritten(&zero, five, &mut out).is_some());
+    }
+
     #[test]
     fn the_signal_type_goes_into_openh264s_vui() {
         let before = colour(&OPENH264_720P).unwrap();
         assert!(before.0 && !before.1);
         let mut out = [0u8; OUT];
-        let n = with_jpeg_colour(&OPENH264_720P, &mut out).unwrap();
+        let n = rewritten(&OPENH264_720P, JPEG, &mut out).unwrap();
         let after = colour(&out[..n]).unwrap();
         assert_eq!((after.0, after.1, after.2, after.3), (true, true, true, 6));
         // The VUI's later fields (bitstream_restriction) as they were.
         assert_eq!(after.4, before.4);
         assert_eq!(out[..4], OPENH264_720P[..4]);
-        assert_eq!(with_jpeg_colour(&out[..n], &mut [0u8; OUT]), None);
+        assert_eq!(rewritten(&out[..n], JPEG, &mut [0u8; OUT]), None);
     }
 
     #[test]
     fn a_vui_is_added_where_there_is_none() {
         assert!(!colour(&NO_VUI_720P).unwrap().0);
         let mut out = [0u8; OUT];
-        let n = with_jpeg_colour(&NO_VUI_720P, &mut out).unwrap();
+        let n = rewritten(&NO_VUI_720P, JPEG, &mut out).unwrap();
         let after = colour(&out[..n]).unwrap();
         assert_eq!((after.0, after.1, after.2, after.3), (true, true, true, 6));
-        assert_eq!(with_jpeg_colour(&out[..n], &mut [0u8; OUT]), None);
+        assert_eq!(rewritten(&out[..n], JPEG, &mut [0u8; OUT]), None);
     }
 
     /// An SPS whose VUI says video range and BT.709's matrix, as a
@@ -390,7 +611,7 @@ mod tests {
     #[test]
     fn a_video_range_signal_is_replaced() {
         let mut full = [0u8; OUT];
-        let n = with_jpeg_colour(&OPENH264_720P, &mut full).unwrap();
+        let n = rewritten(&OPENH264_720P, JPEG, &mut full).unwrap();
         // Its video_full_range_flag cleared and matrix_coefficients 1.
         let mut rbsp = [0u8; OUT];
         let len = unescape(&full[1..n], &mut rbsp).unwrap().len();
@@ -417,7 +638,7 @@ mod tests {
         assert_eq!((before.1, before.2, before.3), (true, false, 1));
 
         let mut out = [0u8; OUT];
-        let k = with_jpeg_colour(&video[..m], &mut out).unwrap();
+        let k = rewritten(&video[..m], JPEG, &mut out).unwrap();
         let after = colour(&out[..k]).unwrap();
         assert_eq!((after.1, after.2, after.3), (true, true, 6));
         assert_eq!(after.4, before.4);
@@ -440,7 +661,7 @@ mod tests {
             let before = colour(sps).unwrap();
             assert!(before.0 && !before.1, "{name}");
             let mut out = [0u8; OUT];
-            let n = with_jpeg_colour(sps, &mut out).unwrap();
+            let n = rewritten(sps, JPEG, &mut out).unwrap();
             let after = colour(&out[..n]).unwrap();
             assert_eq!((after.1, after.2, after.3), (true, true, 6), "{name}");
             assert_eq!(after.4, before.4, "{name}");
@@ -456,18 +677,18 @@ mod tests {
         ]);
         let at = AccessUnit::parse(&au).unwrap().sps_at().unwrap();
         assert_eq!(at, 4..4 + OPENH264_720P.len());
-        assert!(signal_jpeg_colour(&mut au, at));
+        assert!(signal(&mut au, at, JPEG));
         let units: Vec<&[u8]> = nal_units(&au).collect();
         assert_eq!(units.len(), 3);
         assert!(colour(units[0]).unwrap().2);
         assert_eq!(units[1], [0x68, 0xce, 0x3c, 0x80]);
         assert_eq!(units[2], [0x65, 0x88, 0x84]);
         let at = AccessUnit::parse(&au).unwrap().sps_at().unwrap();
-        assert!(!signal_jpeg_colour(&mut au, at));
+        assert!(!signal(&mut au, at, JPEG));
         // No SPS there: nothing to do.
         let mut p = alloc::vec![0, 0, 0, 1, 0x41, 0x9a];
         assert_eq!(AccessUnit::parse(&p).unwrap().sps_at(), None);
-        assert!(!signal_jpeg_colour(&mut p, 4..6));
+        assert!(!signal(&mut p, 4..6, JPEG));
     }
 
     #[test]
@@ -487,14 +708,25 @@ mod tests {
         /// Any bytes: no panic; whatever is rewritten parses, says full
         /// range and BT.601, and is not rewritten again.
         #[test]
-        fn any_sps(body in proptest::collection::vec(any::<u8>(), 0..MAX_SPS)) {
+        fn any_sps(
+            body in proptest::collection::vec(any::<u8>(), 0..MAX_SPS),
+            jpeg_colour in any::<bool>(),
+            fps in proptest::option::of(1u32..=MAX_FPS),
+        ) {
             let mut sps = alloc::vec![0x67];
             sps.extend_from_slice(&body);
+            let want = Signal { jpeg_colour, fps };
             let mut out = [0u8; OUT];
-            if let Some(n) = with_jpeg_colour(&sps, &mut out) {
-                let c = colour(&out[..n]);
-                prop_assert_eq!(c.map(|c| (c.1, c.2, c.3)), Some((true, true, 6)));
-                prop_assert_eq!(with_jpeg_colour(&out[..n], &mut [0u8; OUT]), None);
+            if let Some(n) = rewritten(&sps, want, &mut out) {
+                if jpeg_colour {
+                    let c = colour(&out[..n]);
+                    prop_assert_eq!(c.map(|c| (c.1, c.2, c.3)), Some((true, true, 6)));
+                }
+                if let Some(fps) = fps {
+                    let t = timing(&out[..n]).and_then(|t| t.0);
+                    prop_assert_eq!(t, Some((1, 2 * fps)));
+                }
+                prop_assert_eq!(rewritten(&out[..n], want, &mut [0u8; OUT]), None);
             }
         }
 
@@ -607,7 +839,7 @@ mod tests {
             let said = vui.as_ref().and_then(|v| v.2).is_some_and(|(_, full, d)| {
                 full && d.is_some_and(|d| u32::from(d[2]) == MATRIX_BT601)
             });
-            match with_jpeg_colour(sps, &mut out) {
+            match rewritten(sps, JPEG, &mut out) {
                 None => prop_assert!(said),
                 Some(k) => {
                     prop_assert!(!said);

@@ -2,12 +2,13 @@
 //! is packetized at any MTU and depacketized again into the same NAL units
 //! (less delimiters, with the parameter sets an IDR needs), every packet
 //! within the MTU, the last one marked; its SPS made to say JPEG's colour
-//! keeps the NAL units as they were, still parses, and says it once.
+//! and a rate keeps the NAL units as they were, still parses, and says it
+//! once.
 #![no_main]
 
 use camstream_h264::annexb::nal_units;
 use camstream_h264::packetize::{MAX_MTU, MIN_MTU};
-use camstream_h264::sps::signal_jpeg_colour;
+use camstream_h264::sps::{Signal, signal};
 use camstream_h264::{AccessUnit, Depacketizer, Packetizer, nal};
 use camstream_rtp::IncomingPacket;
 use libfuzzer_sys::fuzz_target;
@@ -21,10 +22,14 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Some(at) = au.sps_at() {
         let mut said = data.to_vec();
-        if signal_jpeg_colour(&mut said, at) {
+        let want = Signal {
+            jpeg_colour: m & 1 == 1,
+            fps: Some(u32::from(m >> 1) + 1),
+        };
+        if signal(&mut said, at, want) {
             assert_eq!(nal_units(&said).count(), nal_units(data).count());
             let again = AccessUnit::parse(&said).unwrap();
-            assert!(!signal_jpeg_colour(&mut said.clone(), again.sps_at().unwrap()));
+            assert!(!signal(&mut said.clone(), again.sps_at().unwrap(), want));
         }
     }
     let mtu = MIN_MTU + usize::from(m) * 16;

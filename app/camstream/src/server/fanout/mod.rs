@@ -565,7 +565,7 @@ fn queue(
         if s.need_key && !frame.key {
             continue;
         }
-        if s.every.is_some() && captured < s.next_due {
+        if !due(s, captured) {
             continue;
         }
         s.need_key = false;
@@ -592,7 +592,18 @@ fn queue(
     }
 }
 
-/// After taking a frame captured at `captured`: when the next may go.
+/// Whether a frame captured at `captured` is one `s` takes. Frames come
+/// a little early or late: one within a tenth of its interval before its
+/// slot counts for it.
+fn due(s: &Subscriber, captured: Mono) -> bool {
+    s.every
+        .is_none_or(|every| captured.add(every / 10) >= s.next_due)
+}
+
+/// After taking a frame captured at `captured`: its slot's successor. The
+/// slots stay n intervals after the first frame taken, so over a minute
+/// it takes the rate asked for to within a frame (moving each slot to
+/// the frame taken drifts by the tolerance: 5.6 a second for 5).
 fn advance(s: &mut Subscriber, captured: Mono) {
     if let Some(every) = s.every {
         s.next_due = s.next_due.add(every);
@@ -600,8 +611,6 @@ fn advance(s: &mut Subscriber, captured: Mono) {
         if s.next_due <= captured {
             s.next_due = captured.add(every);
         }
-        // Frames come a little early or late: take one within a tenth.
-        s.next_due = Mono(s.next_due.0.saturating_sub((every / 10).as_nanos() as u64));
     }
 }
 
@@ -633,6 +642,47 @@ mod tests {
         let bytes = au(idr);
         let au = AccessUnit::parse(&bytes).unwrap();
         f.publish_h264(id, &au, Mono::now(), Mono::now());
+    }
+
+    /// Of a 30 frame/s stream whose frames come up to 4 ms early or late,
+    /// a subscriber asking for one each 200 ms gets 5 a second: 300 in a
+    /// minute, give or take one (it got 334, 0.167 and 0.200 s apart,
+    /// when each slot moved to the frame taken less a tenth).
+    #[test]
+    fn a_subscriber_gets_the_rate_it_asks_for() {
+        let main = Stream::new("stream", INFO, 1400, 4, [1, 2, 3, 4]).unwrap();
+        let mut f = Fanout::new(80, 2, main).unwrap();
+        let id = f.add_stream(Stream::h264("h264", INFO, 1400, 4, [5, 6, 7, 8]).unwrap());
+        let label = f.label("sub-stream");
+        let every = Duration::from_millis(200);
+        let s = f.subscribe(Subscription {
+            stream: id,
+            wake: Token(99),
+            label,
+            every: Some(every),
+            queue: Some(1),
+            client: false,
+            active: true,
+        });
+        let bytes = au(true);
+        let idr = AccessUnit::parse(&bytes).unwrap();
+        let start = 1_000_000_000u64;
+        let mut taken = Vec::new();
+        for i in 0..30 * 60u64 {
+            // A pseudo-random jitter of -4..=4 ms.
+            let jitter = (i * 7919 % 9) as i64 - 4;
+            let at =
+                Mono((start as i64 + (i as i64 * 1_000_000_000) / 30 + jitter * 1_000_000) as u64);
+            f.publish_h264(id, &idr, at, at);
+            if let Some(fr) = f.next(s) {
+                taken.push(fr.captured);
+            }
+        }
+        assert!((299..=301).contains(&taken.len()), "{}", taken.len());
+        // No two closer than a source frame short of the interval.
+        for w in taken.windows(2) {
+            assert!(w[1].saturating_sub(w[0]) > Duration::from_millis(150));
+        }
     }
 
     #[test]

@@ -456,10 +456,15 @@ impl H264Stream {
             Ok(()) => {
                 let mut parsed = AccessUnit::parse(&done.out);
                 // The SPS (before each IDR picture) made to say the
-                // camera's full range, where it has it: parsed again then.
+                // stream's rate, and the camera's full range where it
+                // has it: parsed again then.
                 let sps = parsed.as_ref().ok().and_then(AccessUnit::sps_at);
-                if let Some(at) = sps.filter(|_| self.full_range) {
-                    camstream_h264::sps::signal_jpeg_colour(&mut done.out, at);
+                if let Some(at) = sps {
+                    let want = camstream_h264::sps::Signal {
+                        jpeg_colour: self.full_range,
+                        fps: Some(self.shape.fps),
+                    };
+                    camstream_h264::sps::signal(&mut done.out, at, want);
                     parsed = AccessUnit::parse(&done.out);
                 }
                 match parsed {

@@ -15,6 +15,10 @@ use super::{Context, DEVICE_PATH, MEDIA_PATH, Request, board, clock_synchronised
 use crate::clock::wall_now;
 use crate::config::{H264_GOP, H264_KBIT, H264Settings};
 
+/// An H.264 stream's Quality in ONVIF's encoder configuration, its only
+/// one: its bit rate says how good its pictures are.
+const H264_QUALITY: u32 = 50;
+
 /// What SetVideoEncoderConfiguration may choose: the main stream is
 /// the camera's as camstream.toml sets it (one size, rate and quality);
 /// the sub-stream any of a few sizes of the main stream's shape, any
@@ -54,22 +58,43 @@ fn encoder_options(ctx: &Context<'_>, p: &Profile) -> resp::EncoderOptions {
 }
 
 /// SetVideoEncoderConfiguration: the sub-stream takes any of its
-/// options; the main stream only what it has (ter:ConfigModify).
+/// options; the main stream only what it has (ter:ConfigModify); an
+/// unknown token is ter:NoConfig, whatever else the request says.
 pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> {
     let bad = |why: &str| Fault::invalid_arg_val("ter:ConfigModify", why);
     let token = soap.arg_attr(&["Configuration"], "token").unwrap_or("");
+    let known = match token {
+        "main" => true,
+        substream::PATH => ctx.sub.is_some(),
+        h264::PATH => ctx.h264.is_some(),
+        _ => false,
+    };
+    if !known {
+        return Err(Fault::invalid_arg_val(
+            "ter:NoConfig",
+            "no such configuration",
+        ));
+    }
+    // The schema's xs:int: an optional sign and digits (no fraction, no
+    // exponent); none of the options is negative.
     let num = |path: &[&str]| -> Result<Option<u32>, Fault> {
         soap.arg(path)
             .map(|v| {
-                v.trim()
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|f| f.is_finite() && *f >= 0.0 && *f <= 1e6)
-                    .map(|f| f.round() as u32)
-                    .ok_or_else(|| bad("a number is not one"))
+                xs_int(v)
+                    .ok_or_else(|| bad("a number is not an xs:int"))
+                    .and_then(|n| u32::try_from(n).map_err(|_| bad("a negative number")))
             })
             .transpose()
     };
+    // Quality is an xs:float; it must lie in QualityRange.
+    let quality = soap
+        .arg(&["Configuration", "Quality"])
+        .map(|v| xs_float(v).ok_or_else(|| bad("a Quality is not an xs:float")))
+        .transpose()?;
+    // EncodingIntervalRange is 1 to 1: each frame of the stream's rate.
+    if num(&["Configuration", "RateControl", "EncodingInterval"])?.is_some_and(|i| i != 1) {
+        return Err(bad("an EncodingInterval outside EncodingIntervalRange"));
+    }
     let sub_h264 = matches!(ctx.sub.as_deref(), Some(Sub::H264(_)));
     let encoding = if token == h264::PATH || (token == substream::PATH && sub_h264) {
         "H264"
@@ -87,14 +112,18 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
     }
     let w = num(&["Configuration", "Resolution", "Width"])?;
     let h = num(&["Configuration", "Resolution", "Height"])?;
-    let q = num(&["Configuration", "Quality"])?;
     let fps = num(&["Configuration", "RateControl", "FrameRateLimit"])?;
     let main = ctx.fanout.stream(StreamId::MAIN).info;
     match (token, ctx.sub.as_deref()) {
         ("sub", Some(sub)) => {
-            // Size and rate, whatever the codec: among the options.
+            // Size, rate and quality, whatever the codec: among the
+            // options (H.264's quality is its bit rate: one value).
             let cur = sub_profile(sub, ctx.fanout);
             let opts = encoder_options(ctx, &cur);
+            let q = quality.unwrap_or(f64::from(cur.quality));
+            if q < f64::from(opts.quality.0) || q > f64::from(opts.quality.1) {
+                return Err(bad("a quality outside QualityRange"));
+            }
             let size = (w.unwrap_or(cur.width), h.unwrap_or(cur.height));
             if !opts.sizes.contains(&size) {
                 return Err(bad(
@@ -120,15 +149,11 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
                     }
                 }
                 Some(Sub::Jpeg(sub)) => {
-                    let q = q.unwrap_or(cur.quality);
-                    if !(1..=100).contains(&q) {
-                        return Err(bad("a quality outside QualityRange"));
-                    }
                     let mut cfg = sub.cfg.clone();
                     cfg.width = size.0 as u16;
                     cfg.height = size.1 as u16;
                     cfg.fps = fps;
-                    cfg.quality = q as u8;
+                    cfg.quality = q.round() as u8;
                     sub.reconfigure(cfg, ctx.fanout).map_err(changed)?;
                 }
                 None => unreachable!("matched above"),
@@ -139,7 +164,7 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
             let same = w.is_none_or(|w| w == u32::from(main.width))
                 && h.is_none_or(|h| h == u32::from(main.height))
                 && fps.is_none_or(|f| f == ctx.cfg.source.fps)
-                && q.is_none_or(|q| q == u32::from(ctx.cfg.source.quality));
+                && quality.is_none_or(|q| q == f64::from(ctx.cfg.source.quality));
             if same {
                 Ok(resp::empty("trt", "SetVideoEncoderConfiguration"))
             } else {
@@ -151,10 +176,12 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
         (h264::PATH, _) if ctx.h264.is_some() => {
             let same = w.is_none_or(|w| w == u32::from(main.width & !1))
                 && h.is_none_or(|h| h == u32::from(main.height & !1))
-                && fps.is_none_or(|f| f == ctx.cfg.source.fps);
+                && fps.is_none_or(|f| f == ctx.cfg.source.fps)
+                && quality.is_none_or(|q| q == f64::from(H264_QUALITY));
             if !same {
                 return Err(bad(
-                    "the H.264 stream's size and rate are the main stream's, set in camstream.toml",
+                    "the H.264 stream's size and rate are the main stream's, set in camstream.toml, \
+                     and its quality is its bit rate",
                 ));
             }
             let Some(stream) = ctx.h264.as_deref_mut() else {
@@ -202,6 +229,26 @@ fn h264_change(
     }
     Ok((kbit, gov))
 }
+
+/// An xs:int as XML Schema writes it (`[\-+]?[0-9]+`, white space
+/// around it collapsed), or None: Rust's i32 parsing takes exactly that.
+fn xs_int(v: &str) -> Option<i32> {
+    v.trim_matches(XML_SPACE).parse().ok()
+}
+
+/// A finite xs:float, or None (INF and NaN are never a quality).
+fn xs_float(v: &str) -> Option<f64> {
+    let v = v.trim_matches(XML_SPACE);
+    // Rust also takes "inf", "infinity" and "nan" in any case, which the
+    // schema does not; a finite value is all a quality may be anyway.
+    v.parse::<f32>()
+        .ok()
+        .filter(|f| f.is_finite())
+        .map(f64::from)
+}
+
+/// XML's white space (a space, tab, carriage return, line feed).
+const XML_SPACE: &[char] = &[' ', '\t', '\r', '\n'];
 
 /// The answer to every operation but SetVideoEncoderConfiguration.
 pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, Fault> {
@@ -302,14 +349,21 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
             resp::media_uri(false, &format!("rtsp://{rtsp_host}{port}/{path}"))
         }
         (true, "GetVideoEncoderConfigurationOptions") => {
-            let token = soap
-                .arg(&["ConfigurationToken"])
-                .or(soap.arg(&["ProfileToken"]))
-                .unwrap_or("main");
+            // Each profile's configuration has the profile's token; an
+            // unknown one is the fault of what it names (none: the main
+            // stream's options).
+            let (token, fault, why) = match soap.arg(&["ConfigurationToken"]) {
+                Some(t) => (t, "ter:NoConfig", "no such configuration"),
+                None => (
+                    soap.arg(&["ProfileToken"]).unwrap_or("main"),
+                    "ter:NoProfile",
+                    "no such profile",
+                ),
+            };
             let p = profiles
                 .iter()
                 .find(|p| p.token == token)
-                .ok_or_else(|| Fault::invalid_arg_val("ter:NoConfig", "no such configuration"))?;
+                .ok_or_else(|| Fault::invalid_arg_val(fault, why))?;
             resp::video_encoder_configuration_options(&encoder_options(ctx, p))
         }
         (true, "GetSnapshotUri") => {
@@ -333,7 +387,7 @@ fn h264_profile(stream: &H264Stream, fanout: &Fanout, token: &str) -> Profile {
         fps: info.fps,
         // ONVIF's encoder configuration has a quality whatever the codec;
         // H.264's is its bit rate.
-        quality: 50,
+        quality: H264_QUALITY,
         settable: token == substream::PATH,
         h264: Some(resp::H264 {
             bitrate: h.bitrate / 1000,
@@ -362,5 +416,37 @@ fn jpeg_sub_profile(sub: &SubStream, fanout: &Fanout) -> Profile {
         quality: u32::from(sub.cfg.quality),
         settable: true,
         h264: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_as_the_schema_writes_them() {
+        // xs:int's lexical space allows a leading sign and zeros.
+        assert_eq!(xs_int("1000"), Some(1000));
+        assert_eq!(xs_int("+1000"), Some(1000));
+        assert_eq!(xs_int(" 0100\n"), Some(100));
+        assert_eq!(xs_int("-5"), Some(-5));
+        for not in [
+            "1e3",
+            "99999.9",
+            "1000.0",
+            "",
+            "+",
+            "0x10",
+            "1_000",
+            "2147483648",
+        ] {
+            assert_eq!(xs_int(not), None, "{not}");
+        }
+        // xs:float: fractions and exponents, but never INF or NaN here.
+        assert_eq!(xs_float("50.0"), Some(50.0));
+        assert_eq!(xs_float("1e3"), Some(1000.0));
+        for not in ["INF", "NaN", "inf", "", "five"] {
+            assert_eq!(xs_float(not), None, "{not}");
+        }
     }
 }

@@ -100,7 +100,7 @@ pub fn next<'a>(buf: &'a [u8], limits: &Limits) -> Framed<'a> {
         .unwrap_or(buf.len());
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
-    let used = match req.parse(&buf[skip..]) {
+    let used = match req.parse(buf.get(skip..).unwrap_or_default()) {
         Ok(httparse::Status::Complete(n)) => skip + n,
         Ok(httparse::Status::Partial) if buf.len() >= limits.max_size => {
             return Framed::Refused(Fault::TooLarge);
@@ -118,10 +118,8 @@ pub fn next<'a>(buf: &'a [u8], limits: &Limits) -> Framed<'a> {
         return Framed::Refused(Fault::Malformed);
     };
     // Origin form (/path?query), or absolute form (http://host/path?query).
-    let origin = match target.find("://") {
-        Some(i) => target[i + 3..]
-            .find('/')
-            .map_or("/", |p| &target[i + 3 + p..]),
+    let origin = match target.split_once("://") {
+        Some((_, rest)) => rest.find('/').and_then(|p| rest.get(p..)).unwrap_or("/"),
         None => target,
     };
     if !(origin.starts_with('/') || (method == "OPTIONS" && origin == "*")) {

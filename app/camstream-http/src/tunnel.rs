@@ -48,9 +48,12 @@ impl Decoder {
             if !valid {
                 return Err(BadBase64 { byte, offset });
             }
-            self.quantum[self.have] = byte;
+            // `have` is below 4 here: it goes back to 0 when it reaches 4.
+            if let Some(slot) = self.quantum.get_mut(self.have) {
+                *slot = byte;
+            }
             self.have += 1;
-            if self.have == 4 {
+            if self.have >= 4 {
                 self.have = 0;
                 let mut bytes = [0u8; 3];
                 // `=` at position 2 must be followed by `=`; other mistakes
@@ -58,7 +61,7 @@ impl Decoder {
                 let n = STANDARD
                     .decode_slice(self.quantum, &mut bytes)
                     .map_err(|_| BadBase64 { byte, offset })?;
-                out.extend_from_slice(&bytes[..n]);
+                out.extend_from_slice(bytes.get(..n).unwrap_or_default());
             }
         }
         Ok(())

@@ -13,6 +13,17 @@ pub mod depacketize;
 pub mod jfif;
 pub mod jpeg;
 pub mod packetize;
+// What receivers send back reaches the server's parser: nothing there may
+// panic on it.
+#[cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
 pub mod rtcp;
 pub mod rtp;
 pub mod tables;

@@ -24,43 +24,65 @@ pub struct SenderReport {
     pub octet_count: u32,
 }
 
-fn put_header(out: &mut [u8], count: u8, pt: u8, len_bytes: usize) {
-    debug_assert!(len_bytes % 4 == 0);
-    out[0] = 0x80 | count;
-    out[1] = pt;
-    out[2..4].copy_from_slice(&((len_bytes / 4 - 1) as u16).to_be_bytes());
+/// A writer of big-endian fields into a buffer that holds them: one past
+/// its end is left unwritten (debug builds say so) instead of panicking.
+struct Out<'a> {
+    buf: &'a mut [u8],
+}
+
+impl Out<'_> {
+    fn put(&mut self, at: usize, bytes: &[u8]) {
+        let slot = self.buf.get_mut(at..at + bytes.len());
+        debug_assert!(slot.is_some(), "out holds MAX_COMPOUND_LEN bytes");
+        if let Some(slot) = slot {
+            slot.copy_from_slice(bytes);
+        }
+    }
+
+    fn header(&mut self, at: usize, count: u8, pt: u8, len_bytes: usize) {
+        debug_assert!(len_bytes % 4 == 0);
+        self.put(at, &[0x80 | count, pt]);
+        self.put(at + 2, &((len_bytes / 4 - 1) as u16).to_be_bytes());
+    }
 }
 
 /// Writes a compound packet: SR, SDES with CNAME and, if `bye`, a BYE.
 /// Returns its length. `out` must hold [`MAX_COMPOUND_LEN`] bytes; a CNAME
 /// longer than [`MAX_CNAME`] is cut.
 pub fn write_report(sr: &SenderReport, cname: &[u8], bye: bool, out: &mut [u8]) -> usize {
-    put_header(out, 0, PT_SR, 28);
-    out[4..8].copy_from_slice(&sr.ssrc.to_be_bytes());
-    out[8..16].copy_from_slice(&sr.ntp_time.to_be_bytes());
-    out[16..20].copy_from_slice(&sr.rtp_time.to_be_bytes());
-    out[20..24].copy_from_slice(&sr.packet_count.to_be_bytes());
-    out[24..28].copy_from_slice(&sr.octet_count.to_be_bytes());
+    let mut o = Out { buf: out };
+    o.header(0, 0, PT_SR, 28);
+    o.put(4, &sr.ssrc.to_be_bytes());
+    o.put(8, &sr.ntp_time.to_be_bytes());
+    o.put(16, &sr.rtp_time.to_be_bytes());
+    o.put(20, &sr.packet_count.to_be_bytes());
+    o.put(24, &sr.octet_count.to_be_bytes());
 
     // SDES: one chunk with a CNAME item, then a null item, padded to 32 bits.
-    let cname = &cname[..cname.len().min(MAX_CNAME)];
+    let cname = cname.get(..MAX_CNAME).unwrap_or(cname);
     let sdes = 28;
     let items = 4 + 2 + cname.len() + 1;
     let sdes_len = 4 + items.div_ceil(4) * 4;
-    out[sdes..sdes + sdes_len].fill(0);
-    put_header(&mut out[sdes..], 1, PT_SDES, sdes_len);
-    out[sdes + 4..sdes + 8].copy_from_slice(&sr.ssrc.to_be_bytes());
-    out[sdes + 8] = 1; // CNAME
-    out[sdes + 9] = cname.len() as u8;
-    out[sdes + 10..sdes + 10 + cname.len()].copy_from_slice(cname);
+    if let Some(chunk) = o.buf.get_mut(sdes..sdes + sdes_len) {
+        chunk.fill(0);
+    }
+    o.header(sdes, 1, PT_SDES, sdes_len);
+    o.put(sdes + 4, &sr.ssrc.to_be_bytes());
+    o.put(sdes + 8, &[1, cname.len() as u8]); // CNAME, its length
+    o.put(sdes + 10, cname);
     let mut len = sdes + sdes_len;
 
     if bye {
-        put_header(&mut out[len..], 1, PT_BYE, 8);
-        out[len + 4..len + 8].copy_from_slice(&sr.ssrc.to_be_bytes());
+        o.header(len, 1, PT_BYE, 8);
+        o.put(len + 4, &sr.ssrc.to_be_bytes());
         len += 8;
     }
     len
+}
+
+/// The big-endian 32-bit word at `i`, if `b` holds it.
+fn word(b: &[u8], i: usize) -> Option<u32> {
+    Some(u32::from_be_bytes(b.get(i..i + 4)?.try_into().ok()?))
 }
 
 /// One reception report block (RFC 3550 6.4.1).
@@ -83,23 +105,19 @@ pub struct ReportBlocks<'a>(&'a [u8]);
 impl Iterator for ReportBlocks<'_> {
     type Item = ReportBlock;
     fn next(&mut self) -> Option<ReportBlock> {
-        if self.0.len() < 24 {
-            return None;
-        }
-        let b = self.0;
-        let word = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        // Sign-extend the 24-bit count.
-        let lost = ((word(4) << 8) as i32) >> 8;
+        let (b, rest) = self.0.split_at_checked(24)?;
+        let loss = word(b, 4)?;
         let block = ReportBlock {
-            ssrc: word(0),
-            fraction_lost: b[4],
-            cumulative_lost: lost,
-            highest_sequence: word(8),
-            jitter: word(12),
-            last_sr: word(16),
-            delay_since_last_sr: word(20),
+            ssrc: word(b, 0)?,
+            fraction_lost: (loss >> 24) as u8,
+            // Sign-extend the 24-bit count.
+            cumulative_lost: ((loss << 8) as i32) >> 8,
+            highest_sequence: word(b, 8)?,
+            jitter: word(b, 12)?,
+            last_sr: word(b, 16)?,
+            delay_since_last_sr: word(b, 20)?,
         };
-        self.0 = &b[24..];
+        self.0 = rest;
         Some(block)
     }
 }
@@ -133,8 +151,7 @@ impl Packet<'_> {
             Packet::Bye { ssrcs } => ssrcs,
             _ => &[],
         };
-        s.chunks_exact(4)
-            .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+        s.chunks_exact(4).filter_map(|c| word(c, 0))
     }
 }
 
@@ -180,7 +197,7 @@ impl<'a> Iterator for Compound<'a> {
         let r = parse_one(self.rest);
         match r {
             Ok((p, len)) => {
-                self.rest = &self.rest[len..];
+                self.rest = self.rest.get(len..).unwrap_or_default();
                 Some(Ok(p))
             }
             Err(e) => {
@@ -192,59 +209,45 @@ impl<'a> Iterator for Compound<'a> {
 }
 
 fn parse_one(d: &[u8]) -> Result<(Packet<'_>, usize), CompoundError> {
-    if d.len() < 4 {
+    let &[first, packet_type, len_hi, len_lo, ..] = d else {
         return Err(CompoundError::TooShort);
-    }
-    if d[0] >> 6 != 2 {
+    };
+    if first >> 6 != 2 {
         return Err(CompoundError::Version);
     }
-    let count = usize::from(d[0] & 0x1f);
-    let len = (usize::from(u16::from_be_bytes([d[2], d[3]])) + 1) * 4;
-    if len > d.len() {
-        return Err(CompoundError::Length);
-    }
-    let mut body = &d[4..len];
-    if d[0] & 0x20 != 0 {
+    let count = usize::from(first & 0x1f);
+    let len = (usize::from(u16::from_be_bytes([len_hi, len_lo])) + 1) * 4;
+    let mut body = d.get(4..len).ok_or(CompoundError::Length)?;
+    if first & 0x20 != 0 {
         let pad = usize::from(*body.last().ok_or(CompoundError::Length)?);
-        if pad == 0 || pad > body.len() {
+        if pad == 0 {
             return Err(CompoundError::Length);
         }
-        body = &body[..body.len() - pad];
+        body = body
+            .get(..body.len().wrapping_sub(pad))
+            .filter(|_| pad <= body.len())
+            .ok_or(CompoundError::Length)?;
     }
-    let word = |b: &[u8], i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-    let packet = match d[1] {
-        PT_SR => {
-            if body.len() < 24 + 24 * count {
-                return Err(CompoundError::Length);
-            }
-            Packet::SenderReport {
-                report: SenderReport {
-                    ssrc: word(body, 0),
-                    ntp_time: (u64::from(word(body, 4)) << 32) | u64::from(word(body, 8)),
-                    rtp_time: word(body, 12),
-                    packet_count: word(body, 16),
-                    octet_count: word(body, 20),
-                },
-                blocks: ReportBlocks(&body[24..24 + 24 * count]),
-            }
-        }
-        PT_RR => {
-            if body.len() < 4 + 24 * count {
-                return Err(CompoundError::Length);
-            }
-            Packet::ReceiverReport {
-                ssrc: word(body, 0),
-                blocks: ReportBlocks(&body[4..4 + 24 * count]),
-            }
-        }
-        PT_BYE => {
-            if body.len() < 4 * count {
-                return Err(CompoundError::Length);
-            }
-            Packet::Bye {
-                ssrcs: &body[..4 * count],
-            }
-        }
+    let short = CompoundError::Length;
+    let packet = match packet_type {
+        PT_SR => Packet::SenderReport {
+            report: SenderReport {
+                ssrc: word(body, 0).ok_or(short)?,
+                ntp_time: (u64::from(word(body, 4).ok_or(short)?) << 32)
+                    | u64::from(word(body, 8).ok_or(short)?),
+                rtp_time: word(body, 12).ok_or(short)?,
+                packet_count: word(body, 16).ok_or(short)?,
+                octet_count: word(body, 20).ok_or(short)?,
+            },
+            blocks: ReportBlocks(body.get(24..24 + 24 * count).ok_or(short)?),
+        },
+        PT_RR => Packet::ReceiverReport {
+            ssrc: word(body, 0).ok_or(short)?,
+            blocks: ReportBlocks(body.get(4..4 + 24 * count).ok_or(short)?),
+        },
+        PT_BYE => Packet::Bye {
+            ssrcs: body.get(..4 * count).ok_or(short)?,
+        },
         pt => Packet::Other {
             packet_type: pt,
             body,

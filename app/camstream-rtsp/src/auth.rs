@@ -67,8 +67,11 @@ fn to_hex(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
-        s.push(HEX[(b >> 4) as usize] as char);
-        s.push(HEX[(b & 15) as usize] as char);
+        for nibble in [b >> 4, b & 15] {
+            s.push(char::from(
+                HEX.get(usize::from(nibble)).copied().unwrap_or(b'0'),
+            ));
+        }
     }
     s
 }
@@ -153,19 +156,28 @@ impl Auth {
     }
 
     fn mac(&self, stamp: &[u8; 8]) -> [u8; 16] {
-        let mut m = HmacSha256::new_from_slice(&self.key).expect("HMAC takes any key length");
+        // HMAC pads a key shorter than SHA-256's 64-byte block with zeros:
+        // padded here, it takes the block-sized key type, which cannot fail.
+        let mut block = [0u8; 64];
+        for (b, k) in block.iter_mut().zip(self.key) {
+            *b = k;
+        }
+        let mut m = <HmacSha256 as hmac::digest::KeyInit>::new(&block.into());
         m.update(stamp);
         let full = m.finalize().into_bytes();
         let mut out = [0u8; 16];
-        out.copy_from_slice(&full[..16]);
+        for (o, f) in out.iter_mut().zip(full) {
+            *o = f;
+        }
         out
     }
 
     pub fn nonce(&self, now: u64) -> String {
         let stamp = now.to_be_bytes();
         let mut raw = [0u8; 24];
-        raw[..8].copy_from_slice(&stamp);
-        raw[8..].copy_from_slice(&self.mac(&stamp));
+        let (head, tail) = raw.split_at_mut(8);
+        head.copy_from_slice(&stamp);
+        tail.copy_from_slice(&self.mac(&stamp));
         URL_SAFE_NO_PAD.encode(raw)
     }
 
@@ -176,8 +188,9 @@ impl Auth {
             Ok(24) => {}
             _ => return None,
         }
-        let stamp: [u8; 8] = raw[..8].try_into().expect("8 bytes");
-        bool::from(self.mac(&stamp).ct_eq(&raw[8..])).then(|| u64::from_be_bytes(stamp))
+        let (head, tail) = raw.split_at(8);
+        let stamp: [u8; 8] = head.try_into().ok()?;
+        bool::from(self.mac(&stamp).ct_eq(tail)).then(|| u64::from_be_bytes(stamp))
     }
 
     /// The WWW-Authenticate values of a 401, best first: SHA-256 Digest,
@@ -440,18 +453,18 @@ fn split_challenges(v: &str) -> impl Iterator<Item = &str> {
     let mut starts = vec![0];
     let mut quoted = false;
     let mut i = 0;
-    while i < b.len() {
-        match b[i] {
+    while let Some(&c) = b.get(i) {
+        match c {
             b'\\' if quoted => i += 1,
             b'"' => quoted = !quoted,
             b',' if !quoted => {
-                let rest = v[i + 1..].trim_start();
+                let rest = v.get(i + 1..).unwrap_or_default().trim_start();
                 let token = rest
                     .bytes()
                     .take_while(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+.^_`|~-".contains(c))
                     .count();
                 if token > 0 && rest.as_bytes().get(token) == Some(&b' ') {
-                    let after = rest[token..].trim_start();
+                    let after = rest.get(token..).unwrap_or_default().trim_start();
                     if !after.starts_with('=') {
                         starts.push(i + 1);
                     }
@@ -470,7 +483,7 @@ fn split_challenges(v: &str) -> impl Iterator<Item = &str> {
     starts
         .into_iter()
         .zip(ends)
-        .map(move |(s, e)| v[s..e].trim())
+        .map(move |(s, e)| v.get(s..e).unwrap_or_default().trim())
 }
 
 /// The auth-params of a credentials header (RFC 7235 §2.1): `name=token`
@@ -489,7 +502,8 @@ impl<'a> Params<'a> {
         let mut rest = s.trim_start();
         while !rest.is_empty() {
             let eq = rest.find('=')?;
-            let name = rest[..eq].trim();
+            let (name, after) = rest.split_at(eq);
+            let name = name.trim();
             if name.is_empty()
                 || !name
                     .bytes()
@@ -497,21 +511,19 @@ impl<'a> Params<'a> {
             {
                 return None;
             }
-            rest = rest[eq + 1..].trim_start();
+            rest = after.get(1..).unwrap_or_default().trim_start();
             let value;
             if let Some(q) = rest.strip_prefix('"') {
                 let (v, after) = unquote(q)?;
                 value = v;
                 rest = after;
             } else {
-                let end = rest.find(',').unwrap_or(rest.len());
-                value = std::borrow::Cow::Borrowed(rest[..end].trim_end());
-                rest = &rest[end..];
+                let (v, after) = rest.split_at(rest.find(',').unwrap_or(rest.len()));
+                value = std::borrow::Cow::Borrowed(v.trim_end());
+                rest = after;
             }
-            if p.len == p.items.len() {
-                return None;
-            }
-            p.items[p.len] = (name, value);
+            // Beyond 16: refused.
+            *p.items.get_mut(p.len)? = (name, value);
             p.len += 1;
             rest = rest.trim_start();
             match rest.strip_prefix(',') {
@@ -524,8 +536,9 @@ impl<'a> Params<'a> {
     }
 
     fn get(&self, name: &str) -> Option<&str> {
-        self.items[..self.len]
+        self.items
             .iter()
+            .take(self.len)
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_ref())
     }
@@ -536,10 +549,11 @@ fn unquote(s: &str) -> Option<(std::borrow::Cow<'_, str>, &str)> {
     let bytes = s.as_bytes();
     let mut i = 0;
     let mut escaped = false;
-    while i < bytes.len() {
-        match bytes[i] {
+    while let Some(&c) = bytes.get(i) {
+        match c {
             b'"' => {
-                let inner = &s[..i];
+                // `i` is at an ASCII quote: a char boundary either side.
+                let (inner, after) = s.split_at(i);
                 let v = if escaped {
                     let mut out = String::with_capacity(inner.len());
                     let mut chars = inner.chars();
@@ -550,7 +564,7 @@ fn unquote(s: &str) -> Option<(std::borrow::Cow<'_, str>, &str)> {
                 } else {
                     std::borrow::Cow::Borrowed(inner)
                 };
-                return Some((v, &s[i + 1..]));
+                return Some((v, after.get(1..).unwrap_or_default()));
             }
             b'\\' => {
                 escaped = true;

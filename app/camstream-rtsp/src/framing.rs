@@ -56,7 +56,7 @@ pub fn next(buf: &[u8], limits: &Limits) -> Framed {
         None // interleaved data: four bytes of header, no lines
     } else {
         let end = find(buf, b"\r\n\r\n").map(|p| p + 4);
-        let head = &buf[..end.unwrap_or(buf.len())];
+        let head = buf.get(..end.unwrap_or(buf.len())).unwrap_or(buf);
         // Lines after the request line; an unfinished head counts too, so a
         // client cannot hold many lines back by never ending it.
         let ends = head.iter().filter(|&&b| b == b'\n').count();
@@ -69,11 +69,11 @@ pub fn next(buf: &[u8], limits: &Limits) -> Framed {
     match Message::<Vec<u8>>::parse(buf) {
         Ok((msg, used)) => Framed::Message(msg, used),
         Err(ParseError::Incomplete(_)) if buf.len() >= limits.max_size => {
-            refuse(&buf[..head_end.unwrap_or(buf.len())], Fault::TooLarge, None)
+            refuse(head_of(buf, head_end), Fault::TooLarge, None)
         }
         Err(ParseError::Incomplete(_)) => Framed::Incomplete,
         Err(ParseError::Error) => {
-            let head = &buf[..head_end.unwrap_or(buf.len())];
+            let head = head_of(buf, head_end);
             // A complete head without a body can be skipped; with a body
             // (or no end) the rest of the stream cannot be trusted.
             let skip = head_end.filter(|_| header(head, "content-length").is_none());
@@ -89,6 +89,12 @@ fn refuse(head: &[u8], fault: Fault, skip: Option<usize>) -> Framed {
     Framed::Refused(Refused { fault, cseq, skip })
 }
 
+/// The head of a message whose head ends at `end` (the whole buffer when
+/// its end is not known).
+fn head_of(buf: &[u8], end: Option<usize>) -> &[u8] {
+    end.and_then(|e| buf.get(..e)).unwrap_or(buf)
+}
+
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
@@ -98,13 +104,11 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 fn header(head: &[u8], name: &str) -> Option<String> {
     head.split(|&b| b == b'\n').skip(1).find_map(|line| {
         let colon = line.iter().position(|&b| b == b':')?;
-        if !line[..colon]
-            .trim_ascii()
-            .eq_ignore_ascii_case(name.as_bytes())
-        {
+        let (name_part, value) = line.split_at(colon);
+        if !name_part.trim_ascii().eq_ignore_ascii_case(name.as_bytes()) {
             return None;
         }
-        std::str::from_utf8(line[colon + 1..].trim_ascii())
+        std::str::from_utf8(value.get(1..).unwrap_or_default().trim_ascii())
             .ok()
             .map(str::to_owned)
     })

@@ -289,6 +289,39 @@ const METHODS: [&str; 8] = [
     "GET_PARAMETER",
 ];
 
+const ANY_METHOD: [&str; 11] = [
+    "OPTIONS",
+    "DESCRIBE",
+    "SETUP",
+    "PLAY",
+    "PAUSE",
+    "TEARDOWN",
+    "GET_PARAMETER",
+    "SET_PARAMETER",
+    "ANNOUNCE",
+    "RECORD",
+    "REDIRECT",
+];
+
+const TARGETS: [&str; 9] = [
+    "*",
+    "rtsp://127.0.0.1:PORT/stream",
+    "rtsp://127.0.0.1:PORT/stream/",
+    "rtsp://127.0.0.1:PORT/stream/trackID=0",
+    "rtsp://127.0.0.1:PORT/stream/trackID=1",
+    "rtsp://127.0.0.1:PORT/nothing",
+    "rtsp://127.0.0.1:PORT/",
+    "/stream",
+    "rtsp://user@127.0.0.1:PORT/stream?x=1",
+];
+
+const TRANSPORTS: [&str; 4] = [
+    "RTP/AVP/TCP;unicast;interleaved=2-3",
+    "RTP/AVP/TCP;unicast;interleaved=7-6",
+    "RTP/AVP/TCP;unicast;interleaved=255",
+    "RTP/AVP;multicast;client_port=0-1",
+];
+
 fuzz_target!(|data: &[u8]| {
     let server = server();
     let rtsp = server.rtsp_addr().expect("bound");
@@ -311,7 +344,9 @@ fuzz_target!(|data: &[u8]| {
                 Some(usize::from(arg) % n)
             }
         };
-        match op % 8 {
+        // Op 8 came after the seeds were made: `% 9` leaves their ops (0-7)
+        // as they were.
+        match op % 9 {
             0 => {
                 if w.clients.len() >= MAX_CLIENTS {
                     continue;
@@ -440,13 +475,43 @@ fuzz_target!(|data: &[u8]| {
                 let raw = scrub(input.bytes(n));
                 let _ = w.clients[i].sock.write_all(&raw);
             }
-            _ => {
+            7 => {
                 let Some(i) = pick(w.clients.len()) else {
                     continue;
                 };
                 let c = &mut w.clients[i];
                 let _ = c.sock.shutdown(std::net::Shutdown::Both);
                 c.open = false;
+            }
+            _ => {
+                // Any method to any target, with a transport a client might
+                // offer or botch: the paths that expected a URI or a
+                // session to be there.
+                let Some(i) = pick(w.clients.len()) else {
+                    continue;
+                };
+                let how = input.byte().unwrap_or(0);
+                let what = input.byte().unwrap_or(0);
+                let method = ANY_METHOD[usize::from(how) % ANY_METHOD.len()];
+                let port = w.rtsp.port();
+                let target = TARGETS[usize::from(what) % TARGETS.len()].replace("PORT", &port.to_string());
+                let cseq = tag();
+                w.tags.insert(cseq, i);
+                let mut req = format!("{method} {target} RTSP/1.0\r\nCSeq: {cseq}\r\n");
+                if how & 0x80 != 0 {
+                    req.push_str(&basic(usize::from(how >> 4 & 1)));
+                }
+                let c = &w.clients[i];
+                if !c.sessions.is_empty() && how & 0x40 != 0 {
+                    let s = &c.sessions[usize::from(what >> 4) % c.sessions.len()];
+                    req.push_str(&format!("Session: {s}\r\n"));
+                }
+                if what & 0x08 != 0 {
+                    let t = TRANSPORTS[usize::from(how >> 2 & 3)];
+                    req.push_str(&format!("Transport: {t}\r\n"));
+                }
+                req.push_str("\r\n");
+                w.send(i, req.as_bytes());
             }
         }
         w.pump();

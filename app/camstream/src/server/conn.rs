@@ -160,7 +160,10 @@ impl Conn {
     /// full (false).
     pub fn write_ctrl(&mut self) -> io::Result<bool> {
         while self.ctrl_pending() > 0 {
-            match self.socket.write(&self.ctrl[self.ctrl_sent..]) {
+            match self
+                .socket
+                .write(self.ctrl.get(self.ctrl_sent..).unwrap_or_default())
+            {
                 Ok(n) => self.ctrl_sent += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

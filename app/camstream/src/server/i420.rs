@@ -117,7 +117,7 @@ impl ToI420 {
                 }
                 let (y, rest) = data.split_at(y_len);
                 let (u, v) = rest.split_at(c_len);
-                Ok(([y, u, &v[..c_len]], (w, h)))
+                Ok(([y, u, v.get(..c_len).unwrap_or(v)], (w, h)))
             }
         }
     }

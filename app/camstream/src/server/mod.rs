@@ -308,7 +308,9 @@ impl Server {
 
     /// The source has frames (or news of the camera): into the fan-out.
     fn source_readable(&mut self) -> Result<()> {
-        let mut source = self.source.take().expect("set in run");
+        let Some(mut source) = self.source.take() else {
+            return Ok(());
+        };
         if let Some(s) = &mut self.sub {
             s.follow_watchers(&mut self.fanout);
         }
@@ -438,7 +440,8 @@ impl Server {
                 return self.input(ci);
             }
             let room = (cap - conn.inbuf.len()).min(buf.len());
-            match conn.socket.read(&mut buf[..room]) {
+            let (into, _) = buf.split_at_mut(room);
+            match conn.socket.read(into) {
                 Ok(0) => {
                     self.input(ci);
                     return self.close(ci, "closed by peer");
@@ -448,7 +451,8 @@ impl Server {
                     // A tunnel's GET side carries nothing in: its requests
                     // come through the POST side.
                     if !self.rtsp.is_tunnel_get(ci) {
-                        conn.inbuf.extend_from_slice(&buf[..n]);
+                        conn.inbuf
+                            .extend_from_slice(into.get(..n).unwrap_or_default());
                     }
                     self.input(ci);
                 }

@@ -9,8 +9,7 @@
 /// over 45 s that way.
 pub fn random_fill(buf: &mut [u8]) {
     let mut done = 0;
-    while done < buf.len() {
-        let rest = &mut buf[done..];
+    while let Some(rest) = buf.get_mut(done..).filter(|r| !r.is_empty()) {
         // SAFETY: the pointer and length describe `rest`, which the kernel
         // only writes into.
         let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };

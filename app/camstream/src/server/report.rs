@@ -139,7 +139,12 @@ impl Reports {
             http_connections: p.http.connections,
             refusals: Refusal::ALL
                 .iter()
-                .map(|r| (r.name(), p.admission.refusals[*r as usize]))
+                .map(|r| {
+                    (
+                        r.name(),
+                        p.admission.refusals.get(*r as usize).copied().unwrap_or(0),
+                    )
+                })
                 .collect(),
             http_requests: p.http.requests,
             snapshots: p.http.snapshots,

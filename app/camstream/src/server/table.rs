@@ -7,7 +7,6 @@
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::marker::PhantomData;
-use std::ops::{Index, IndexMut};
 
 use slab::Slab;
 
@@ -108,9 +107,16 @@ impl<T> Table<T> {
         })
     }
 
-    /// Inserts `value`; the table must not be full ([`Table::next_id`]).
+    /// Inserts `value` under the id [`Table::next_id`] gave. A table whose
+    /// ids go into tokens (connections) asks `next_id` first, so it never
+    /// holds more than its capacity; others (sessions, subscribers, bounded
+    /// by the connections) need not.
     pub fn insert(&mut self, value: T) -> Id<T> {
-        let id = self.next_id().expect("the table has room");
+        let id = Id {
+            slot: self.entries.vacant_key() as u32,
+            generation: Id::<T>::in_token(self.next_generation),
+            kind: PhantomData,
+        };
         self.entries.insert((id.generation, value));
         self.next_generation = self.next_generation.wrapping_add(1);
         id
@@ -201,7 +207,10 @@ impl<T, V> Secondary<T, V> {
         if self.slots.len() <= slot {
             self.slots.resize_with(slot + 1, || None);
         }
-        let old = self.slots[slot].replace((id.generation, value));
+        let old = self
+            .slots
+            .get_mut(slot)
+            .and_then(|e| e.replace((id.generation, value)));
         if old.is_none() {
             self.len += 1;
         }
@@ -225,7 +234,7 @@ impl<T, V> Secondary<T, V> {
     pub fn remove(&mut self, id: Id<T>) -> Option<V> {
         self.get(id)?;
         self.len -= 1;
-        self.slots[id.slot as usize].take().map(|(_, v)| v)
+        self.slots.get_mut(id.slot as usize)?.take().map(|(_, v)| v)
     }
 
     pub fn len(&self) -> usize {
@@ -250,21 +259,6 @@ impl<T, V> Secondary<T, V> {
 impl<T, V> Default for Secondary<T, V> {
     fn default() -> Self {
         Secondary::new()
-    }
-}
-
-/// For ids the caller holds live (checked just before, in the same call):
-/// a stale id here is a bug, not a client's doing.
-impl<T> Index<Id<T>> for Table<T> {
-    type Output = T;
-    fn index(&self, id: Id<T>) -> &T {
-        self.get(id).expect("a live id")
-    }
-}
-
-impl<T> IndexMut<Id<T>> for Table<T> {
-    fn index_mut(&mut self, id: Id<T>) -> &mut T {
-        self.get_mut(id).expect("a live id")
     }
 }
 

@@ -138,9 +138,8 @@ impl SharedFrame {
     /// emptied and filled by `write`, which gives the payload octets.
     fn fill(pool: &Pool, head: Head, write: impl FnOnce(&mut Buffers) -> u32) -> Rc<SharedFrame> {
         let mut frames = pool.frames.borrow_mut();
-        let mut shared = match frames.iter_mut().position(|f| Rc::get_mut(f).is_some()) {
-            Some(i) => frames.swap_remove(i),
-            None => Rc::new(SharedFrame {
+        let empty = || {
+            Rc::new(SharedFrame {
                 bufs: Buffers::default(),
                 timestamp: 0,
                 first_sequence: 0,
@@ -148,9 +147,19 @@ impl SharedFrame {
                 entered: Mono(0),
                 payload_octets: 0,
                 key: false,
-            }),
+            })
         };
-        let frame = Rc::get_mut(&mut shared).expect("no client holds it");
+        let mut shared = match frames.iter_mut().position(|f| Rc::get_mut(f).is_some()) {
+            Some(i) => frames.swap_remove(i),
+            None => empty(),
+        };
+        // Never held elsewhere: taken because no client held it, or new.
+        if Rc::get_mut(&mut shared).is_none() {
+            shared = empty();
+        }
+        let Some(frame) = Rc::get_mut(&mut shared) else {
+            return shared;
+        };
         let bufs = &mut frame.bufs;
         bufs.wire.clear();
         bufs.records.clear();
@@ -169,7 +178,7 @@ impl SharedFrame {
     }
 
     pub fn packets(&self) -> usize {
-        self.bufs.records.len() - 1
+        self.bufs.records.len().saturating_sub(1)
     }
 
     /// The interleaved records for RTP channel 0.
@@ -185,19 +194,25 @@ impl SharedFrame {
     /// Record `i`: prefix and RTP packet.
     pub fn record(&self, i: usize) -> &[u8] {
         let r = &self.bufs.records;
-        &self.bufs.wire[r[i] as usize..r[i + 1] as usize]
+        match (r.get(i), r.get(i + 1)) {
+            (Some(&start), Some(&end)) => self.bufs.wire.get(start as usize..end as usize),
+            _ => None,
+        }
+        .unwrap_or_default()
     }
 
     /// RTP packet `i`.
     pub fn packet(&self, i: usize) -> &[u8] {
-        &self.record(i)[RECORD_PREFIX..]
+        self.record(i).get(RECORD_PREFIX..).unwrap_or_default()
     }
 
     /// The record holding byte `pos` of [`SharedFrame::wire`], and where it starts.
     pub fn record_at(&self, pos: usize) -> (usize, usize) {
         let r = &self.bufs.records;
-        let i = r.partition_point(|&start| start as usize <= pos) - 1;
-        (i, r[i] as usize)
+        let i = r
+            .partition_point(|&start| start as usize <= pos)
+            .saturating_sub(1);
+        (i, r.get(i).map_or(0, |&start| start as usize))
     }
 }
 

@@ -259,6 +259,10 @@ impl Fanout {
         id
     }
 
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "a StreamId is made only by add_stream, and streams stay for the server's life"
+    )]
     pub fn stream(&self, id: StreamId) -> &Stream {
         &self.streams[usize::from(id.0)]
     }
@@ -268,6 +272,10 @@ impl Fanout {
         &self.streams
     }
 
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "a StreamId is made only by add_stream, and streams stay for the server's life"
+    )]
     pub fn stream_mut(&mut self, id: StreamId) -> &mut Stream {
         &mut self.streams[usize::from(id.0)]
     }
@@ -305,8 +313,11 @@ impl Fanout {
         let Some(jpeg) = self.intake.take(f.jpeg) else {
             return;
         };
+        let Some(main) = self.streams.first_mut() else {
+            return;
+        };
         publish(
-            &mut self.streams[0],
+            main,
             &mut self.subscribers,
             &mut self.ready,
             &mut self.labels,
@@ -318,8 +329,11 @@ impl Fanout {
 
     /// A frame of a stream made here (the sub-stream's).
     pub fn publish(&mut self, id: StreamId, jpeg: &Jpeg<'_>, captured: Mono, entered: Mono) {
+        let Some(stream) = self.streams.get_mut(usize::from(id.0)) else {
+            return;
+        };
         publish(
-            &mut self.streams[usize::from(id.0)],
+            stream,
             &mut self.subscribers,
             &mut self.ready,
             &mut self.labels,
@@ -337,7 +351,9 @@ impl Fanout {
         captured: Mono,
         entered: Mono,
     ) {
-        let stream = &mut self.streams[usize::from(id.0)];
+        let Some(stream) = self.streams.get_mut(usize::from(id.0)) else {
+            return;
+        };
         let Packetizer::H264(packetizer) = &mut stream.packetizer else {
             return;
         };
@@ -357,7 +373,7 @@ impl Fanout {
 
     /// Takes back the wish for a key frame (the encoder was asked).
     pub fn take_key_wanted(&mut self, id: StreamId) -> bool {
-        std::mem::take(&mut self.streams[usize::from(id.0)].key_wanted)
+        std::mem::take(&mut self.stream_mut(id).key_wanted)
     }
 
     pub fn subscribe(&mut self, s: Subscription) -> SubscriberId {
@@ -402,7 +418,9 @@ impl Fanout {
             return;
         }
         let now = Mono::now();
-        let stream = &mut self.streams[usize::from(s.stream.0)];
+        let Some(stream) = self.streams.get_mut(usize::from(s.stream.0)) else {
+            return;
+        };
         match stream.latest(now) {
             Some(f) if f.key => {
                 s.next_due = f.captured;
@@ -445,16 +463,19 @@ impl Fanout {
         };
         s.frames_sent += 1;
         let label = s.label;
-        let d = &mut self.labels[usize::from(label.0)].1;
-        d.frames_sent += 1;
-        d.bytes_sent += bytes as u64;
+        if let Some((_, d)) = self.labels.get_mut(usize::from(label.0)) {
+            d.frames_sent += 1;
+            d.bytes_sent += bytes as u64;
+        }
         self.out(label);
     }
 
     /// Bytes of a frame sent outside any subscription (a snapshot of the
     /// newest frame).
     pub fn count_bytes(&mut self, label: Label, bytes: usize) {
-        self.labels[usize::from(label.0)].1.bytes_sent += bytes as u64;
+        if let Some((_, d)) = self.labels.get_mut(usize::from(label.0)) {
+            d.bytes_sent += bytes as u64;
+        }
         self.out(label);
     }
 
@@ -464,7 +485,7 @@ impl Fanout {
             self.first_out = true;
             log::info!(
                 "first frame sent to a client ({}), {:.1} s after the start",
-                self.labels[usize::from(label.0)].0,
+                self.labels.get(usize::from(label.0)).map_or("", |l| l.0),
                 Mono::now().saturating_sub(self.started).as_secs_f64()
             );
         }
@@ -480,7 +501,9 @@ impl Fanout {
     pub fn set_camera_present(&mut self, present: bool) {
         self.present = present;
         if !present {
-            self.streams[0].last = None;
+            if let Some(main) = self.streams.first_mut() {
+                main.last = None;
+            }
         }
     }
 
@@ -490,7 +513,9 @@ impl Fanout {
             return;
         };
         s.frames_dropped += 1;
-        self.labels[usize::from(s.label.0)].1.frames_dropped += 1;
+        if let Some((_, d)) = self.labels.get_mut(usize::from(s.label.0)) {
+            d.frames_dropped += 1;
+        }
     }
 
     /// Whether a client is active on `stream` (the sub-stream is made only
@@ -574,14 +599,18 @@ fn queue(
             if frame.key {
                 s.queue.pop_front();
                 s.frames_dropped += 1;
-                labels[usize::from(s.label.0)].1.frames_dropped += 1;
+                if let Some((_, d)) = labels.get_mut(usize::from(s.label.0)) {
+                    d.frames_dropped += 1;
+                }
             } else {
                 // What it holds needs the frames before it: all go, and
                 // it waits for the next IDR picture.
                 let n = s.queue.len() as u64 + 1;
                 s.queue.clear();
                 s.frames_dropped += n;
-                labels[usize::from(s.label.0)].1.frames_dropped += n;
+                if let Some((_, d)) = labels.get_mut(usize::from(s.label.0)) {
+                    d.frames_dropped += n;
+                }
                 s.need_key = true;
                 stream.key_wanted = true;
                 continue;

@@ -516,6 +516,11 @@ fn conn_mut<'a>(ctx: &'a mut Ctx<'_>, ci: ConnId) -> Option<&'a mut Conn> {
     ctx.conns.get_mut(ci)
 }
 
+/// `bytes` from `from` on (none when `from` is past its end).
+fn part(bytes: &[u8], from: usize) -> &[u8] {
+    bytes.get(from..).unwrap_or_default()
+}
+
 /// Writes what is left of a body; true once all of it is out.
 fn write_body(stream: &mut mio::net::TcpStream, b: &mut Body) -> io::Result<bool> {
     use std::io::Write;
@@ -529,9 +534,9 @@ fn write_body(stream: &mut mio::net::TcpStream, b: &mut Body) -> io::Result<bool
         let jpeg_end = head_end + jpeg.len();
         let w = b.written;
         let slices = [
-            IoSlice::new(&b.part_header[w.min(head_end)..head_end]),
-            IoSlice::new(&jpeg[w.clamp(head_end, jpeg_end) - head_end..]),
-            IoSlice::new(&b.trailer[w.max(jpeg_end) - jpeg_end..]),
+            IoSlice::new(part(b.part_header.get(..head_end).unwrap_or_default(), w)),
+            IoSlice::new(part(jpeg, w.saturating_sub(head_end))),
+            IoSlice::new(part(b.trailer, w.saturating_sub(jpeg_end))),
         ];
         match stream.write_vectored(&slices) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),

@@ -187,7 +187,9 @@ impl Rtsp {
         match (named, named_session) {
             (None, _) => Ok(None),
             (Some(_), Some(si)) if self.owns(ci, user, si) => {
-                self.sessions[si].last_seen = Mono::now();
+                if let Some(s) = self.sessions.get_mut(si) {
+                    s.last_seen = Mono::now();
+                }
                 Ok(Some(si))
             }
             (Some(id), _) => {
@@ -223,8 +225,8 @@ impl Rtsp {
                     return reply(StatusCode::NotFound);
                 }
                 let mut b = response(StatusCode::Ok, Some(cseq)).header(headers::PUBLIC, PUBLIC);
-                if let Some(si) = session {
-                    b = with_session(b, &self.sessions[si]);
+                if let Some(s) = session.and_then(|si| self.sessions.get(si)) {
+                    b = with_session(b, s);
                 }
                 Outcome::respond(b.build(Vec::new()))
             }
@@ -232,8 +234,7 @@ impl Rtsp {
                 let Some(stream) = target.stream() else {
                     return reply(StatusCode::NotFound);
                 };
-                let uri = req.request_uri().expect("not Target::Server");
-                let Some(conn) = ctx.conns.get(ci) else {
+                let (Some(uri), Some(conn)) = (req.request_uri(), ctx.conns.get(ci)) else {
                     return reply(StatusCode::NotFound);
                 };
                 let s = ctx.fanout.stream(stream);
@@ -264,7 +265,9 @@ impl Rtsp {
                 match req.method() {
                     Method::Play => self.play(req, cseq, si, ctx),
                     Method::Pause => {
-                        let s = &mut self.sessions[si];
+                        let Some(s) = self.sessions.get(si) else {
+                            return reply(StatusCode::SessionNotFound);
+                        };
                         // What is queued is dropped; a UDP frame being sent
                         // is finished.
                         ctx.fanout.set_active(s.subscription, false);
@@ -289,8 +292,8 @@ impl Rtsp {
                     StatusCode::ParameterNotUnderstood
                 };
                 let mut b = response(status, Some(cseq));
-                if let Some(si) = session {
-                    b = with_session(b, &self.sessions[si]);
+                if let Some(s) = session.and_then(|si| self.sessions.get(si)) {
+                    b = with_session(b, s);
                 }
                 Outcome::respond(b.build(Vec::new()))
             }
@@ -370,8 +373,9 @@ impl Rtsp {
     /// arrive on its GET side's connection), and so may the same user on
     /// another connection. Knowing a session's id is not enough.
     fn owns(&self, ci: ConnId, user: Option<&str>, si: SessionId) -> bool {
-        let s = &self.sessions[si];
-        s.conn == ci || (user.is_some() && s.user.as_deref() == user)
+        self.sessions
+            .get(si)
+            .is_some_and(|s| s.conn == ci || (user.is_some() && s.user.as_deref() == user))
     }
 
     /// SETUP of a stream's one track (`answer` turned away the rest).
@@ -388,7 +392,9 @@ impl Rtsp {
             return reply(StatusCode::BadRequest);
         };
         if let Some(si) = session {
-            let s = &self.sessions[si];
+            let Some(s) = self.sessions.get(si) else {
+                return reply(StatusCode::SessionNotFound);
+            };
             if s.stream != stream {
                 // One stream per session.
                 return reply(StatusCode::AggregateOperationNotAllowed);
@@ -431,7 +437,10 @@ impl Rtsp {
         let si = match session {
             Some(si) => {
                 // Re-SETUP of a session that is not playing: new transport.
-                let old = std::mem::replace(&mut self.sessions[si].transport, transport);
+                let Some(s) = self.sessions.get_mut(si) else {
+                    return reply(StatusCode::SessionNotFound);
+                };
+                let old = std::mem::replace(&mut s.transport, transport);
                 if let Transport::Udp { rtcp, .. } = old {
                     self.session_by_rtcp.remove(&rtcp);
                 }
@@ -472,7 +481,9 @@ impl Rtsp {
                 si
             }
         };
-        let s = &self.sessions[si];
+        let Some(s) = self.sessions.get(si) else {
+            return reply(StatusCode::SessionNotFound);
+        };
         if let Transport::Udp { rtcp, .. } = s.transport {
             self.session_by_rtcp.insert(rtcp, si);
         }
@@ -496,12 +507,13 @@ impl Rtsp {
     ) -> Option<(Transport, String)> {
         let own: &[SessionId] = self.conns.get(ci).map_or(&[], |r| &r.sessions);
         let taken = |channel: u8| {
-            own.iter().filter(|&&si| Some(si) != session).any(|&si| {
-                match self.sessions[si].transport {
+            own.iter()
+                .filter(|&&si| Some(si) != session)
+                .filter_map(|&si| self.sessions.get(si))
+                .any(|s| match s.transport {
                     Transport::Interleaved { rtp, rtcp } => channel == rtp || channel == rtcp,
                     Transport::Udp { .. } => false,
-                }
-            })
+                })
         };
         let choice = transport::choose(offered, taken)?;
         let spec = transport::Reply {
@@ -528,11 +540,12 @@ impl Rtsp {
         si: SessionId,
         ctx: &mut Ctx<'_>,
     ) -> Outcome {
-        let uri = req.request_uri().expect("checked by the caller");
+        let (Some(uri), Some(s)) = (req.request_uri(), self.sessions.get(si)) else {
+            return Outcome::status(StatusCode::SessionNotFound, cseq);
+        };
         let now = Mono::now();
         // The client gets the newest frame at once if it is fresh (see
         // start_playing), else the next one: RTP-Info names its first packet.
-        let s = &self.sessions[si];
         let stream = ctx.fanout.stream(s.stream);
         let (seq, rtptime) = match stream.latest(now) {
             Some(f) => (f.first_sequence, f.timestamp),

@@ -323,7 +323,9 @@ impl Rtsp {
             let n = r.sessions.len();
             let mut next = None;
             for k in 0..n {
-                let si = r.sessions[(r.round_robin + k) % n];
+                let Some(&si) = r.sessions.get((r.round_robin + k) % n) else {
+                    continue;
+                };
                 let Some(s) = self.sessions.get_mut(si) else {
                     continue;
                 };
@@ -406,7 +408,7 @@ impl Rtsp {
         while let Some((n, from)) = self.udp.recv_rtcp(&mut buf) {
             // Only from the ports the session's client gave.
             if let Some(&si) = self.session_by_rtcp.get(&from) {
-                self.rtcp_received(si, &buf[..n], fanout);
+                self.rtcp_received(si, buf.get(..n).unwrap_or_default(), fanout);
             }
         }
     }
@@ -474,9 +476,12 @@ impl Rtsp {
             .map(|(k, _)| k)
             .collect();
         for si in expired {
-            let (ci, tcp) = {
-                let s = &self.sessions[si];
-                (s.conn, matches!(s.transport, Transport::Interleaved { .. }))
+            let Some((ci, tcp)) = self
+                .sessions
+                .get(si)
+                .map(|s| (s.conn, matches!(s.transport, Transport::Interleaved { .. })))
+            else {
+                continue;
             };
             self.end_session(si, "timed out", true, ctx);
             // An interleaved session's connection has nothing left to carry.
@@ -505,8 +510,10 @@ impl Rtsp {
             .collect();
         let interval = Duration::from_secs(u64::from(ctx.cfg.rtcp_interval));
         for si in due {
-            self.sessions[si].next_report = now.add(interval);
-            self.send_report(si, false, ctx);
+            if let Some(s) = self.sessions.get_mut(si) {
+                s.next_report = now.add(interval);
+                self.send_report(si, false, ctx);
+            }
         }
     }
 

@@ -69,17 +69,20 @@ impl Rtsp {
             octet_count: s.octets,
         };
         let mut buf = [0u8; 4 + rtcp::MAX_COMPOUND_LEN];
-        let n = rtcp::write_report(&sr, self.cname.as_bytes(), bye, &mut buf[4..]);
+        let (frame_head, body) = buf.split_at_mut(4);
+        let n = rtcp::write_report(&sr, self.cname.as_bytes(), bye, body);
+        let report = body.get(..n).unwrap_or_default();
         match s.transport {
-            Transport::Udp { rtcp, .. } => self.udp.send_rtcp(rtcp, &buf[4..4 + n]),
+            Transport::Udp { rtcp, .. } => self.udp.send_rtcp(rtcp, report),
             Transport::Interleaved { rtcp, .. } => {
                 let ci = s.conn;
                 let Some(conn) = ctx.conns.get_mut(ci) else {
                     return;
                 };
                 if conn.ctrl_pending() < CTRL_HIGH_WATER {
-                    buf[..4].copy_from_slice(&[b'$', rtcp, (n >> 8) as u8, n as u8]);
-                    conn.ctrl.extend_from_slice(&buf[..4 + n]);
+                    frame_head.copy_from_slice(&[b'$', rtcp, (n >> 8) as u8, n as u8]);
+                    conn.ctrl.extend_from_slice(frame_head);
+                    conn.ctrl.extend_from_slice(report);
                     self.flush(ci, ctx);
                 }
             }

@@ -98,9 +98,10 @@ pub fn describe(info: &StreamInfo, format: &Format<'_>, local: IpAddr, session_i
         }],
     };
     let mut out = Vec::with_capacity(512);
-    session
-        .write(&mut out)
-        .expect("writing to a Vec cannot fail");
+    // Writing to a Vec cannot fail: an error would leave the body empty.
+    if session.write(&mut out).is_err() {
+        out.clear();
+    }
     out
 }
 

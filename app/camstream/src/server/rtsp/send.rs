@@ -73,9 +73,10 @@ pub fn send_udp(
         let (mut count, mut slices, mut p) = (0, 0, from);
         while p < n && count < BATCH && slices < IOV {
             let (start, mut bytes) = (slices, 0);
-            loop {
+            // `slices` is below IOV at first: the loop runs at least once.
+            while let Some(slot) = iov.get_mut(slices) {
                 let packet = frame.packet(p);
-                iov[slices] = IoSlice::new(packet);
+                *slot = IoSlice::new(packet);
                 slices += 1;
                 p += 1;
                 bytes += packet.len();
@@ -92,19 +93,22 @@ pub fn send_udp(
                     break;
                 }
             }
-            runs[count] = (start, slices - start);
+            if let Some(run) = runs.get_mut(count) {
+                *run = (start, slices - start);
+            }
             count += 1;
         }
         let mut control: [SendAncillaryBuffer<'_, '_, '_>; BATCH] =
             std::array::from_fn(|_| Default::default());
         let mut k = 0;
         let mut msgs = control.each_mut().map(|c| {
-            let (start, len) = runs[k];
+            let (start, len) = runs.get(k).copied().unwrap_or_default();
             k += 1;
-            MMsgHdr::new_with_addr(addr, &iov[start..start + len], c)
+            MMsgHdr::new_with_addr(addr, iov.get(start..start + len).unwrap_or_default(), c)
         });
-        match sendmmsg(&socket, &mut msgs[..count], SendFlags::DONTWAIT) {
-            Ok(sent) => from += runs[..sent].iter().map(|r| r.1).sum::<usize>(),
+        let batch = msgs.get_mut(..count).unwrap_or_default();
+        match sendmmsg(&socket, batch, SendFlags::DONTWAIT) {
+            Ok(sent) => from += runs.iter().take(sent).map(|r| r.1).sum::<usize>(),
             Err(Errno::AGAIN) => return Ok(from),
             Err(Errno::INTR) => {}
             Err(e) => return Err(e.into()),
@@ -124,7 +128,7 @@ pub fn write_interleaved(
     let total = frame.wire().len();
     while pos < total {
         let r = if channel == 0 {
-            stream.write(&frame.wire()[pos..])
+            stream.write(frame.wire().get(pos..).unwrap_or_default())
         } else {
             write_records(stream, frame, channel, pos)
         };
@@ -150,25 +154,32 @@ fn write_records(
     let last = (first + RECORDS_PER_WRITE).min(frame.packets());
     let mut prefixes = [[0u8; RECORD_PREFIX]; RECORDS_PER_WRITE];
     for (k, p) in prefixes.iter_mut().enumerate().take(last - first) {
-        p.copy_from_slice(&frame.record(first + k)[..RECORD_PREFIX]);
+        for (d, s) in p.iter_mut().zip(frame.record(first + k)) {
+            *d = *s;
+        }
         p[1] = channel;
     }
     let mut iov = [IoSlice::new(&[]); 2 * RECORDS_PER_WRITE];
     let mut n = 0;
     let mut skip = pos - start;
-    for (k, prefix) in prefixes.iter().enumerate().take(last - first) {
-        let body = &frame.record(first + k)[RECORD_PREFIX..];
-        if skip < RECORD_PREFIX {
-            iov[n] = IoSlice::new(&prefix[skip..]);
-            iov[n + 1] = IoSlice::new(body);
-        } else {
-            iov[n] = IoSlice::new(&[]);
-            iov[n + 1] = IoSlice::new(&body[skip - RECORD_PREFIX..]);
+    let records = prefixes.iter().enumerate().take(last - first);
+    for ((k, prefix), pair) in records.zip(iov.chunks_exact_mut(2)) {
+        let body = frame
+            .record(first + k)
+            .get(RECORD_PREFIX..)
+            .unwrap_or_default();
+        let (head, body) = match skip.checked_sub(RECORD_PREFIX) {
+            None => (prefix.get(skip..).unwrap_or_default(), body),
+            Some(into_body) => (&[][..], body.get(into_body..).unwrap_or_default()),
+        };
+        if let [h, b] = pair {
+            *h = IoSlice::new(head);
+            *b = IoSlice::new(body);
         }
         n += 2;
         skip = 0;
     }
-    stream.write_vectored(&iov[..n])
+    stream.write_vectored(iov.get(..n).unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -200,34 +200,40 @@ impl Rtsp {
             .get(&cookie)
             .copied()
             .filter(|&g| ctx.conns.get(g).is_some_and(|c| c.peer.ip() == peer.ip()));
-        let tunnel = get.and_then(|g| self.conns.get(g)?.tunnel.as_ref());
-        let refusal = match tunnel {
-            None => Some((
+        // The GET this POST joins: one with no POST yet, this user's or
+        // nobody's.
+        let tunnel = get.and_then(|g| Some((g, self.conns.get(g)?.tunnel.as_ref()?)));
+        let found = match tunnel {
+            None => Err((
                 404,
                 "no RTSP-over-HTTP GET from this address with this x-sessioncookie",
             )),
-            Some(t) if t.post.is_some() => Some((409, "this tunnel already has its POST")),
-            Some(t) if user.is_some() && t.user.is_some() && t.user != user => {
-                Some((403, "this tunnel belongs to another user"))
+            Some((_, t)) if t.post.is_some() => Err((409, "this tunnel already has its POST")),
+            Some((_, t)) if user.is_some() && t.user.is_some() && t.user != user => {
+                Err((403, "this tunnel belongs to another user"))
             }
-            Some(_) => None,
+            Some((g, _)) => Ok(g),
         };
-        let conn = ctx.conns.get_mut(ci).expect("looked up above");
+        let Some(conn) = ctx.conns.get_mut(ci) else {
+            return;
+        };
         conn.request_started = None;
-        if let Some((status, why)) = refusal {
-            log::info!("{peer}: RTSP-over-HTTP POST refused: {why}");
-            write_text(&mut conn.ctrl, status, why, false, true);
-            conn.closing = Some(Mono::now());
-            self.tunnels.posts.insert(
-                ci,
-                Post {
-                    get: None,
-                    decoder: Decoder::default(),
-                },
-            );
-            return self.post_flush(ci, ctx);
-        }
-        let get = get.expect("a tunnel was found");
+        let get = match found {
+            Ok(get) => get,
+            Err((status, why)) => {
+                log::info!("{peer}: RTSP-over-HTTP POST refused: {why}");
+                write_text(&mut conn.ctrl, status, why, false, true);
+                conn.closing = Some(Mono::now());
+                self.tunnels.posts.insert(
+                    ci,
+                    Post {
+                        get: None,
+                        decoder: Decoder::default(),
+                    },
+                );
+                return self.post_flush(ci, ctx);
+            }
+        };
         self.tunnels.posts.insert(
             ci,
             Post {
@@ -235,8 +241,9 @@ impl Rtsp {
                 decoder: Decoder::default(),
             },
         );
-        let t = self.conns.get_mut(get).and_then(|r| r.tunnel.as_mut());
-        let t = t.expect("a tunnel was found");
+        let Some(t) = self.conns.get_mut(get).and_then(|r| r.tunnel.as_mut()) else {
+            return ctx.close(ci, "the tunnel's GET side is gone");
+        };
         t.post = Some(ci);
         if t.user.is_none() {
             t.user = user;
@@ -285,7 +292,9 @@ impl Rtsp {
         let result = post.decoder.decode(&conn.inbuf, &mut decoded);
         conn.inbuf.clear();
         let last_input = conn.last_input;
-        let get_conn = ctx.conns.get_mut(get).expect("looked up above");
+        let Some(get_conn) = ctx.conns.get_mut(get) else {
+            return ctx.close(ci, "the tunnel's GET side is gone");
+        };
         get_conn.inbuf.extend_from_slice(&decoded);
         get_conn.last_input = last_input;
         // What came before a bad byte is still the client's: handled

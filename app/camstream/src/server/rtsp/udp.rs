@@ -82,7 +82,9 @@ impl Udp {
                     None => return true,
                 }
             }
-            let (f, from) = s.sending.as_mut().expect("set above");
+            let Some((f, from)) = s.sending.as_mut() else {
+                return true;
+            };
             match send::send_udp(&self.rtp_socket, rtp, f, *from, self.gso) {
                 Ok(n) if n == f.packets() => {
                     s.packets = s.packets.wrapping_add(n as u32);

@@ -763,16 +763,26 @@ def main():
         f.write("# packages\tversion\tfile\torigin\tcheck\tBuildroot's sha256\n")
         f.write("\n".join(manifest) + "\n")
     local_mk += libtool_patches(info, local_mk)
+    # host-ccache's own patch hook points its cache at BR2_CCACHE_DIR; a
+    # source override skips the patch step, so it runs after the copy
+    # (without it the cache went to ~/.cache/ccache).
+    if "HOST_CCACHE_OVERRIDE_SRCDIR" in "\n".join(local_mk):
+        local_mk.append("HOST_CCACHE_POST_RSYNC_HOOKS += HOST_CCACHE_PATCH_CONFIGURATION")
     with open(os.path.join(OUT, "local.mk"), "w") as f:
         f.write("# Sources used instead of downloads (scripts/buildroot-offline).\n")
         f.write("\n".join(local_mk) + "\n")
-    counts = {}
+    counts, missing = {}, 0
     for line in manifest:
         f = line.split("\t")
+        if f[4].startswith("missing"):
+            missing += 1
+            continue
         k = (f[3].split()[0].rstrip(":"), f[4].split(":")[0])
         counts[k] = counts.get(k, 0) + 1
     for (origin, check), n in sorted(counts.items()):
         print(f"{n:4} {origin:10} {check}")
+    # Said when none is, too: the line a reader looks for.
+    print(f"missing: {missing}" + (" (the manifest's lines with check \"missing\")" if missing else ""))
 
 
 if sys.argv[1:2] == ["fixup"]:

@@ -1,18 +1,21 @@
 """Sources for scripts/buildroot-offline (see there): fills the primary site,
-writes local.mk's overrides and the manifest. Run by that script only."""
+writes local.mk's overrides and the manifest. Run by that script; with
+`fixup DL_DIR DIR`, only the fixup of Debian's repacked sources on an unpacked
+source DIR (ci/check-buildroot)."""
 import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 import urllib.request
 
-BUILDROOT = os.environ["BUILDROOT"]
-OFFLINE = os.environ["OFFLINE"]
-OUT = os.environ["O"]
-MIRROR = os.environ["DEBIAN_MIRROR"]
+BUILDROOT = os.environ.get("BUILDROOT", "")
+OFFLINE = os.environ.get("OFFLINE", "")
+OUT = os.environ.get("O", "")
+MIRROR = os.environ.get("DEBIAN_MIRROR", "")
 SITE = os.path.join(OFFLINE, "site")
 SRC = os.path.join(OFFLINE, "src")
 LOCAL = os.environ.get("LOCAL_SOURCES", "").split()
@@ -165,6 +168,11 @@ def generate_configure(dest):
     copy_outside_links(dest)
 
 
+def empty_manual(name):
+    """What stands for a manual Debian's repacking took out."""
+    return "@setfilename " + os.path.basename(name)[:-len(".texi")] + ".info\n"
+
+
 def debian_repack_fixup(dl_dir, dest):
     """What Debian's own builds do for the GFDL manuals its repacking takes
     out of GNU packages: bison's and gawk's .texi (an empty manual in their
@@ -195,23 +203,25 @@ def debian_repack_fixup(dl_dir, dest):
         if "Makefile.in" not in files:
             continue
         mk = os.path.join(top, "Makefile.in")
-        text = open(mk, errors="replace").read()
+        text = original = open(mk, errors="replace").read()
         # gcc's target hooks manual is a stub: not compared with the one
         # made from the hooks (Debian's gcc-gfdl-build.diff).
         stub = os.path.join(top, "doc", "tm.texi.in")
         if os.path.exists(stub) and os.path.getsize(stub) < 512:
             text = re.sub(r"^s-tm-texi: build/genhooks.*\n(\t.*\n)+", "s-tm-texi:\n\t$(STAMP) $@\n",
                           text, flags=re.M)
-            with open(mk, "w") as f:
-                f.write(text)
         m = re.search(r"^info_TEXINFOS\s*=((?:.*\\\n)*.*)$", text, re.M)
         names = m.group(1).replace("\\\n", " ").split() if m else []
-        missing = [n for n in names if "$" not in n and not os.path.exists(os.path.join(top, n))]
+        # The manuals taken out, and those an earlier run emptied.
+        missing = [n for n in names if "$" not in n and (not os.path.exists(os.path.join(top, n)) or open(
+            os.path.join(top, n), errors="replace").read() == empty_manual(n))]
         for n in missing:
             with open(os.path.join(top, n), "w") as f:
-                f.write("@setfilename " + os.path.basename(n)[:-len(".texi")] + ".info\n")
+                f.write(empty_manual(n))
             # Older than what was made from the real one (gawk's examples).
             os.utime(os.path.join(top, n), (946684800, 946684800))
+        # An empty manual is never given to makeinfo, which a build machine
+        # need not have (gawk's and bison's alike).
         if missing:
             text = re.sub(r"^MAKEINFO = @MAKEINFO@.*$", "MAKEINFO = true", text, flags=re.M)
             if dl_dir == "bison":
@@ -223,8 +233,9 @@ def debian_repack_fixup(dl_dir, dest):
         figs = re.search(r"^FIGS_GV\s*=\s*\\?\n?\s*(\S+)", text, re.M)
         if figs and not os.path.exists(os.path.join(top, figs.group(1))):
             text = re.sub(r"^\S+\.(info|dvi|pdf|html): \$\(FIGS_GV:[^\n]*\n", "", text, flags=re.M)
-            with open(mk, "w") as f:
-                f.write(text)
+        # Every edit above is written, whichever of them applied (gawk's
+        # empty manuals have no figures).
+        if text != original:
             with open(mk, "w") as f:
                 f.write(text)
 
@@ -752,16 +763,29 @@ def main():
         f.write("# packages\tversion\tfile\torigin\tcheck\tBuildroot's sha256\n")
         f.write("\n".join(manifest) + "\n")
     local_mk += libtool_patches(info, local_mk)
+    # host-ccache's own patch hook points its cache at BR2_CCACHE_DIR; a
+    # source override skips the patch step, so it runs after the copy
+    # (without it the cache went to ~/.cache/ccache).
+    if "HOST_CCACHE_OVERRIDE_SRCDIR" in "\n".join(local_mk):
+        local_mk.append("HOST_CCACHE_POST_RSYNC_HOOKS += HOST_CCACHE_PATCH_CONFIGURATION")
     with open(os.path.join(OUT, "local.mk"), "w") as f:
         f.write("# Sources used instead of downloads (scripts/buildroot-offline).\n")
         f.write("\n".join(local_mk) + "\n")
-    counts = {}
+    counts, missing = {}, 0
     for line in manifest:
         f = line.split("\t")
+        if f[4].startswith("missing"):
+            missing += 1
+            continue
         k = (f[3].split()[0].rstrip(":"), f[4].split(":")[0])
         counts[k] = counts.get(k, 0) + 1
     for (origin, check), n in sorted(counts.items()):
         print(f"{n:4} {origin:10} {check}")
+    # Said when none is, too: the line a reader looks for.
+    print(f"missing: {missing}" + (" (the manifest's lines with check \"missing\")" if missing else ""))
 
 
-main()
+if sys.argv[1:2] == ["fixup"]:
+    debian_repack_fixup(sys.argv[2], sys.argv[3])
+else:
+    main()

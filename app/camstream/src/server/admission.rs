@@ -232,7 +232,9 @@ impl Admission {
 
     /// Counts a refusal; logs it at most every REFUSALS_LOGGED_EVERY.
     pub fn refused(&mut self, peer: SocketAddr, what: &str, why: Refusal) {
-        self.refusals[why as usize] += 1;
+        if let Some(n) = self.refusals.get_mut(why as usize) {
+            *n += 1;
+        }
         let now = Mono::now();
         self.logged.0 += 1;
         if self
@@ -291,8 +293,8 @@ fn to_push_out<'a, 'u: 'a, K: Copy + 'a>(
     candidates
         .max_by_key(|h| {
             (
-                users[&h.user],
-                addresses[&(h.user, h.peer.ip())],
+                users.get(&h.user).copied().unwrap_or(0),
+                addresses.get(&(h.user, h.peer.ip())).copied().unwrap_or(0),
                 std::cmp::Reverse(h.opened),
                 // The same age: the lower address, so the choice does not
                 // depend on the table's order.

@@ -241,7 +241,7 @@ impl Discovery {
                     return;
                 }
             };
-            let probe = match Probe::parse(&buf[..n]) {
+            let probe = match Probe::parse(buf.get(..n).unwrap_or_default()) {
                 Ok(p) => p,
                 Err(NotProbe::Other) => continue,
                 Err(NotProbe::Unreadable(why)) => {

@@ -3,7 +3,9 @@
 //! same users as RTSP and HTTP (a UsernameToken for users given a password
 //! for ONVIF, or HTTP Digest), the same no-default-password rule.
 
-use camstream_onvif::access::AccessClass;
+// PRE_AUTH: the operations ONVIF's Core specification serves without a
+// user.
+use camstream_onvif::access::{AccessClass, PRE_AUTH};
 use camstream_onvif::soap::{Fault, Request as Soap};
 use camstream_onvif::wsse::{Gate, Password, Refusal as TokenRefusal};
 use camstream_onvif::xml::Limits;
@@ -31,9 +33,6 @@ pub const MEDIA_PATH: &str = "/onvif/media_service";
 const SKEW: i64 = 300;
 /// Nonces of accepted tokens remembered.
 const NONCES: usize = 4096;
-
-/// Operations ONVIF's Core specification serves without a user.
-use camstream_onvif::access::PRE_AUTH;
 
 /// The camera as WS-Discovery announces it: an endpoint id that stays
 /// across restarts (from /etc/machine-id, else the host name) and its
@@ -280,7 +279,8 @@ impl Onvif {
 /// and the gate alone decides, as before levels were.
 fn permitted(req: &Request, soap: &Soap, op: &str, cfg: &Config) -> Result<(), Answer> {
     let class = AccessClass::of(op);
-    if class == AccessClass::PreAuth {
+    // No users: any token went unchecked, and names no one.
+    if class == AccessClass::PreAuth || matches!(req.http, HttpAuth::Open) {
         return Ok(());
     }
     let name = match &soap.token {

@@ -79,6 +79,9 @@ def test_config_mistakes(tmp_path):
         ("[controls]\nbrightness = 1\n  brightness = 2\n", "3:3: controls.brightness: duplicate key"),
         ("[streams.sub]\nfps = 1\n[streams.sub]\n", "3:10: streams.sub: duplicate key"),
         ('users.viewer.md5 = "00"\nusers.viewer.md5 = "01"\n', "2:14: users.viewer.md5: duplicate key"),
+        ('[users.viewer]\nmd5 = "00"\nuser_level = "boss"\n',
+         "3:14: users.viewer.user_level: unknown variant `boss`, expected one of `administrator`, `operator`, "
+         "`user`"),
     ]:
         cfg.write_text(text)
         assert fails("--config", str(cfg)) == f"camstream: error: config {cfg}:{error}", text
@@ -343,3 +346,38 @@ def test_passwd_leaves_a_kept_password_to_the_files_owner_alone(tmp_path):
     assert seen.read_text() == "", "the password went into a world-readable file"
     seen.unlink()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["camstream.toml"]
+
+
+def test_passwd_sets_a_user_level_and_keeps_the_rest(tmp_path):
+    """`camstream passwd NAME --user-level LEVEL` writes ONVIF's user level
+    into that user's table only; the file's comments and other users stay,
+    and a new password without the flag keeps the level."""
+    cfg = tmp_path / "camstream.toml"
+
+    def passwd(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(BIN), "passwd", *args, "--config", str(cfg)], input="a password\n", text=True,
+                              capture_output=True, timeout=10)
+
+    cfg.write_text("# the camera\nfps = 15\n")
+    assert passwd("nvr").returncode == 0
+    assert passwd("viewer").returncode == 0
+    before = cfg.read_text().replace("[users.viewer]\n", "[users.viewer]\n# the front door's screen\n")
+    cfg.write_text(before)
+    p = passwd("viewer", "--user-level", "user")
+    assert p.returncode == 0, p.stderr
+    text = cfg.read_text()
+    nvr, _, viewer = text.partition("[users.viewer]\n")
+    assert nvr == before.partition("[users.viewer]\n")[0], text
+    assert viewer.startswith("# the front door's screen\n") and viewer.endswith('user_level = "user"\n'), text
+    assert text.count("user_level") == 1, text
+    # A new password alone: the level stays.
+    assert passwd("viewer").returncode == 0
+    assert 'user_level = "user"' in cfg.read_text()
+    assert passwd("viewer", "--user-level", "operator").returncode == 0
+    assert cfg.read_text().count("user_level") == 1 and 'user_level = "operator"' in cfg.read_text()
+    # Printed without --config too; a level ONVIF does not have is refused.
+    p = subprocess.run([str(BIN), "passwd", "cam", "--user-level", "administrator"], input="pw\n", text=True,
+                       capture_output=True, timeout=10)
+    assert p.returncode == 0 and 'user_level = "administrator"' in p.stdout, p
+    p = passwd("viewer", "--user-level", "boss")
+    assert p.returncode != 0 and "administrator, operator or user" in p.stderr, p.stderr

@@ -70,13 +70,13 @@ def fault(r: requests.Response) -> list[str]:
     return re.findall(r"<env:Value>([^<]+)</env:Value>", r.text)
 
 
-def with_camera(port: int, work):
+def with_camera(port: int, work, user: str = USER, password: str = PASSWORD):
     """`await work(cam)` with onvif-zeep-async's camera (Home Assistant's
-    library) signed in as USER, its service addresses read; closed after."""
+    library) signed in as `user`, its service addresses read; closed after."""
     from onvif import ONVIFCamera
 
     async def session():
-        cam = ONVIFCamera("127.0.0.1", port, USER, PASSWORD, no_cache=True)
+        cam = ONVIFCamera("127.0.0.1", port, user, password, no_cache=True)
         try:
             await cam.update_xaddrs()
             return await work(cam)
@@ -206,6 +206,70 @@ def test_set_h264_bit_rate_and_key_frame_interval(camstream, config):
                 "-show_entries", "frame=key_frame", "-of", "csv=p=0", "-read_intervals", "%+#50"],
                timeout=60).stdout.split()
     assert len(keys) >= 45 and keys.count(b"1") >= 3, keys
+
+
+SET_H264 = ('<SetVideoEncoderConfiguration xmlns="http://www.onvif.org/ver10/media/wsdl"><Configuration '
+            'token="h264"><Encoding xmlns="http://www.onvif.org/ver10/schema">H264</Encoding><RateControl '
+            'xmlns="http://www.onvif.org/ver10/schema"><BitrateLimit>64</BitrateLimit></RateControl><H264 '
+            'xmlns="http://www.onvif.org/ver10/schema"><GovLength>1</GovLength></H264></Configuration>'
+            '<ForcePersistence>false</ForcePersistence></SetVideoEncoderConfiguration>')
+
+
+def test_a_user_watches_and_only_an_operator_changes_the_encoders(camstream, tmp_path):
+    # ONVIF's user levels: a User may watch, not change what every viewer
+    # sees (SetVideoEncoderConfiguration is of access class ACTUATE); an
+    # Operator may.
+    path = tmp_path / "camstream.toml"
+    users = {"viewer": ("user", "viewer-secret"), "op": ("operator", "op-secret")}
+    for name, (level, password) in users.items():
+        run([str(BIN), "passwd", name, "--onvif", "--user-level", level, "--config", str(path)],
+            input=(password + "\n").encode(), timeout=10)
+    cs = camstream("--config", str(path), "--width", "1280", "--height", "720")
+
+    def h264_conf(cam_user):
+        async def ask(cam):
+            media = await cam.create_media_service()
+            return (await media.GetProfiles())[2].VideoEncoderConfiguration
+        return with_camera(cs.http_port, ask, cam_user, users[cam_user][1])
+
+    # The User, by UsernameToken (onvif-zeep-async): reads the profiles,
+    # is refused the change.
+    async def viewer_sets(cam):
+        media = await cam.create_media_service()
+        conf = (await media.GetProfiles())[2].VideoEncoderConfiguration
+        conf.RateControl.BitrateLimit = 64
+        conf.H264.GovLength = 1
+        return await set_refused(media, conf)
+
+    refused = with_camera(cs.http_port, viewer_sets, "viewer", users["viewer"][1])
+    assert refused and "not authorized" in refused, refused
+    cs.wait_for('ONVIF SetVideoEncoderConfiguration refused to user "viewer" (user)')
+    # By HTTP Digest (curl --digest, no token): the same fault.
+    p = run(["curl", "-sS", "--digest", "-u", f"viewer:{users['viewer'][1]}", "-H", f"Content-Type: {SOAP}",
+             "--data-binary", "@-", "-w", "\n%{http_code}", f"{cs.http}{MEDIA}"],
+            input=envelope(SET_H264), timeout=30)
+    body, _, code = p.stdout.decode().rpartition("\n")
+    assert code == "400" and "ter:NotAuthorized" in body, (code, body)
+    # The stream is as it was, and the User still watches it.
+    conf = h264_conf("viewer")
+    assert (conf.RateControl.BitrateLimit, conf.H264.GovLength) == (2000, 60), conf
+    authed = f"rtsp://viewer:{users['viewer'][1]}@127.0.0.1:{cs.port}/h264"
+    out = run(["ffmpeg", "-v", "error", "-rtsp_transport", "tcp", "-i", authed, "-frames:v", "3",
+               "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"], timeout=60).stdout
+    assert len(out) == 3 * 1280 * 720 * 3 // 2
+    # The Operator may, by HTTP Digest too (again while the encoder made a
+    # key frame for FFmpeg's join less than a second before).
+    for _ in range(10):
+        p = run(["curl", "-sS", "--digest", "-u", f"op:{users['op'][1]}", "-H", f"Content-Type: {SOAP}",
+                 "--data-binary", "@-", "-w", "\n%{http_code}", f"{cs.http}{MEDIA}"],
+                input=envelope(SET_H264.replace(">64<", ">500<").replace(">1<", ">30<")), timeout=30)
+        body, _, code = p.stdout.decode().rpartition("\n")
+        if "less than a second ago" not in body:
+            break
+        time.sleep(0.5)
+    assert code == "200", (code, body)
+    conf = h264_conf("op")
+    assert (conf.RateControl.BitrateLimit, conf.H264.GovLength) == (500, 30), conf
 
 
 def test_an_h264_sub_stream_an_nvr_sets_and_plays(camstream, config):

@@ -6,6 +6,7 @@
 //! share it.
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod discovery;
 pub mod ns;
 pub mod responses;

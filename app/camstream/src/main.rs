@@ -49,7 +49,12 @@ fn run() -> anyhow::Result<()> {
         print!("{}", encoders::run(trial)?);
         return Ok(());
     }
-    if let Some(config::Command::Passwd { name, onvif }) = &opts.command {
+    if let Some(config::Command::Passwd {
+        name,
+        onvif,
+        user_level,
+    }) = &opts.command
+    {
         if !config::valid_user_name(name) {
             anyhow::bail!(
                 "{name:?}: a user name has 1-64 characters, none of them ':', '\"', '\\' or control"
@@ -65,13 +70,16 @@ fn run() -> anyhow::Result<()> {
         let kept = onvif.then_some(password);
         match &opts.config {
             Some(path) => {
-                config::set_user(path, &u, kept)?;
+                config::set_user(path, &u, kept, *user_level)?;
                 eprintln!(
                     "camstream: user {name} set in {}; restart camstream to apply",
                     path.display()
                 );
             }
-            None => println!("{}", config::with_user("", &u, kept)?.trim_end()),
+            None => println!(
+                "{}",
+                config::with_user("", &u, kept, *user_level)?.trim_end()
+            ),
         }
         return Ok(());
     }

@@ -49,6 +49,7 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use camstream_onvif::access::UserLevel;
 use camstream_rtp::packetize::{MAX_MTU, MIN_MTU};
 use camstream_rtsp::auth::User;
 
@@ -99,6 +100,8 @@ pub struct Config {
     /// The users given a password for ONVIF (`camstream passwd --onvif`):
     /// name, password.
     pub onvif_passwords: Vec<(String, String)>,
+    /// Each user's level (ONVIF's): what the user may do besides watching.
+    pub user_levels: Vec<(String, UserLevel)>,
 }
 
 /// The detection sub-stream's settings (it is made from the main stream's
@@ -228,6 +231,14 @@ fn in_range<T: PartialOrd + std::fmt::Display + Copy>(name: &str, v: T, lo: T, h
 }
 
 impl Config {
+    /// The level of the user `name` (None: no such user).
+    pub fn user_level(&self, name: &str) -> Option<UserLevel> {
+        self.user_levels
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, l)| *l)
+    }
+
     /// Reads the config file (the one named by `--config`, else the default
     /// one if present) and applies the flags over it.
     pub fn load(cli: Options) -> Result<Config> {
@@ -322,6 +333,14 @@ impl Config {
                 .iter()
                 .flatten()
                 .filter_map(|(n, h)| Some((n.clone(), h.onvif_password.clone()?)))
+                .collect(),
+            // No level: administrator, what every user could do before
+            // levels were.
+            user_levels: o
+                .users
+                .iter()
+                .flatten()
+                .map(|(n, h)| (n.clone(), h.user_level.unwrap_or(UserLevel::Administrator)))
                 .collect(),
             users: {
                 let u = users::from_table(o.users)?;

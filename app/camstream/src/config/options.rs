@@ -5,6 +5,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use camstream_onvif::access::UserLevel;
 use clap::Parser;
 use serde::Deserialize;
 
@@ -21,7 +22,9 @@ use crate::source::controls::{ControlSetting, Value};
                   Sections of the file:\n  \
                   [users.NAME]   who may stream: the password's digests, as\n                 \
                   `camstream passwd NAME` prints them (and sets them with\n                 \
-                  --config); with no user, only this machine's clients may\n                 \
+                  --config), and user_level: \"user\" (watches), \"operator\" (also\n                 \
+                  changes the encoders over ONVIF) or \"administrator\" (the\n                 \
+                  default); with no user, only this machine's clients may\n                 \
                   stream, unless anonymous = true\n  \
                   [streams.sub]  the detection sub-stream (rtsp://CAMERA/sub, ONVIF's second\n                 \
                   profile): width, height, fps, codec (\"jpeg\" with quality, or\n                 \
@@ -129,8 +132,9 @@ pub struct Options {
     pub log_level: Option<String>,
 
     /// Users allowed to stream, in the file only: `[users.NAME]` tables with
-    /// `md5` and `sha256`, the lines `camstream passwd NAME` prints. With none,
-    /// only this machine's clients may stream, unless `anonymous`.
+    /// `md5` and `sha256`, the lines `camstream passwd NAME` prints, and
+    /// `user_level`. With none, only this machine's clients may stream,
+    /// unless `anonymous`.
     #[arg(skip)]
     pub users: Option<std::collections::BTreeMap<String, UserHashes>>,
 
@@ -189,13 +193,24 @@ pub struct SubOptions {
 
 /// A user's password digests, H(name:camstream:password), lower-case hex;
 /// and, for a user who uses ONVIF, the password itself (ONVIF's
-/// UsernameToken digest cannot be checked from a stored digest).
+/// UsernameToken digest cannot be checked from a stored digest); and what
+/// the user may do (ONVIF's user level; none: administrator).
 #[derive(Deserialize, Debug, Clone, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct UserHashes {
     pub md5: String,
     pub sha256: String,
     pub onvif_password: Option<String>,
+    #[serde(default, deserialize_with = "user_level")]
+    pub user_level: Option<UserLevel>,
+}
+
+/// `user_level = "operator"`: one of ONVIF's levels, by name.
+fn user_level<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<UserLevel>, D::Error> {
+    let name = String::deserialize(d)?;
+    name.parse()
+        .map(Some)
+        .map_err(|_| serde::de::Error::unknown_variant(&name, &UserLevel::NAMES))
 }
 
 /// Commands besides serving.
@@ -242,6 +257,12 @@ pub enum Command {
         /// user is removed
         #[arg(long)]
         onvif: bool,
+        /// What the user may do, as ONVIF's user levels: user (watch),
+        /// operator (also change the encoders, which every viewer sees),
+        /// administrator (everything) [default: the level the user has in
+        /// the file, else administrator]
+        #[arg(long, value_name = "LEVEL")]
+        user_level: Option<UserLevel>,
     },
     /// Receive one frame from an RTSP server (RTP over TCP) and decode it;
     /// exit status 0 if that works within the timeout

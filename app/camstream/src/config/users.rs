@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use camstream_onvif::access::UserLevel;
 use camstream_rtsp::auth::User;
 
 use super::file::parse_file;
@@ -46,7 +47,14 @@ pub(super) fn from_table(table: Option<BTreeMap<String, UserHashes>>) -> Result<
 
 /// A config file's text with `user`'s table set (added, or replacing the one
 /// there); comments and every other line stay as written.
-pub fn with_user(text: &str, user: &User, onvif_password: Option<&str>) -> Result<String> {
+/// `level`: the user's level, set; None keeps the one the table has (none:
+/// administrator).
+pub fn with_user(
+    text: &str,
+    user: &User,
+    onvif_password: Option<&str>,
+    level: Option<UserLevel>,
+) -> Result<String> {
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
     let empty = text.trim().is_empty();
     let users = doc.entry("users").or_insert_with(|| {
@@ -63,16 +71,19 @@ pub fn with_user(text: &str, user: &User, onvif_password: Option<&str>) -> Resul
         .and_then(|t| t.as_table_like_mut())
     {
         // Where it is, with its comments.
-        t.insert("md5", toml_edit::value(&user.md5));
-        t.insert("sha256", toml_edit::value(&user.sha256));
+        set_value(t, "md5", &user.md5);
+        set_value(t, "sha256", &user.sha256);
         // A password kept for ONVIF is the old one's: replaced or dropped.
         match onvif_password {
             Some(p) => {
-                t.insert("onvif_password", toml_edit::value(p));
+                set_value(t, "onvif_password", p);
             }
             None => {
                 t.remove("onvif_password");
             }
+        }
+        if let Some(level) = level {
+            set_value(t, "user_level", &level.to_string());
         }
     } else {
         let mut t = toml_edit::Table::new();
@@ -80,6 +91,9 @@ pub fn with_user(text: &str, user: &User, onvif_password: Option<&str>) -> Resul
         t["sha256"] = toml_edit::value(&user.sha256);
         if let Some(p) = onvif_password {
             t["onvif_password"] = toml_edit::value(p);
+        }
+        if let Some(level) = level {
+            t["user_level"] = toml_edit::value(level.to_string());
         }
         // A new table goes last, after the comments that end the file (the
         // commented defaults): a setting uncommented there later must not
@@ -105,12 +119,34 @@ pub fn with_user(text: &str, user: &User, onvif_password: Option<&str>) -> Resul
     Ok(out)
 }
 
+/// Sets a key of a user's table where it is: the comments before it and
+/// after its value stay (inserted anew, they would go).
+fn set_value(t: &mut dyn toml_edit::TableLike, key: &str, text: &str) {
+    let mut new = toml_edit::value(text);
+    match t.get_mut(key) {
+        Some(item) => {
+            if let (Some(old), Some(v)) = (item.as_value(), new.as_value_mut()) {
+                *v.decor_mut() = old.decor().clone();
+            }
+            *item = new;
+        }
+        None => {
+            t.insert(key, new);
+        }
+    }
+}
+
 /// Sets `user` in the config file at `path` (created if missing): written
 /// beside it with the old file's owner and mode, synced, then renamed over
 /// it, so a power cut leaves the old file or the new one. A file that holds
 /// a password kept for ONVIF is its owner's alone (at most 0600), whatever
 /// the old one's mode.
-pub fn set_user(path: &Path, user: &User, onvif_password: Option<&str>) -> Result<()> {
+pub fn set_user(
+    path: &Path,
+    user: &User,
+    onvif_password: Option<&str>,
+    level: Option<UserLevel>,
+) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
     let text = match std::fs::read_to_string(path) {
@@ -120,7 +156,7 @@ pub fn set_user(path: &Path, user: &User, onvif_password: Option<&str>) -> Resul
     };
     // Its mistakes as the daemon would say them (the file's line, the key).
     parse_file(path, &text)?;
-    let out = with_user(&text, user, onvif_password)
+    let out = with_user(&text, user, onvif_password, level)
         .with_context(|| format!("config {}", path.display()))?;
     // This user's or another's (with_user checked that it parses).
     let holds_password = toml::from_str::<Options>(&out)
@@ -192,7 +228,7 @@ mod tests {
     fn passwd_sets_a_user_and_keeps_the_rest() {
         let alice = User::from_password("alice", REALM, "one");
         let text = "# a comment\nfps = 15 # why 15\n\n[controls]\nbrightness = 100\n";
-        let out = with_user(text, &alice, None).unwrap();
+        let out = with_user(text, &alice, None, None).unwrap();
         assert!(out.starts_with(text), "{out}");
         let c = Config::from_options(parse(&out).unwrap()).unwrap();
         assert_eq!((c.source.fps, c.users.clone()), (15, vec![alice.clone()]));
@@ -201,7 +237,13 @@ mod tests {
         // per user, the new digests.
         let alice2 = User::from_password("alice", REALM, "two");
         let bob = User::from_password("bob smith", REALM, "three");
-        let out = with_user(&with_user(&out, &alice2, None).unwrap(), &bob, None).unwrap();
+        let out = with_user(
+            &with_user(&out, &alice2, None, None).unwrap(),
+            &bob,
+            None,
+            None,
+        )
+        .unwrap();
         assert_eq!(out.matches("[users.").count(), 2, "{out}");
         assert!(out.contains("[users.\"bob smith\"]"), "{out}");
         let c = Config::from_options(parse(&out).unwrap()).unwrap();
@@ -209,7 +251,7 @@ mod tests {
         assert!(!out.contains("one") && !out.contains("two"));
         // After the comments that end a file, where uncommenting a default
         // must not put it inside the user's table.
-        let out = with_user("fps = 15\n# defaults\n#fps = 30\n", &alice, None).unwrap();
+        let out = with_user("fps = 15\n# defaults\n#fps = 30\n", &alice, None, None).unwrap();
         assert!(
             out.starts_with("fps = 15\n# defaults\n#fps = 30\n\n[users.alice]\n"),
             "{out}"
@@ -219,23 +261,29 @@ mod tests {
             "users = {{ alice = {{ md5 = \"{}\", sha256 = \"{}\" }} }}\n",
             alice.md5, alice.sha256
         );
-        let out = with_user(&with_user(&inline, &bob, None).unwrap(), &alice2, None).unwrap();
+        let out = with_user(
+            &with_user(&inline, &bob, None, None).unwrap(),
+            &alice2,
+            None,
+            None,
+        )
+        .unwrap();
         let c = Config::from_options(parse(&out).unwrap()).unwrap();
         assert_eq!(c.users, vec![alice2.clone(), bob.clone()], "{out}");
         // From nothing; and a file that is not a config is left alone.
         assert!(
-            with_user("", &alice, None)
+            with_user("", &alice, None, None)
                 .unwrap()
                 .starts_with("[users.alice]\n")
         );
-        assert!(with_user("users = 3\n", &alice, None).is_err());
-        assert!(with_user("fps = 1000\n", &alice, None).is_err());
+        assert!(with_user("users = 3\n", &alice, None, None).is_err());
+        assert!(with_user("fps = 1000\n", &alice, None, None).is_err());
     }
 
     #[test]
     fn passwd_keeps_the_password_for_onvif_only_when_asked() {
         let alice = User::from_password("alice", REALM, "one");
-        let out = with_user("", &alice, Some("one")).unwrap();
+        let out = with_user("", &alice, Some("one"), None).unwrap();
         let c = Config::from_options(parse(&out).unwrap()).unwrap();
         assert!(c.onvif);
         assert_eq!(
@@ -245,11 +293,11 @@ mod tests {
         assert_eq!(c.users, vec![alice]);
         // A new password without --onvif: the old one is not kept.
         let alice2 = User::from_password("alice", REALM, "two");
-        let out = with_user(&out, &alice2, None).unwrap();
+        let out = with_user(&out, &alice2, None, None).unwrap();
         assert!(!out.contains("onvif_password"), "{out}");
         let c = Config::from_options(parse(&out).unwrap()).unwrap();
         assert!(c.onvif_passwords.is_empty());
-        let out = with_user(&out, &alice2, Some("two")).unwrap();
+        let out = with_user(&out, &alice2, Some("two"), None).unwrap();
         let c = Config::from_options(parse(&format!("onvif = false\n{out}")).unwrap()).unwrap();
         assert_eq!((c.onvif, c.onvif_passwords.len()), (false, 1));
         let empty = out.replace("onvif_password = \"two\"", "onvif_password = \"\"");
@@ -257,5 +305,48 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("onvif_password is empty"), "{e}");
+    }
+
+    #[test]
+    fn user_levels() {
+        let alice = User::from_password("alice", REALM, "one");
+        let bob = User::from_password("bob", REALM, "two");
+        // None given: administrator, as every user was before levels.
+        let out = with_user("", &alice, None, None).unwrap();
+        let out = with_user(&out, &bob, None, Some(UserLevel::User)).unwrap();
+        assert_eq!(out.matches("user_level").count(), 1, "{out}");
+        let c = Config::from_options(parse(&out).unwrap()).unwrap();
+        assert_eq!(c.user_level("alice"), Some(UserLevel::Administrator));
+        assert_eq!(c.user_level("bob"), Some(UserLevel::User));
+        assert_eq!(c.user_level("carol"), None);
+        // A new password keeps the level; a new level replaces it.
+        let out = with_user(&out, &bob, None, None).unwrap();
+        assert!(out.contains("user_level = \"user\""), "{out}");
+        let out = with_user(&out, &bob, None, Some(UserLevel::Operator)).unwrap();
+        let c = Config::from_options(parse(&out).unwrap()).unwrap();
+        assert_eq!(c.user_level("bob"), Some(UserLevel::Operator));
+        assert_eq!(out.matches("user_level").count(), 1, "{out}");
+        // The comments in the user's table stay where they were.
+        let commented = out
+            .replace("[users.bob]\n", "[users.bob]\n# the door's screen\n")
+            .replace("\"operator\"", "\"operator\" # for now");
+        let again = with_user(&commented, &bob, Some("pw"), Some(UserLevel::User)).unwrap();
+        assert!(
+            again.contains("[users.bob]\n# the door's screen\nmd5 = "),
+            "{again}"
+        );
+        assert!(
+            again.contains("user_level = \"user\" # for now\n"),
+            "{again}"
+        );
+        let e = parse(&out.replace("\"operator\"", "\"Boss\""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(
+                "unknown variant `Boss`, expected one of `administrator`, `operator`, `user`"
+            ),
+            "{e}"
+        );
     }
 }

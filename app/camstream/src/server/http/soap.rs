@@ -79,12 +79,16 @@ impl Http {
         if let Some(h) = self.conns.get_mut(ci) {
             h.close_after |= req.close;
         }
+        let mut http_user = None;
         let http = if !ctx.gate.open_to(peer) {
             HttpAuth::Closed
         } else {
             match digest(ctx, &req) {
                 None => HttpAuth::Open,
-                Some(Verdict::User(_)) => HttpAuth::User,
+                Some(Verdict::User(u)) => {
+                    http_user = Some(u.to_string());
+                    HttpAuth::User
+                }
                 Some(Verdict::Expired(_)) => HttpAuth::Missing { stale: true },
                 Some(Verdict::Challenge) => HttpAuth::Missing { stale: false },
                 Some(Verdict::Malformed(why)) => HttpAuth::Malformed(why),
@@ -95,6 +99,7 @@ impl Http {
             body,
             host: req.host,
             http,
+            http_user,
         })
     }
 

@@ -3,6 +3,9 @@
 //! same users as RTSP and HTTP (a UsernameToken for users given a password
 //! for ONVIF, or HTTP Digest), the same no-default-password rule.
 
+// PRE_AUTH: the operations ONVIF's Core specification serves without a
+// user.
+use camstream_onvif::access::{AccessClass, PRE_AUTH};
 use camstream_onvif::soap::{Fault, Request as Soap};
 use camstream_onvif::wsse::{Gate, Password, Refusal as TokenRefusal};
 use camstream_onvif::xml::Limits;
@@ -31,19 +34,6 @@ const SKEW: i64 = 300;
 /// Nonces of accepted tokens remembered per user, each for as long as its
 /// Created is within SKEW (docs/SECURITY.md: over ONVIF).
 const NONCES: usize = 4096;
-
-/// Operations ONVIF's Core specification serves without a user
-/// (access class PRE_AUTH): a client needs the camera's time and its
-/// services before it can make a token.
-const PRE_AUTH: [&str; 7] = [
-    "GetSystemDateAndTime",
-    "GetServices",
-    "GetServiceCapabilities",
-    "GetCapabilities",
-    "GetHostname",
-    "GetWsdlUrl",
-    "GetEndpointReference",
-];
 
 /// The camera as WS-Discovery announces it: an endpoint id that stays
 /// across restarts (from /etc/machine-id, else the host name) and its
@@ -104,6 +94,8 @@ pub struct Request {
     pub host: Option<String>,
     /// The HTTP gate's verdict on the request's own credentials.
     pub http: HttpAuth,
+    /// The user HTTP Digest (or Basic) named, when the gate took them.
+    pub http_user: Option<String>,
 }
 
 /// What HTTP's gate said of a request's Authorization header.
@@ -195,6 +187,9 @@ impl Onvif {
                 Err(refusal) => return refusal,
             }
         };
+        if let Err(refusal) = permitted(req, &soap, &op, ctx.cfg) {
+            return refusal;
+        }
         let answer = if op == "SetVideoEncoderConfiguration" {
             services::set_encoder(&soap, &mut ctx)
         } else {
@@ -281,6 +276,41 @@ impl Onvif {
             not_authorized()
         })
     }
+}
+
+/// ONVIF's access policy, after the user is known to be who they say: the
+/// user who signed in (by UsernameToken, else by HTTP Digest) may call `op`
+/// if their level may call its access class. Without users no one signs in
+/// and the gate alone decides, as before levels were.
+fn permitted(req: &Request, soap: &Soap, op: &str, cfg: &Config) -> Result<(), Answer> {
+    let class = AccessClass::of(op);
+    // No users: any token went unchecked, and names no one.
+    if class == AccessClass::PreAuth || matches!(req.http, HttpAuth::Open) {
+        return Ok(());
+    }
+    let name = match &soap.token {
+        Ok(Some(token)) => Some(token.username.as_str()),
+        _ => req.http_user.as_deref(),
+    };
+    let Some(name) = name else {
+        return Ok(());
+    };
+    let level = cfg.user_level(name);
+    if level.is_some_and(|l| l.may(class)) {
+        return Ok(());
+    }
+    log::info!(
+        "{}: ONVIF {op} refused to user {name:?} ({}): its access class {class} needs {} or above",
+        req.peer,
+        level.map_or_else(|| "unknown".to_owned(), |l| l.to_string()),
+        class.needs()
+    );
+    Err(Answer::Soap {
+        status: Fault::not_authorized().http_status(),
+        xml: Fault::not_authorized().envelope(),
+        // The user did sign in: only this call is refused.
+        admitted: true,
+    })
 }
 
 /// What HTTP's verdict comes to when it is all a request has.

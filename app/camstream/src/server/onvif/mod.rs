@@ -292,16 +292,16 @@ fn permitted(req: &Request, soap: &Soap, op: &str, cfg: &Config) -> Result<(), A
         Ok(Some(token)) => Some(token.username.as_str()),
         _ => req.http_user.as_deref(),
     };
-    let Some(name) = name else {
-        return Ok(());
-    };
-    let level = cfg.user_level(name);
+    // Signed in with no name (which the gate lets through to no one): the
+    // lowest level, so an error here closes rather than opens.
+    let level = name.and_then(|n| cfg.user_level(n));
     if level.is_some_and(|l| l.may(class)) {
         return Ok(());
     }
     log::info!(
-        "{}: ONVIF {op} refused to user {name:?} ({}): its access class {class} needs {} or above",
+        "{}: ONVIF {op} refused to user {:?} ({}): its access class {class} needs {} or above",
         req.peer,
+        name.unwrap_or(""),
         level.map_or_else(|| "unknown".to_owned(), |l| l.to_string()),
         class.needs()
     );

@@ -4,6 +4,12 @@
 //! ever expanded), as are entities beyond XML's five and character
 //! references. SOAP requests and WS-Discovery messages are small: reading
 //! them whole keeps the checks that follow plain lookups.
+//!
+//! The work is linear in the message's size (docs/SECURITY.md: one request
+//! must not cost everyone frames): attributes are counted before their
+//! names are compared (quick-xml's own duplicate check compares every pair),
+//! and namespace declarations are capped for the whole message (each
+//! element's name is looked up among all those in scope).
 
 use std::fmt;
 
@@ -18,6 +24,10 @@ pub struct Limits {
     pub max_elements: usize,
     /// Longest text of one element, and longest attribute value.
     pub max_text: usize,
+    /// Attributes of one element, namespace declarations included.
+    pub max_attrs: usize,
+    /// Namespace declarations in the whole message.
+    pub max_xmlns: usize,
 }
 
 impl Default for Limits {
@@ -29,6 +39,10 @@ impl Default for Limits {
             max_depth: 32,
             max_elements: 512,
             max_text: 4096,
+            // gSOAP's ONVIF clients declare some 40 namespaces on the
+            // Envelope.
+            max_attrs: 128,
+            max_xmlns: 128,
         }
     }
 }
@@ -39,6 +53,10 @@ pub enum XmlError {
     TooDeep(usize),
     TooManyElements(usize),
     TextTooLong(usize),
+    TooManyAttributes(usize),
+    TooManyNamespaces(usize),
+    /// A character XML 1.0 does not allow anywhere (NUL, other C0 controls).
+    Forbidden(u8),
     Doctype,
     /// Not well-formed, with quick-xml's words.
     Malformed(String),
@@ -52,6 +70,9 @@ impl fmt::Display for XmlError {
             XmlError::TooDeep(n) => write!(f, "elements nested over {n} deep"),
             XmlError::TooManyElements(n) => write!(f, "over {n} elements"),
             XmlError::TextTooLong(n) => write!(f, "a text or attribute over {n} bytes"),
+            XmlError::TooManyAttributes(n) => write!(f, "an element with over {n} attributes"),
+            XmlError::TooManyNamespaces(n) => write!(f, "over {n} namespace declarations"),
+            XmlError::Forbidden(c) => write!(f, "character U+{c:04X} (not allowed in XML)"),
             XmlError::Doctype => f.write_str("a DOCTYPE (not taken)"),
             XmlError::Malformed(e) => write!(f, "not well-formed XML: {e}"),
             XmlError::Empty => f.write_str("no root element"),
@@ -101,6 +122,14 @@ impl Doc {
         if bytes.len() > limits.max_bytes {
             return Err(XmlError::TooLarge(limits.max_bytes));
         }
+        // XML 1.0's Char: of the C0 controls only tab, LF and CR (quick-xml
+        // passes the others through into text and values).
+        if let Some(&c) = bytes
+            .iter()
+            .find(|&&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'))
+        {
+            return Err(XmlError::Forbidden(c));
+        }
         let mut reader = NsReader::from_reader(bytes);
         let config = reader.config_mut();
         config.trim_text(true);
@@ -109,6 +138,7 @@ impl Doc {
         let mut elements: Vec<Element> = Vec::new();
         let mut open: Vec<usize> = Vec::new();
         let mut buf = Vec::new();
+        let mut xmlns_seen = 0;
         let mal = |e: &dyn fmt::Display| XmlError::Malformed(e.to_string());
         loop {
             buf.clear();
@@ -137,6 +167,10 @@ impl Doc {
                         }
                     };
                     let el = element(e, ns, open.last().copied(), limits)?;
+                    xmlns_seen += el.xmlns.len();
+                    if xmlns_seen > limits.max_xmlns {
+                        return Err(XmlError::TooManyNamespaces(limits.max_xmlns));
+                    }
                     elements.push(el);
                     if matches!(event, Event::Start(_)) {
                         open.push(elements.len() - 1);
@@ -220,8 +254,21 @@ fn element(
 ) -> Result<Element, XmlError> {
     let mut attrs = Vec::new();
     let mut xmlns = Vec::new();
-    for a in e.attributes() {
+    // Counted first, then checked for duplicates by a set: quick-xml's
+    // check (with_checks(true), its default) compares each attribute with
+    // all before it, the square of their number.
+    let mut keys = std::collections::HashSet::new();
+    for (n, a) in e.attributes().with_checks(false).enumerate() {
+        if n >= limits.max_attrs {
+            return Err(XmlError::TooManyAttributes(limits.max_attrs));
+        }
         let a = a.map_err(|e| XmlError::Malformed(e.to_string()))?;
+        if !keys.insert(a.key.0) {
+            return Err(XmlError::Malformed(format!(
+                "attribute {} given twice",
+                String::from_utf8_lossy(a.key.as_ref())
+            )));
+        }
         let value = a
             .unescape_value()
             .map_err(|e| XmlError::Malformed(e.to_string()))?;
@@ -321,5 +368,59 @@ mod tests {
         assert!(matches!(parse("<p:a/>"), Err(XmlError::Malformed(_))));
         assert!(matches!(parse("<a/><b/>"), Err(XmlError::Malformed(_))));
         assert_eq!(parse("  "), Err(XmlError::Empty));
+    }
+
+    /// The shapes of issue 51's flood, each near the 64 KiB a request may
+    /// have: refused at the cap, whatever else the message holds.
+    #[test]
+    fn attribute_and_namespace_floods() {
+        let attrs: String = (0..7000).map(|i| format!(" a{i:x}=\"\"")).collect();
+        assert!(attrs.len() < 64 << 10);
+        let flood = format!("<a{attrs}/>");
+        assert_eq!(parse(&flood), Err(XmlError::TooManyAttributes(128)));
+        let xmlns: String = (0..4000).map(|i| format!(" xmlns:p{i}=\"u\"")).collect();
+        assert_eq!(
+            parse(&format!("<a{xmlns}/>")),
+            Err(XmlError::TooManyAttributes(128))
+        );
+        // Spread over elements, under each one's cap.
+        let spread: String = (0..40)
+            .map(|e| {
+                let decl: String = (0..10).map(|i| format!(" xmlns:p{e}x{i}=\"u\"")).collect();
+                format!("<b{decl}/>")
+            })
+            .collect();
+        assert_eq!(
+            parse(&format!("<a>{spread}</a>")),
+            Err(XmlError::TooManyNamespaces(128))
+        );
+        // At the caps, taken.
+        let ok: String = (0..128).map(|i| format!(" a{i}=\"\"")).collect();
+        assert_eq!(parse(&format!("<a{ok}/>")).unwrap().root().attrs.len(), 128);
+        let ok: String = (0..128).map(|i| format!(" xmlns:p{i}=\"u\"")).collect();
+        assert_eq!(parse(&format!("<a{ok}/>")).unwrap().root().xmlns.len(), 128);
+    }
+
+    #[test]
+    fn duplicate_attributes_are_refused() {
+        // quick-xml's own check is off (it is the square): this one counts.
+        assert!(matches!(
+            parse(r#"<a x="1" y="2" x="3"/>"#),
+            Err(XmlError::Malformed(m)) if m.contains("x given twice")
+        ));
+        assert!(matches!(
+            parse(r#"<a xmlns:p="u" xmlns:p="v"/>"#),
+            Err(XmlError::Malformed(_))
+        ));
+        // Same local name, other prefixes: two attributes.
+        assert!(parse(r#"<a xmlns:p="u" xmlns:q="v" p:x="1" q:x="2"/>"#).is_ok());
+    }
+
+    #[test]
+    fn control_characters_are_refused() {
+        assert_eq!(parse("<a>x\0y</a>"), Err(XmlError::Forbidden(0)));
+        assert_eq!(parse("<a k=\"\0\"/>"), Err(XmlError::Forbidden(0)));
+        assert_eq!(parse("<a>\u{1b}</a>"), Err(XmlError::Forbidden(0x1b)));
+        assert!(parse("<a>\tx\r\ny</a>").is_ok());
     }
 }

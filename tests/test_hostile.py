@@ -1,4 +1,4 @@
-"""Hostile clients on the camera's network, the five sequences of
+"""Hostile clients on the camera's network, the sequences of
 tests/hostile.py as an attacker there runs them: the daemon in a network
 namespace of its own with the users viewer and nvr and every other setting
 at its default, its clients in another namespace on the same veth pair,
@@ -98,3 +98,7 @@ def test_curl_digest_against_onvif(camera):
 
 def test_pipelined_snapshots_are_all_answered(camera):
     check(hostile.pipelined_snapshots(camera))
+
+
+def test_a_soap_flood_costs_viewers_no_frame(camera):
+    check(hostile.soap_flood(camera))

@@ -31,6 +31,11 @@ const SKEW: i64 = 300;
 /// Nonces of accepted tokens remembered.
 const NONCES: usize = 4096;
 
+/// The most a body is parsed with no user known yet (no HTTP Digest, no
+/// UsernameToken in it): the operations served before sign-in, with
+/// WS-Addressing's header, take under 1 KiB.
+const PRE_AUTH_BODY: usize = 4096;
+
 /// Operations ONVIF's Core specification serves without a user
 /// (access class PRE_AUTH): a client needs the camera's time and its
 /// services before it can make a token.
@@ -174,6 +179,18 @@ impl Onvif {
         if req.body.is_empty() && !matches!(req.http, HttpAuth::Open | HttpAuth::User) {
             return http_refusal(&req.http);
         }
+        // A large body with no user in sight is refused unread: it can be
+        // none of the PRE_AUTH operations (docs/SECURITY.md, issue 51).
+        if req.body.len() > PRE_AUTH_BODY
+            && !matches!(req.http, HttpAuth::Open | HttpAuth::User)
+            && !has_token(&req.body)
+        {
+            log::info!(
+                "{peer}: ONVIF: a {}-byte body without a user, unread",
+                req.body.len()
+            );
+            return http_refusal(&req.http);
+        }
         let soap = match Soap::parse(&req.body, &Limits::default()) {
             Ok(s) => s,
             Err(fault) => {
@@ -276,6 +293,13 @@ impl Onvif {
             not_authorized()
         })
     }
+}
+
+/// Whether a body may hold a UsernameToken (a bounded scan: the parser
+/// finds whether it really does).
+fn has_token(body: &[u8]) -> bool {
+    const NAME: &[u8] = b"UsernameToken";
+    body.windows(NAME.len()).any(|w| w == NAME)
 }
 
 /// What HTTP's verdict comes to when it is all a request has.

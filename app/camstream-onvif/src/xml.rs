@@ -9,13 +9,17 @@
 //! must not cost everyone frames): attributes are counted before their
 //! names are compared (quick-xml's own duplicate check compares every pair),
 //! and namespace declarations are capped for the whole message (each
-//! element's name is looked up among all those in scope).
+//! element's name is looked up among all those in scope). The names are
+//! resolved here rather than by quick-xml's NsReader, which reads every
+//! attribute of an element for declarations before the cap could refuse
+//! it.
 
 use std::fmt;
 
 use quick_xml::events::{BytesStart, Event};
-use quick_xml::name::ResolveResult;
-use quick_xml::reader::NsReader;
+use quick_xml::reader::Reader;
+
+const XML_NS: &str = "http://www.w3.org/XML/1998/namespace";
 
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -130,7 +134,7 @@ impl Doc {
         {
             return Err(XmlError::Forbidden(c));
         }
-        let mut reader = NsReader::from_reader(bytes);
+        let mut reader = Reader::from_reader(bytes);
         let config = reader.config_mut();
         config.trim_text(true);
         config.check_end_names = true;
@@ -142,9 +146,7 @@ impl Doc {
         let mal = |e: &dyn fmt::Display| XmlError::Malformed(e.to_string());
         loop {
             buf.clear();
-            let (ns, event) = reader
-                .read_resolved_event_into(&mut buf)
-                .map_err(|e| mal(&e))?;
+            let event = reader.read_event_into(&mut buf).map_err(|e| mal(&e))?;
             match event {
                 Event::Start(ref e) | Event::Empty(ref e) => {
                     if open.len() >= limits.max_depth {
@@ -156,21 +158,14 @@ impl Doc {
                     if open.is_empty() && !elements.is_empty() {
                         return Err(XmlError::Malformed("a second root element".into()));
                     }
-                    let ns = match ns {
-                        ResolveResult::Bound(n) => String::from_utf8_lossy(n.as_ref()).into_owned(),
-                        ResolveResult::Unbound => String::new(),
-                        ResolveResult::Unknown(p) => {
-                            return Err(XmlError::Malformed(format!(
-                                "undeclared namespace prefix {}",
-                                String::from_utf8_lossy(&p)
-                            )));
-                        }
-                    };
-                    let el = element(e, ns, open.last().copied(), limits)?;
+                    let mut el = element(e, open.last().copied(), limits)?;
                     xmlns_seen += el.xmlns.len();
                     if xmlns_seen > limits.max_xmlns {
                         return Err(XmlError::TooManyNamespaces(limits.max_xmlns));
                     }
+                    let name = e.name();
+                    let prefix = name.prefix().map_or(&b""[..], |p| p.into_inner());
+                    el.ns = resolve(&elements, &el, prefix)?;
                     elements.push(el);
                     if matches!(event, Event::Start(_)) {
                         open.push(elements.len() - 1);
@@ -246,9 +241,30 @@ impl Doc {
     }
 }
 
+/// The namespace URI of an element's `prefix`: its own declarations, then
+/// its ancestors' ("" when no default namespace is declared).
+fn resolve(elements: &[Element], el: &Element, prefix: &[u8]) -> Result<String, XmlError> {
+    let prefix = String::from_utf8_lossy(prefix);
+    if prefix == "xml" {
+        return Ok(XML_NS.into());
+    }
+    let mut cur = Some(el);
+    while let Some(e) = cur {
+        if let Some((_, uri)) = e.xmlns.iter().find(|(p, _)| *p == prefix) {
+            return Ok(uri.clone());
+        }
+        cur = e.parent.map(|i| &elements[i]);
+    }
+    if prefix.is_empty() {
+        return Ok(String::new());
+    }
+    Err(XmlError::Malformed(format!(
+        "undeclared namespace prefix {prefix}"
+    )))
+}
+
 fn element(
     e: &BytesStart<'_>,
-    ns: String,
     parent: Option<usize>,
     limits: &Limits,
 ) -> Result<Element, XmlError> {
@@ -276,8 +292,19 @@ fn element(
             return Err(XmlError::TextTooLong(limits.max_text));
         }
         let key = a.key.as_ref();
-        if let Some(rest) = key.strip_prefix(b"xmlns") {
+        let declared = key
+            .strip_prefix(b"xmlns")
+            .filter(|rest| rest.is_empty() || rest.starts_with(b":"));
+        if let Some(rest) = declared {
             let prefix = rest.strip_prefix(b":").unwrap_or(rest);
+            // Namespaces in XML 1.0, 3: xmlns is never declared, xml only
+            // as its own URI.
+            if prefix == b"xmlns" || (prefix == b"xml" && *value != *XML_NS) {
+                return Err(XmlError::Malformed(format!(
+                    "a declaration of the reserved prefix {}",
+                    String::from_utf8_lossy(prefix)
+                )));
+            }
             xmlns.push((
                 String::from_utf8_lossy(prefix).into_owned(),
                 value.into_owned(),
@@ -289,7 +316,7 @@ fn element(
         attrs.push((name, value.into_owned()));
     }
     Ok(Element {
-        ns,
+        ns: String::new(),
         name: String::from_utf8_lossy(e.local_name().as_ref()).into_owned(),
         parent,
         attrs,
@@ -414,6 +441,32 @@ mod tests {
         ));
         // Same local name, other prefixes: two attributes.
         assert!(parse(r#"<a xmlns:p="u" xmlns:q="v" p:x="1" q:x="2"/>"#).is_ok());
+    }
+
+    #[test]
+    fn namespaces_resolved_here() {
+        let d = parse(
+            r#"<a xmlns="urn:d" xmlnsx="v"><p:b xmlns:p="urn:p"><c xmlns=""/><xml:d/></p:b></a>"#,
+        )
+        .unwrap();
+        let ns: Vec<&str> = d.elements.iter().map(|e| e.ns.as_str()).collect();
+        assert_eq!(ns, ["urn:d", "urn:p", "", XML_NS]);
+        // Not a declaration: an attribute whose name begins with xmlns.
+        assert_eq!(d.root().attr("xmlnsx"), Some("v"));
+        assert_eq!(d.root().xmlns.len(), 1);
+        assert!(matches!(
+            parse(r#"<a><p:b xmlns:p="urn:p"/><p:c/></a>"#),
+            Err(XmlError::Malformed(m)) if m == "undeclared namespace prefix p"
+        ));
+        assert!(matches!(
+            parse(r#"<a xmlns:xmlns="urn:x"/>"#),
+            Err(XmlError::Malformed(_))
+        ));
+        assert!(matches!(
+            parse(r#"<a xmlns:xml="urn:x"/>"#),
+            Err(XmlError::Malformed(_))
+        ));
+        assert!(parse(&format!(r#"<a xmlns:xml="{XML_NS}"/>"#)).is_ok());
     }
 
     #[test]

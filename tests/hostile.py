@@ -821,7 +821,8 @@ class MjpegViewer:
 def soap_flood(camera: Camera, seconds: float = 4) -> list[str]:
     """Each body of FLOODS (64 KB), sent for `seconds` one after the other
     from one attacker address without a user, each answer awaited before
-    the next request, up to FLOOD_RATE a second: an H.264 viewer (RTSP
+    the next request, up to FLOOD_RATE a second (divided by the camera's
+    patience): an H.264 viewer (RTSP
     /h264) and an MJPEG viewer (/stream.mjpg) from the honest address lose
     no frame meanwhile."""
     problems: list[str] = []
@@ -858,7 +859,9 @@ def soap_flood(camera: Camera, seconds: float = 4) -> list[str]:
             start = time.monotonic()
             sock = None
             while time.monotonic() < start + seconds:
-                time.sleep(max(0.0, start + sent / FLOOD_RATE - time.monotonic()))
+                # An emulated board's link is slower in proportion.
+                pace = sent * camera.patience / FLOOD_RATE
+                time.sleep(max(0.0, start + pace - time.monotonic()))
                 if sock is None:
                     sock = camera.connect(attacker, "http", timeout=5 * camera.patience)
                 if not send_quietly(sock, request):

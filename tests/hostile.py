@@ -12,7 +12,13 @@ returns what the daemon got wrong (nothing, when it holds):
    `curl_digest_onvif`;
 5. every pipelined request is answered without waiting for more bytes:
    `pipelined_snapshots`;
-6. one password does not fill a port (issue 51): `password_fill`.
+
+and issue 51's:
+
+6. one password does not fill a port: `password_fill`;
+7. SOAP requests of 64 KB whose cost grew with the square of their
+   attributes (or namespace declarations), sent back to back without a
+   user, cost an H.264 and an MJPEG viewer no frame: `soap_flood`.
 
 tests/test_hostile.py runs each against the daemon in a network namespace,
 scripts/soak all of them on a loop against the firmware under QEMU. The
@@ -24,8 +30,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import queue
+import re
 import select
 import socket
+import statistics
 import subprocess
 import threading
 import time
@@ -742,6 +750,197 @@ def password_fill(camera: Camera, tries: int = 11) -> list[str]:
     finally:
         for v in held:
             v.close()
+
+
+# ---- 7: a SOAP flood --------------------------------------------------------
+
+# Under the 64 KiB an ONVIF body may have.
+FLOOD_SIZE = 64000
+# The most requests of FLOOD_SIZE a second the camera's link carries
+# (100 Mbit/s: a Pi 3's Ethernet). Unpaced over loopback, the sender
+# measures the machine's memory bandwidth rather than a request's cost:
+# some 5,000 requests a second, and comment-padded bodies, cheap before
+# the fix too, then cost the H.264 viewer a third of its frames.
+FLOOD_RATE = 200
+WSSE = "http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity-secext-1.0.xsd"
+# A token that names no user: it only makes the body look signed in.
+TOKEN = f'<Security xmlns="{WSSE}"><UsernameToken><Username>x</Username></UsernameToken></Security>'
+
+
+def flood_body(item: Callable[[int], str], header: str = "") -> bytes:
+    """GetDeviceInformation whose element carries `item(0)`, `item(1)`...
+    up to FLOOD_SIZE bytes."""
+    def body(items: str) -> bytes:
+        return (f'<e:Envelope xmlns:e="http://www.w3.org/2003/05/soap-envelope"><e:Header>{header}</e:Header>'
+                f'<e:Body><GetDeviceInformation xmlns="http://www.onvif.org/ver10/device/wsdl"{items}/>'
+                f'</e:Body></e:Envelope>').encode()
+    items, i = [], 0
+    while len(body("".join(items))) < FLOOD_SIZE - 32:
+        items.append(item(i))
+        i += 1
+    return body("".join(items))
+
+
+# The shapes whose cost grew with the square of their count, each as it
+# comes without a user and as it comes with a UsernameToken (which gets a
+# body parsed whatever its size); a comment of the same size, cheap all
+# along, for comparison.
+FLOODS = {
+    "comment": flood_body(lambda i: " ", "<!--" + "c" * (FLOOD_SIZE - 400) + "-->"),
+    "attributes": flood_body(lambda i: f' a{i:x}=""'),
+    "attributes, with a token": flood_body(lambda i: f' a{i:x}=""', TOKEN),
+    "namespace declarations, with a token": flood_body(lambda i: f' xmlns:p{i:x}="u"', TOKEN),
+}
+
+
+def frames_lost(frames: list[tuple[float, int]], start: float, end: float, modulo: int) -> tuple[int, int]:
+    """Frames received and lost while [start, end): `frames` are (arrival,
+    media timestamp); a gap between two received frames' timestamps of
+    more than 1.5 times the usual interval is the frames it skipped."""
+    if len(frames) < 3:
+        return len(frames), 0
+    gaps = [(b[1] - a[1]) % modulo for a, b in zip(frames, frames[1:], strict=False)]
+    interval = statistics.median(gaps) or 1
+    got = lost = 0
+    for (t, _), gap in zip(frames[1:], gaps, strict=True):
+        if start <= t < end:
+            got += 1
+            if gap > 1.5 * interval:
+                lost += round(gap / interval) - 1
+    return got, lost
+
+
+class MjpegViewer:
+    """/stream.mjpg with the viewer's password (Digest), read as fast as it
+    comes in a thread: each part's arrival and X-Timestamp (microseconds)."""
+
+    def __init__(self, camera: Camera):
+        self.frames: list[tuple[float, int]] = []
+        self.ended: str | None = None
+        self.stop = threading.Event()
+        with camera.connect(camera.honest, "http") as s:
+            s.sendall(f"GET /stream.mjpg HTTP/1.1\r\nHost: {camera.host}\r\n\r\n".encode())
+            first = http_responses(s, 1, 5 * camera.patience)
+        challenge = auth_params(next(v for v in first[0][1]["www-authenticate"] if "MD5" in v))
+        p = {"username": "viewer", "realm": challenge["realm"], "nonce": challenge["nonce"], "uri": "/stream.mjpg",
+             "algorithm": "MD5", "qop": "auth", "nc": "00000001", "cnonce": "5e5e5e5e"}
+        self.sock = camera.connect(camera.honest, "http")
+        self.sock.sendall(
+            f'GET /stream.mjpg HTTP/1.1\r\nHost: {camera.host}\r\nAuthorization: Digest username="viewer", '
+            f'realm="{p["realm"]}", nonce="{p["nonce"]}", uri="/stream.mjpg", algorithm=MD5, qop=auth, '
+            f'nc={p["nc"]}, cnonce="{p["cnonce"]}", response="{digest_response(p, "GET", PASSWORDS["viewer"])}"'
+            f'\r\n\r\n'.encode())
+        self.sock.settimeout(0.5)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        buf = b""
+        stamp = re.compile(rb"\r\nX-Timestamp: (\d+)\.(\d{6})\r\n")
+        while not self.stop.is_set():
+            try:
+                chunk = self.sock.recv(1 << 16)
+            except TimeoutError:
+                continue
+            except OSError as e:
+                self.ended = repr(e)
+                return
+            if not chunk:
+                self.ended = "closed by the server"
+                return
+            now = time.monotonic()
+            buf += chunk
+            # Each part's head: only its timestamp is needed (the JPEG
+            # after it is not checked here).
+            pos = 0
+            for m in stamp.finditer(buf):
+                self.frames.append((now, int(m.group(1)) * 1_000_000 + int(m.group(2))))
+                pos = m.end()
+            buf = buf[max(pos, len(buf) - 256):]
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+        self.reader.join(5)
+
+
+def soap_flood(camera: Camera, seconds: float = 4) -> list[str]:
+    """Each body of FLOODS (64 KB), sent for `seconds` one after the other
+    from one attacker address without a user, each answer awaited before
+    the next request, up to FLOOD_RATE a second (divided by the camera's
+    patience): an H.264 viewer (RTSP
+    /h264) and an MJPEG viewer (/stream.mjpg) from the honest address lose
+    no frame meanwhile."""
+    problems: list[str] = []
+    h264_frames: list[tuple[float, int]] = []
+
+    def on_rtp(now: float, packet: bytes) -> None:
+        if packet[1] & 0x80:  # the marker: a frame's last packet
+            h264_frames.append((now, int.from_bytes(packet[4:8], "big")))
+
+    h264 = Viewer(camera.connect(camera.honest, "rtsp"), camera.url.removesuffix("/stream") + "/h264", "viewer",
+                  patience=camera.patience)
+    h264.on_rtp = on_rtp
+    mjpeg = None
+    try:
+        h264.play()
+        mjpeg = MjpegViewer(camera)
+        viewers = (("H.264 (/h264)", h264_frames, 1 << 32), ("MJPEG (/stream.mjpg)", mjpeg.frames, 1 << 64))
+        # The same count over as long without a flood: what a loaded
+        # machine loses anyway (a failure then is likely the machine's).
+        time.sleep(1)
+        quiet = time.monotonic()
+        time.sleep(seconds)
+        calm: dict[str, str] = {}
+        for name, frames, modulo in viewers:
+            got, lost = frames_lost(list(frames), quiet, quiet + seconds, modulo)
+            print(f"no flood: {name}: {got} frames, {lost} lost")
+            calm[name] = f"{lost} lost in as long without a flood just before"
+        attacker = camera.attackers[0]
+        for shape, body in FLOODS.items():
+            request = (f"POST {DEVICE} HTTP/1.1\r\nHost: {camera.host}\r\nContent-Type: {SOAP}\r\n"
+                       f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+            statuses: dict[str, int] = {}
+            sent = 0
+            start = time.monotonic()
+            sock = None
+            while time.monotonic() < start + seconds:
+                # An emulated board's link is slower in proportion.
+                pace = sent * camera.patience / FLOOD_RATE
+                time.sleep(max(0.0, start + pace - time.monotonic()))
+                if sock is None:
+                    sock = camera.connect(attacker, "http", timeout=5 * camera.patience)
+                if not send_quietly(sock, request):
+                    sock.close()
+                    sock = None
+                    continue
+                sent += 1
+                got = http_responses(sock, 1, 5 * camera.patience)
+                status = got[0][0].split(" ", 2)[1] if got else "none"
+                statuses[status] = statuses.get(status, 0) + 1
+                if not got or got[0][1].get("connection", "").lower() == "close":
+                    sock.close()
+                    sock = None
+            end = time.monotonic()
+            if sock is not None:
+                sock.close()
+            print(f"{shape}: {sent} requests of {len(body)} bytes in {end - start:.1f} s, answered {statuses}")
+            if "none" in statuses:
+                problems.append(f"{shape}: {statuses['none']} of {sent} requests unanswered")
+            time.sleep(0.5)  # frames sent during the attack arrive
+            for name, frames, modulo in viewers:
+                got, lost = frames_lost(list(frames), start, end, modulo)
+                print(f"  {name}: {got} frames, {lost} lost")
+                if got == 0 or lost:
+                    problems.append(f"{shape}: the {name} viewer got {got} frames and lost {lost} "
+                                    f"in {end - start:.1f} s ({calm[name]})")
+        for name, ended in (("H.264", h264.ended), ("MJPEG", mjpeg.ended)):
+            if ended:
+                problems.append(f"the {name} viewer's connection ended: {ended}")
+    finally:
+        h264.close()
+        if mjpeg:
+            mjpeg.close()
     return problems
 
 
@@ -754,4 +953,5 @@ SEQUENCES: dict[str, Callable[[Camera], list[str]]] = {
     "curl --digest ONVIF": curl_digest_onvif,
     "pipelined snapshots": pipelined_snapshots,
     "one password fills a port": password_fill,
+    "SOAP flood": soap_flood,
 }

@@ -102,3 +102,7 @@ def test_pipelined_snapshots_are_all_answered(camera):
 
 def test_one_password_does_not_fill_the_rtsp_port(camera):
     check(hostile.password_fill(camera))
+
+
+def test_a_soap_flood_costs_viewers_no_frame(camera):
+    check(hostile.soap_flood(camera))

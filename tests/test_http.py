@@ -387,7 +387,7 @@ def test_digest_and_basic_over_http(camstream, config, tmp_path):
 def test_prometheus_scrapes_the_metrics(camstream, config, tmp_path):
     """promtool finds the exposition well-formed; a real Prometheus scrapes
     it (with Basic: Prometheus has no Digest) and can query counters and
-    the latency histogram."""
+    the latency and stall histograms."""
     cs = camstream("--config", str(config), "--basic-auth", "true", "--width", "320", "--height", "240")
     auth = (USER, PASSWORD)
     m = MjpegReader(f"{cs.http}/stream.mjpg", auth=auth)
@@ -401,6 +401,9 @@ def test_prometheus_scrapes_the_metrics(camstream, config, tmp_path):
     assert metric(r.text, "camstream_clients", 'protocol="http",transport="mjpeg"') == 1
     assert metric(r.text, "camstream_frames_sent_total", 'protocol="http"') >= 10
     assert metric(r.text, "process_resident_memory_bytes") > 1e6
+    # The event loop's time on each input, by kind (the MJPEG request's).
+    assert metric(r.text, "camstream_input_stall_seconds_count", 'kind="http"') >= 1
+    assert 'camstream_input_stall_seconds_bucket{kind="onvif",le="0.001"}' in r.text
 
     port = free_port()
     (tmp_path / "prometheus.yml").write_text(json.dumps({
@@ -434,6 +437,8 @@ def test_prometheus_scrapes_the_metrics(camstream, config, tmp_path):
         assert up and up[0]["value"][1] == "1", up
         p99 = query("histogram_quantile(0.99, camstream_send_latency_seconds_bucket)")
         assert p99 and float(p99[0]["value"][1]) > 0, p99
+        stall = query('histogram_quantile(1, camstream_input_stall_seconds_bucket{kind="http"})')
+        assert stall and float(stall[0]["value"][1]) > 0, stall
     finally:
         m.close()
         prom.terminate()

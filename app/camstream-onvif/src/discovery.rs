@@ -51,6 +51,8 @@ impl Probe {
             max_depth: 16,
             max_elements: 64,
             max_text: 2048,
+            max_attrs: 64,
+            max_xmlns: 64,
         };
         let doc = Doc::parse(bytes, &limits).map_err(|e| NotProbe::Unreadable(e.to_string()))?;
         if !doc.root().is(ns::SOAP_ENV, "Envelope") {

@@ -30,7 +30,10 @@ pub struct Request {
 impl Request {
     pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Request, Fault> {
         let doc = Doc::parse(bytes, limits).map_err(|e| match e {
-            XmlError::Malformed(_) | XmlError::Empty | XmlError::Doctype => Fault::well_formed(&e),
+            XmlError::Malformed(_)
+            | XmlError::Empty
+            | XmlError::Doctype
+            | XmlError::Forbidden(_) => Fault::well_formed(&e),
             _ => Fault::sender(&["ter:InvalidArgs"], &e.to_string()),
         })?;
         let root = doc.root();
@@ -43,6 +46,20 @@ impl Request {
                 subcodes: &[],
                 reason: "SOAP 1.2 only (ONVIF's binding)".into(),
             });
+        }
+        // SOAP 1.2 gives an Envelope one Header and one Body: with two, the
+        // operation and the token checked could come from different ones.
+        for part in ["Header", "Body"] {
+            let n = doc
+                .children(0)
+                .filter(|&i| doc.elements[i].is(ns::SOAP_ENV, part))
+                .count();
+            if n > 1 {
+                return Err(Fault::sender(
+                    &["ter:WellFormed"],
+                    &format!("{n} {part} elements (SOAP allows one)"),
+                ));
+            }
         }
         let body = doc
             .child(0, ns::SOAP_ENV, "Body")
@@ -289,6 +306,30 @@ mod tests {
         assert_eq!(
             Request::parse(empty.as_bytes(), &l).unwrap_err().reason,
             "an empty Body"
+        );
+        // Issue 51: two Bodies (or Headers), and NUL in a text.
+        let env = |inner: &str| {
+            format!(
+                r#"<e:Envelope xmlns:e="http://www.w3.org/2003/05/soap-envelope">{inner}</e:Envelope>"#
+            )
+        };
+        let two = env("<e:Body><GetProfiles/></e:Body><e:Body><GetUsers/></e:Body>");
+        let e = Request::parse(two.as_bytes(), &l).unwrap_err();
+        assert_eq!(
+            (e.subcodes, e.reason.as_str()),
+            (&["ter:WellFormed"][..], "2 Body elements (SOAP allows one)")
+        );
+        let two = env("<e:Header/><e:Header/><e:Body><GetProfiles/></e:Body>");
+        let e = Request::parse(two.as_bytes(), &l).unwrap_err();
+        assert_eq!(e.reason, "2 Header elements (SOAP allows one)");
+        let nul = env("<e:Body><GetProfiles>a\0b</GetProfiles></e:Body>");
+        let e = Request::parse(nul.as_bytes(), &l).unwrap_err();
+        assert_eq!(
+            (e.subcodes, e.reason.as_str()),
+            (
+                &["ter:WellFormed"][..],
+                "character U+0000 (not allowed in XML)"
+            )
         );
         let f = Fault::invalid_arg_val("ter:NoProfile", "no profile <x>");
         let xml = f.envelope();

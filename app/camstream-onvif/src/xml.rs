@@ -4,12 +4,22 @@
 //! ever expanded), as are entities beyond XML's five and character
 //! references. SOAP requests and WS-Discovery messages are small: reading
 //! them whole keeps the checks that follow plain lookups.
+//!
+//! The work is linear in the message's size (docs/SECURITY.md: one request
+//! must not cost everyone frames): attributes are counted before their
+//! names are compared (quick-xml's own duplicate check compares every pair),
+//! and namespace declarations are capped for the whole message (each
+//! element's name is looked up among all those in scope). The names are
+//! resolved here rather than by quick-xml's NsReader, which reads every
+//! attribute of an element for declarations before the cap could refuse
+//! it.
 
 use std::fmt;
 
 use quick_xml::events::{BytesStart, Event};
-use quick_xml::name::ResolveResult;
-use quick_xml::reader::NsReader;
+use quick_xml::reader::Reader;
+
+const XML_NS: &str = "http://www.w3.org/XML/1998/namespace";
 
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -18,6 +28,10 @@ pub struct Limits {
     pub max_elements: usize,
     /// Longest text of one element, and longest attribute value.
     pub max_text: usize,
+    /// Attributes of one element, namespace declarations included.
+    pub max_attrs: usize,
+    /// Namespace declarations in the whole message.
+    pub max_xmlns: usize,
 }
 
 impl Default for Limits {
@@ -29,6 +43,10 @@ impl Default for Limits {
             max_depth: 32,
             max_elements: 512,
             max_text: 4096,
+            // gSOAP's ONVIF clients declare some 40 namespaces on the
+            // Envelope.
+            max_attrs: 128,
+            max_xmlns: 128,
         }
     }
 }
@@ -39,6 +57,10 @@ pub enum XmlError {
     TooDeep(usize),
     TooManyElements(usize),
     TextTooLong(usize),
+    TooManyAttributes(usize),
+    TooManyNamespaces(usize),
+    /// A character XML 1.0 does not allow anywhere (NUL, other C0 controls).
+    Forbidden(u8),
     Doctype,
     /// Not well-formed, with quick-xml's words.
     Malformed(String),
@@ -52,6 +74,9 @@ impl fmt::Display for XmlError {
             XmlError::TooDeep(n) => write!(f, "elements nested over {n} deep"),
             XmlError::TooManyElements(n) => write!(f, "over {n} elements"),
             XmlError::TextTooLong(n) => write!(f, "a text or attribute over {n} bytes"),
+            XmlError::TooManyAttributes(n) => write!(f, "an element with over {n} attributes"),
+            XmlError::TooManyNamespaces(n) => write!(f, "over {n} namespace declarations"),
+            XmlError::Forbidden(c) => write!(f, "character U+{c:04X} (not allowed in XML)"),
             XmlError::Doctype => f.write_str("a DOCTYPE (not taken)"),
             XmlError::Malformed(e) => write!(f, "not well-formed XML: {e}"),
             XmlError::Empty => f.write_str("no root element"),
@@ -101,7 +126,15 @@ impl Doc {
         if bytes.len() > limits.max_bytes {
             return Err(XmlError::TooLarge(limits.max_bytes));
         }
-        let mut reader = NsReader::from_reader(bytes);
+        // XML 1.0's Char: of the C0 controls only tab, LF and CR (quick-xml
+        // passes the others through into text and values).
+        if let Some(&c) = bytes
+            .iter()
+            .find(|&&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'))
+        {
+            return Err(XmlError::Forbidden(c));
+        }
+        let mut reader = Reader::from_reader(bytes);
         let config = reader.config_mut();
         config.trim_text(true);
         config.check_end_names = true;
@@ -109,12 +142,11 @@ impl Doc {
         let mut elements: Vec<Element> = Vec::new();
         let mut open: Vec<usize> = Vec::new();
         let mut buf = Vec::new();
+        let mut xmlns_seen = 0;
         let mal = |e: &dyn fmt::Display| XmlError::Malformed(e.to_string());
         loop {
             buf.clear();
-            let (ns, event) = reader
-                .read_resolved_event_into(&mut buf)
-                .map_err(|e| mal(&e))?;
+            let event = reader.read_event_into(&mut buf).map_err(|e| mal(&e))?;
             match event {
                 Event::Start(ref e) | Event::Empty(ref e) => {
                     if open.len() >= limits.max_depth {
@@ -126,17 +158,14 @@ impl Doc {
                     if open.is_empty() && !elements.is_empty() {
                         return Err(XmlError::Malformed("a second root element".into()));
                     }
-                    let ns = match ns {
-                        ResolveResult::Bound(n) => String::from_utf8_lossy(n.as_ref()).into_owned(),
-                        ResolveResult::Unbound => String::new(),
-                        ResolveResult::Unknown(p) => {
-                            return Err(XmlError::Malformed(format!(
-                                "undeclared namespace prefix {}",
-                                String::from_utf8_lossy(&p)
-                            )));
-                        }
-                    };
-                    let el = element(e, ns, open.last().copied(), limits)?;
+                    let mut el = element(e, open.last().copied(), limits)?;
+                    xmlns_seen += el.xmlns.len();
+                    if xmlns_seen > limits.max_xmlns {
+                        return Err(XmlError::TooManyNamespaces(limits.max_xmlns));
+                    }
+                    let name = e.name();
+                    let prefix = name.prefix().map_or(&b""[..], |p| p.into_inner());
+                    el.ns = resolve(&elements, &el, prefix)?;
                     elements.push(el);
                     if matches!(event, Event::Start(_)) {
                         open.push(elements.len() - 1);
@@ -212,16 +241,50 @@ impl Doc {
     }
 }
 
+/// The namespace URI of an element's `prefix`: its own declarations, then
+/// its ancestors' ("" when no default namespace is declared).
+fn resolve(elements: &[Element], el: &Element, prefix: &[u8]) -> Result<String, XmlError> {
+    let prefix = String::from_utf8_lossy(prefix);
+    if prefix == "xml" {
+        return Ok(XML_NS.into());
+    }
+    let mut cur = Some(el);
+    while let Some(e) = cur {
+        if let Some((_, uri)) = e.xmlns.iter().find(|(p, _)| *p == prefix) {
+            return Ok(uri.clone());
+        }
+        cur = e.parent.map(|i| &elements[i]);
+    }
+    if prefix.is_empty() {
+        return Ok(String::new());
+    }
+    Err(XmlError::Malformed(format!(
+        "undeclared namespace prefix {prefix}"
+    )))
+}
+
 fn element(
     e: &BytesStart<'_>,
-    ns: String,
     parent: Option<usize>,
     limits: &Limits,
 ) -> Result<Element, XmlError> {
     let mut attrs = Vec::new();
     let mut xmlns = Vec::new();
-    for a in e.attributes() {
+    // Counted first, then checked for duplicates by a set: quick-xml's
+    // check (with_checks(true), its default) compares each attribute with
+    // all before it, the square of their number.
+    let mut keys = std::collections::HashSet::new();
+    for (n, a) in e.attributes().with_checks(false).enumerate() {
+        if n >= limits.max_attrs {
+            return Err(XmlError::TooManyAttributes(limits.max_attrs));
+        }
         let a = a.map_err(|e| XmlError::Malformed(e.to_string()))?;
+        if !keys.insert(a.key.0) {
+            return Err(XmlError::Malformed(format!(
+                "attribute {} given twice",
+                String::from_utf8_lossy(a.key.as_ref())
+            )));
+        }
         let value = a
             .unescape_value()
             .map_err(|e| XmlError::Malformed(e.to_string()))?;
@@ -229,8 +292,19 @@ fn element(
             return Err(XmlError::TextTooLong(limits.max_text));
         }
         let key = a.key.as_ref();
-        if let Some(rest) = key.strip_prefix(b"xmlns") {
+        let declared = key
+            .strip_prefix(b"xmlns")
+            .filter(|rest| rest.is_empty() || rest.starts_with(b":"));
+        if let Some(rest) = declared {
             let prefix = rest.strip_prefix(b":").unwrap_or(rest);
+            // Namespaces in XML 1.0, 3: xmlns is never declared, xml only
+            // as its own URI.
+            if prefix == b"xmlns" || (prefix == b"xml" && *value != *XML_NS) {
+                return Err(XmlError::Malformed(format!(
+                    "a declaration of the reserved prefix {}",
+                    String::from_utf8_lossy(prefix)
+                )));
+            }
             xmlns.push((
                 String::from_utf8_lossy(prefix).into_owned(),
                 value.into_owned(),
@@ -242,7 +316,7 @@ fn element(
         attrs.push((name, value.into_owned()));
     }
     Ok(Element {
-        ns,
+        ns: String::new(),
         name: String::from_utf8_lossy(e.local_name().as_ref()).into_owned(),
         parent,
         attrs,
@@ -321,5 +395,85 @@ mod tests {
         assert!(matches!(parse("<p:a/>"), Err(XmlError::Malformed(_))));
         assert!(matches!(parse("<a/><b/>"), Err(XmlError::Malformed(_))));
         assert_eq!(parse("  "), Err(XmlError::Empty));
+    }
+
+    /// The shapes of issue 51's flood, each near the 64 KiB a request may
+    /// have: refused at the cap, whatever else the message holds.
+    #[test]
+    fn attribute_and_namespace_floods() {
+        let attrs: String = (0..7000).map(|i| format!(" a{i:x}=\"\"")).collect();
+        assert!(attrs.len() < 64 << 10);
+        let flood = format!("<a{attrs}/>");
+        assert_eq!(parse(&flood), Err(XmlError::TooManyAttributes(128)));
+        let xmlns: String = (0..4000).map(|i| format!(" xmlns:p{i}=\"u\"")).collect();
+        assert_eq!(
+            parse(&format!("<a{xmlns}/>")),
+            Err(XmlError::TooManyAttributes(128))
+        );
+        // Spread over elements, under each one's cap.
+        let spread: String = (0..40)
+            .map(|e| {
+                let decl: String = (0..10).map(|i| format!(" xmlns:p{e}x{i}=\"u\"")).collect();
+                format!("<b{decl}/>")
+            })
+            .collect();
+        assert_eq!(
+            parse(&format!("<a>{spread}</a>")),
+            Err(XmlError::TooManyNamespaces(128))
+        );
+        // At the caps, taken.
+        let ok: String = (0..128).map(|i| format!(" a{i}=\"\"")).collect();
+        assert_eq!(parse(&format!("<a{ok}/>")).unwrap().root().attrs.len(), 128);
+        let ok: String = (0..128).map(|i| format!(" xmlns:p{i}=\"u\"")).collect();
+        assert_eq!(parse(&format!("<a{ok}/>")).unwrap().root().xmlns.len(), 128);
+    }
+
+    #[test]
+    fn duplicate_attributes_are_refused() {
+        // quick-xml's own check is off (it is the square): this one counts.
+        assert!(matches!(
+            parse(r#"<a x="1" y="2" x="3"/>"#),
+            Err(XmlError::Malformed(m)) if m.contains("x given twice")
+        ));
+        assert!(matches!(
+            parse(r#"<a xmlns:p="u" xmlns:p="v"/>"#),
+            Err(XmlError::Malformed(_))
+        ));
+        // Same local name, other prefixes: two attributes.
+        assert!(parse(r#"<a xmlns:p="u" xmlns:q="v" p:x="1" q:x="2"/>"#).is_ok());
+    }
+
+    #[test]
+    fn namespaces_resolved_here() {
+        let d = parse(
+            r#"<a xmlns="urn:d" xmlnsx="v"><p:b xmlns:p="urn:p"><c xmlns=""/><xml:d/></p:b></a>"#,
+        )
+        .unwrap();
+        let ns: Vec<&str> = d.elements.iter().map(|e| e.ns.as_str()).collect();
+        assert_eq!(ns, ["urn:d", "urn:p", "", XML_NS]);
+        // Not a declaration: an attribute whose name begins with xmlns.
+        assert_eq!(d.root().attr("xmlnsx"), Some("v"));
+        assert_eq!(d.root().xmlns.len(), 1);
+        assert!(matches!(
+            parse(r#"<a><p:b xmlns:p="urn:p"/><p:c/></a>"#),
+            Err(XmlError::Malformed(m)) if m == "undeclared namespace prefix p"
+        ));
+        assert!(matches!(
+            parse(r#"<a xmlns:xmlns="urn:x"/>"#),
+            Err(XmlError::Malformed(_))
+        ));
+        assert!(matches!(
+            parse(r#"<a xmlns:xml="urn:x"/>"#),
+            Err(XmlError::Malformed(_))
+        ));
+        assert!(parse(&format!(r#"<a xmlns:xml="{XML_NS}"/>"#)).is_ok());
+    }
+
+    #[test]
+    fn control_characters_are_refused() {
+        assert_eq!(parse("<a>x\0y</a>"), Err(XmlError::Forbidden(0)));
+        assert_eq!(parse("<a k=\"\0\"/>"), Err(XmlError::Forbidden(0)));
+        assert_eq!(parse("<a>\u{1b}</a>"), Err(XmlError::Forbidden(0x1b)));
+        assert!(parse("<a>\tx\r\ny</a>").is_ok());
     }
 }

@@ -123,6 +123,51 @@ impl Cumulative {
     }
 }
 
+/// What the event loop did with a connection's input: the `kind` label of
+/// camstream_input_stall_seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    Rtsp,
+    /// RTSP over HTTP: the POST side's requests.
+    Tunnel,
+    Http,
+    Onvif,
+    Metrics,
+}
+
+impl InputKind {
+    pub const ALL: [InputKind; 5] = [
+        InputKind::Rtsp,
+        InputKind::Tunnel,
+        InputKind::Http,
+        InputKind::Onvif,
+        InputKind::Metrics,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            InputKind::Rtsp => "rtsp",
+            InputKind::Tunnel => "tunnel",
+            InputKind::Http => "http",
+            InputKind::Onvif => "onvif",
+            InputKind::Metrics => "metrics",
+        }
+    }
+}
+
+/// How long the event loop spent on each input handed to a protocol (every
+/// other client waits that long): docs/SECURITY.md's bound on one request.
+#[derive(Default)]
+pub struct Stalls {
+    pub by_kind: [Cumulative; InputKind::ALL.len()],
+}
+
+impl Stalls {
+    pub fn record(&mut self, kind: InputKind, d: Duration) {
+        self.by_kind[kind as usize].record(d);
+    }
+}
+
 /// The send latency (frame in to its last byte written, per client): since
 /// the last SIGUSR1 report for the log, and since the start for /metrics.
 #[derive(Default)]

@@ -43,6 +43,7 @@ use mio::{Events, Interest, Poll, Token};
 
 use crate::clock::Mono;
 use crate::config::Config;
+use crate::latency::{InputKind, Stalls};
 use crate::source::{FrameSource, StreamInfo};
 use admission::{Admission, Refusal};
 use conn::After;
@@ -137,6 +138,7 @@ pub struct Server {
     camera_mode: String,
     signals: Signals,
     reports: Reports,
+    stalls: Stalls,
 }
 
 impl Server {
@@ -176,6 +178,7 @@ impl Server {
             camera_mode: String::new(),
             signals: Signals::new()?,
             reports: Reports::new(),
+            stalls: Stalls::default(),
             cfg,
         };
         let r = server.poll.registry();
@@ -466,20 +469,41 @@ impl Server {
         self.after.resume.push(ci);
     }
 
-    /// Hands a connection's input to its part.
+    /// Hands a connection's input to its part, timing what that holds up.
     fn input(&mut self, ci: ConnId) {
-        match self.conns.get(ci).map(|c| c.kind) {
-            Some(Kind::Rtsp) => self.rtsp.input(ci, &mut ctx!(self)),
-            Some(Kind::TunnelPost) => self.rtsp.tunnel_input(ci, &mut ctx!(self)),
+        let start = std::time::Instant::now();
+        let kind = match self.conns.get(ci).map(|c| c.kind) {
+            Some(Kind::Rtsp) => {
+                self.rtsp.input(ci, &mut ctx!(self));
+                InputKind::Rtsp
+            }
+            Some(Kind::TunnelPost) => {
+                self.rtsp.tunnel_input(ci, &mut ctx!(self));
+                InputKind::Tunnel
+            }
             Some(Kind::Http) => {
+                // Named after the costliest part a handoff went to.
+                let mut kind = InputKind::Http;
                 let mut handoff = self.http.input(ci, &mut ctx!(self));
                 while let Some(h) = handoff {
+                    match h {
+                        Handoff::Onvif(_) => kind = InputKind::Onvif,
+                        Handoff::Metrics { .. } if kind == InputKind::Http => {
+                            kind = InputKind::Metrics
+                        }
+                        Handoff::TunnelGet { .. } | Handoff::TunnelPost { .. } => {
+                            kind = InputKind::Tunnel
+                        }
+                        Handoff::Metrics { .. } => {}
+                    }
                     handoff = self.handoff(ci, h);
                 }
+                kind
             }
-            None => {}
-        }
+            None => return self.settle(),
+        };
         self.settle();
+        self.stalls.record(kind, start.elapsed());
     }
 
     /// What HTTP handed over: a tunnel's half to RTSP; /metrics and ONVIF
@@ -498,6 +522,7 @@ impl Server {
             }
             Handoff::Metrics { head_only, close } => {
                 let text = self.reports.metrics(&report::Parts {
+                    stalls: &self.stalls,
                     cfg: &self.cfg,
                     fanout: &self.fanout,
                     admission: &self.admission,

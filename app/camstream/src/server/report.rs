@@ -11,6 +11,7 @@ use super::{http, rtsp};
 use crate::clock::{Mono, wall_now};
 use crate::config::Config;
 use crate::intake::Intake;
+use crate::latency::{InputKind, Stalls};
 
 const STATS_EVERY: Duration = Duration::from_secs(60);
 
@@ -26,6 +27,7 @@ pub struct Reports {
 /// What /metrics reads of the parts.
 pub struct Parts<'a> {
     pub cfg: &'a Config,
+    pub stalls: &'a Stalls,
     pub fanout: &'a Fanout,
     pub admission: &'a Admission,
     pub rtsp: rtsp::Counts,
@@ -151,6 +153,10 @@ impl Reports {
             uptime_seconds: Mono::now().saturating_sub(self.started).as_secs_f64(),
             start_time_seconds: self.started_unix,
             latency: &p.fanout.latency.total,
+            stalls: InputKind::ALL
+                .iter()
+                .map(|&k| (k.name(), &p.stalls.by_kind[k as usize]))
+                .collect(),
             streams: p
                 .fanout
                 .streams()

@@ -131,6 +131,8 @@ pub struct Figures<'a> {
     pub uptime_seconds: f64,
     pub start_time_seconds: f64,
     pub latency: &'a Cumulative,
+    /// The event loop's time on each input, by kind (rtsp, http, onvif...).
+    pub stalls: Vec<(&'static str, &'a Cumulative)>,
     pub streams: Vec<StreamFigures<'a>>,
 }
 
@@ -343,7 +345,23 @@ pub fn text(f: &Figures<'_>) -> String {
             &[(&[], rss)],
         ));
     }
-    families.push(latency_family(f.latency));
+    families.push(histograms(
+        "camstream_send_latency_seconds",
+        "From a frame entering the server to its last byte written to a client, per client and frame.",
+        &[(&[], f.latency)],
+    ));
+    let stall_kinds: Vec<[(&str, &str); 1]> =
+        f.stalls.iter().map(|(k, _)| [("kind", *k)]).collect();
+    let stalls: Vec<(&[(&str, &str)], &Cumulative)> = stall_kinds
+        .iter()
+        .zip(&f.stalls)
+        .map(|(l, (_, c))| (&l[..], *c))
+        .collect();
+    families.push(histograms(
+        "camstream_input_stall_seconds",
+        "The event loop's time on one input handed to a protocol (a request, or what arrived of it), by kind: every other client waited that long.",
+        &stalls,
+    ));
     let mut out = Vec::with_capacity(8192);
     TextEncoder::new()
         .encode(&families, &mut out)
@@ -351,29 +369,31 @@ pub fn text(f: &Figures<'_>) -> String {
     String::from_utf8(out).expect("the text format is UTF-8")
 }
 
-fn latency_family(total: &Cumulative) -> MetricFamily {
-    let mut h = Histogram::default();
-    let mut cumulative = 0;
-    let buckets = METRIC_BOUNDS_US
+/// A histogram family, one series per labels and counts.
+fn histograms(name: &str, help: &str, series: &[(&[(&str, &str)], &Cumulative)]) -> MetricFamily {
+    let metrics = series
         .iter()
-        .zip(total.buckets)
-        .map(|(&bound, n)| {
-            cumulative += n;
-            let mut b = Bucket::default();
-            b.set_upper_bound(bound as f64 / 1e6);
-            b.set_cumulative_count(cumulative);
-            b
+        .map(|(labels, total)| {
+            let mut h = Histogram::default();
+            let mut cumulative = 0;
+            let buckets = METRIC_BOUNDS_US
+                .iter()
+                .zip(total.buckets)
+                .map(|(&bound, n)| {
+                    cumulative += n;
+                    let mut b = Bucket::default();
+                    b.set_upper_bound(bound as f64 / 1e6);
+                    b.set_cumulative_count(cumulative);
+                    b
+                })
+                .collect();
+            h.set_bucket(buckets);
+            h.set_sample_count(total.count);
+            h.set_sample_sum(total.sum_us as f64 / 1e6);
+            let mut m = metric(labels);
+            m.set_histogram(h);
+            m
         })
         .collect();
-    h.set_bucket(buckets);
-    h.set_sample_count(total.count);
-    h.set_sample_sum(total.sum_us as f64 / 1e6);
-    let mut m = metric(&[]);
-    m.set_histogram(h);
-    family(
-        "camstream_send_latency_seconds",
-        "From a frame entering the server to its last byte written to a client, per client and frame.",
-        MetricType::HISTOGRAM,
-        vec![m],
-    )
+    family(name, help, MetricType::HISTOGRAM, metrics)
 }

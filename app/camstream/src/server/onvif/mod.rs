@@ -35,6 +35,11 @@ const SKEW: i64 = 300;
 /// Created is within SKEW (docs/SECURITY.md: over ONVIF).
 const NONCES: usize = 4096;
 
+/// The most a body is parsed with no user known yet (no HTTP Digest, no
+/// UsernameToken in it): the operations served before sign-in, with
+/// WS-Addressing's header, take under 1 KiB.
+const PRE_AUTH_BODY: usize = 4096;
+
 /// The camera as WS-Discovery announces it: an endpoint id that stays
 /// across restarts (from /etc/machine-id, else the host name) and its
 /// scopes.
@@ -165,6 +170,18 @@ impl Onvif {
         // send a body only once they know the server's challenge) asks for
         // the challenge: the gate answers it before the body is looked at.
         if req.body.is_empty() && !matches!(req.http, HttpAuth::Open | HttpAuth::User) {
+            return http_refusal(&req.http);
+        }
+        // A large body with no user in sight is refused unread: it can be
+        // none of the PRE_AUTH operations (docs/SECURITY.md, issue 51).
+        if req.body.len() > PRE_AUTH_BODY
+            && !matches!(req.http, HttpAuth::Open | HttpAuth::User)
+            && !has_token(&req.body)
+        {
+            log::info!(
+                "{peer}: ONVIF: a {}-byte body without a user, unread",
+                req.body.len()
+            );
             return http_refusal(&req.http);
         }
         let soap = match Soap::parse(&req.body, &Limits::default()) {
@@ -311,6 +328,13 @@ fn permitted(req: &Request, soap: &Soap, op: &str, cfg: &Config) -> Result<(), A
         // The user did sign in: only this call is refused.
         admitted: true,
     })
+}
+
+/// Whether a body may hold a UsernameToken (a bounded scan: the parser
+/// finds whether it really does).
+fn has_token(body: &[u8]) -> bool {
+    const NAME: &[u8] = b"UsernameToken";
+    body.windows(NAME.len()).any(|w| w == NAME)
 }
 
 /// What HTTP's verdict comes to when it is all a request has.

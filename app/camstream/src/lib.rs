@@ -13,6 +13,17 @@ mod latency;
 pub mod logger;
 mod normalize;
 pub mod privileges;
+// A client's bytes reach the server: nothing there may panic on them (the
+// release build aborts on a panic, ending every viewer's stream).
+#[cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
 pub mod server;
 pub mod source;
 mod turbo;

@@ -155,7 +155,7 @@ impl Reports {
             latency: &p.fanout.latency.total,
             stalls: InputKind::ALL
                 .iter()
-                .map(|&k| (k.name(), &p.stalls.by_kind[k as usize]))
+                .filter_map(|&k| Some((k.name(), p.stalls.by_kind.get(k as usize)?)))
                 .collect(),
             streams: p
                 .fanout

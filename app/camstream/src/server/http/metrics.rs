@@ -363,10 +363,12 @@ pub fn text(f: &Figures<'_>) -> String {
         &stalls,
     ));
     let mut out = Vec::with_capacity(8192);
-    TextEncoder::new()
-        .encode(&families, &mut out)
-        .expect("the families above are well formed");
-    String::from_utf8(out).expect("the text format is UTF-8")
+    // The families above are well formed: a failure would be a bug here,
+    // answered with what was written rather than a panic.
+    if let Err(e) = TextEncoder::new().encode(&families, &mut out) {
+        log::error!("metrics: {e}");
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A histogram family, one series per labels and counts.

@@ -62,8 +62,8 @@ impl Probe {
         let wsa = |name: &str| {
             header.and_then(|h| {
                 doc.children(h)
-                    .find(|&i| doc.elements[i].is(ns::WSA_2004, name))
-                    .map(|i| doc.elements[i].text.as_str())
+                    .find(|&i| doc.get(i).is_some_and(|e| e.is(ns::WSA_2004, name)))
+                    .map(|i| doc.text(i))
             })
         };
         let body = doc
@@ -81,7 +81,7 @@ impl Probe {
             .to_owned();
         let mut types = Vec::new();
         if let Some(t) = doc.child(probe, ns::WSD, "Types") {
-            for qname in doc.elements[t].text.split_ascii_whitespace() {
+            for qname in doc.text(t).split_ascii_whitespace() {
                 let (prefix, local) = qname.split_once(':').unwrap_or(("", qname));
                 let uri = doc.resolve_prefix(t, prefix).ok_or_else(|| {
                     NotProbe::Unreadable(format!("type {qname}: undeclared prefix"))
@@ -89,17 +89,11 @@ impl Probe {
                 types.push((uri.to_owned(), local.to_owned()));
             }
         }
-        let (scopes, match_by) = match doc.child(probe, ns::WSD, "Scopes") {
+        let scopes_el = doc.child(probe, ns::WSD, "Scopes").and_then(|s| doc.get(s));
+        let (scopes, match_by) = match scopes_el {
             Some(s) => (
-                doc.elements[s]
-                    .text
-                    .split_ascii_whitespace()
-                    .map(str::to_owned)
-                    .collect(),
-                doc.elements[s]
-                    .attr("MatchBy")
-                    .unwrap_or(MATCH_RFC3986)
-                    .to_owned(),
+                s.text.split_ascii_whitespace().map(str::to_owned).collect(),
+                s.attr("MatchBy").unwrap_or(MATCH_RFC3986).to_owned(),
             ),
             None => (Vec::new(), MATCH_RFC3986.to_owned()),
         };
@@ -180,7 +174,9 @@ pub fn endpoint_uuid(seed: &[u8]) -> String {
     h.update(NAMESPACE);
     h.update(seed);
     let mut b = [0u8; 16];
-    b.copy_from_slice(&h.finalize()[..16]);
+    for (b, h) in b.iter_mut().zip(h.finalize()) {
+        *b = h;
+    }
     b[6] = (b[6] & 0x0f) | 0x50;
     b[8] = (b[8] & 0x3f) | 0x80;
     uuid_text(&b)

@@ -5,6 +5,17 @@
 //! Probe read and its answers written. The daemon and the fuzz targets
 //! share it.
 #![forbid(unsafe_code)]
+// A client's bytes reach every function here: nothing may panic on them
+// (the release build aborts on a panic, ending every viewer's stream).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
 
 pub mod access;
 pub mod discovery;

@@ -52,7 +52,7 @@ impl Request {
         for part in ["Header", "Body"] {
             let n = doc
                 .children(0)
-                .filter(|&i| doc.elements[i].is(ns::SOAP_ENV, part))
+                .filter(|&i| doc.get(i).is_some_and(|e| e.is(ns::SOAP_ENV, part)))
                 .count();
             if n > 1 {
                 return Err(Fault::sender(
@@ -68,7 +68,7 @@ impl Request {
             .children(body)
             .next()
             .ok_or_else(|| Fault::sender(&["ter:WellFormed"], "an empty Body"))?;
-        let service = match doc.elements[op].ns.as_str() {
+        let service = match doc.get(op).map_or("", |e| e.ns.as_str()) {
             ns::DEVICE => Service::Device,
             ns::MEDIA => Service::Media,
             _ => Service::Other,
@@ -77,10 +77,11 @@ impl Request {
         let message_id = header.and_then(|h| {
             doc.children(h)
                 .find(|&i| {
-                    let e = &doc.elements[i];
-                    e.name == "MessageID" && (e.ns == ns::WSA || e.ns == ns::WSA_2004)
+                    doc.get(i).is_some_and(|e| {
+                        e.name == "MessageID" && (e.ns == ns::WSA || e.ns == ns::WSA_2004)
+                    })
                 })
-                .map(|i| doc.elements[i].text.clone())
+                .map(|i| doc.text(i).to_owned())
         });
         let token = match header {
             Some(h) => UsernameToken::from_header(&doc, h),
@@ -97,22 +98,20 @@ impl Request {
 
     /// The operation's name (its local name: GetProfiles, GetStreamUri...).
     pub fn operation(&self) -> &str {
-        &self.doc.elements[self.op].name
+        self.doc.get(self.op).map_or("", |e| e.name.as_str())
     }
 
     /// A parameter's text, by the local names leading to it from the
     /// operation (["StreamSetup", "Transport", "Protocol"]).
     pub fn arg(&self, path: &[&str]) -> Option<&str> {
-        self.doc
-            .path(self.op, path)
-            .map(|i| self.doc.elements[i].text.as_str())
+        self.doc.path(self.op, path).map(|i| self.doc.text(i))
     }
 
     /// An attribute of a parameter (["Configuration"], "token").
     pub fn arg_attr(&self, path: &[&str], attr: &str) -> Option<&str> {
         self.doc
             .path(self.op, path)
-            .and_then(|i| self.doc.elements[i].attr(attr))
+            .and_then(|i| self.doc.get(i)?.attr(attr))
     }
 }
 

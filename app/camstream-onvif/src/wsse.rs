@@ -59,7 +59,7 @@ impl UsernameToken {
         let Some(tok) = doc.child(sec, ns::WSSE, "UsernameToken") else {
             return Ok(None);
         };
-        let text = |ns: &str, name: &str| doc.child(tok, ns, name).map(|i| &doc.elements[i]);
+        let text = |ns: &str, name: &str| doc.child(tok, ns, name).and_then(|i| doc.get(i));
         let username = text(ns::WSSE, "Username")
             .ok_or(Refusal::Malformed("UsernameToken without Username"))?
             .text
@@ -116,13 +116,31 @@ impl UsernameToken {
 /// `YYYY-MM-DDTHH:MM:SS`, optional fraction, then `Z` or `+HH:MM`/`-HH:MM`
 /// (none: taken as UTC).
 pub fn parse_created(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') {
+    let &[
+        _,
+        _,
+        _,
+        _,
+        b'-',
+        _,
+        _,
+        b'-',
+        _,
+        _,
+        b'T' | b't',
+        _,
+        _,
+        b':',
+        _,
+        _,
+        b':',
+        _,
+        _,
+        ..,
+    ] = s.as_bytes()
+    else {
         return None;
-    }
-    if b[13] != b':' || b[16] != b':' {
-        return None;
-    }
+    };
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
         let d = s.get(r)?;
         if !d.bytes().all(|c| c.is_ascii_digit()) {
@@ -135,24 +153,24 @@ pub fn parse_created(s: &str) -> Option<i64> {
     if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
         return None;
     }
-    let mut rest = &s[19..];
+    let mut rest = s.get(19..)?;
     if let Some(frac) = rest.strip_prefix('.') {
         let n = frac.bytes().take_while(u8::is_ascii_digit).count();
         if n == 0 {
             return None;
         }
-        rest = &frac[n..];
+        rest = frac.get(n..)?;
     }
     let offset = match rest {
         "" | "Z" | "z" => 0,
-        _ if rest.len() == 6 && rest.as_bytes()[3] == b':' => {
-            let sign = match rest.as_bytes()[0] {
-                b'+' => 1,
-                b'-' => -1,
+        _ if rest.len() == 6 && rest.as_bytes().get(3) == Some(&b':') => {
+            let sign = match rest.as_bytes().first() {
+                Some(b'+') => 1,
+                Some(b'-') => -1,
                 _ => return None,
             };
-            let oh: i64 = rest[1..3].parse().ok()?;
-            let om: i64 = rest[4..6].parse().ok()?;
+            let oh: i64 = rest.get(1..3)?.parse().ok()?;
+            let om: i64 = rest.get(4..6)?.parse().ok()?;
             if oh > 23 || om > 59 {
                 return None;
             }
@@ -201,7 +219,9 @@ type NonceHash = [u8; 16];
 
 fn nonce_hash(nonce: &[u8]) -> NonceHash {
     let mut h = [0u8; 16];
-    h.copy_from_slice(&Sha1::digest(nonce)[..16]);
+    for (h, d) in h.iter_mut().zip(Sha1::digest(nonce)) {
+        *h = d;
+    }
     h
 }
 

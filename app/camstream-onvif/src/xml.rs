@@ -199,8 +199,22 @@ impl Doc {
         Ok(Doc { elements })
     }
 
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "a Doc is made only by parse, which refuses a document without a root"
+    )]
     pub fn root(&self) -> &Element {
         &self.elements[0]
+    }
+
+    /// Element `i`, if there is one.
+    pub fn get(&self, i: usize) -> Option<&Element> {
+        self.elements.get(i)
+    }
+
+    /// Element `i`'s text ("" when there is no such element).
+    pub fn text(&self, i: usize) -> &str {
+        self.get(i).map_or("", |e| e.text.as_str())
     }
 
     pub fn children(&self, parent: usize) -> impl Iterator<Item = usize> + '_ {
@@ -215,14 +229,13 @@ impl Doc {
     /// The first child of `parent` with this namespace and name.
     pub fn child(&self, parent: usize, ns: &str, name: &str) -> Option<usize> {
         self.children(parent)
-            .find(|&i| self.elements[i].is(ns, name))
+            .find(|&i| self.get(i).is_some_and(|e| e.is(ns, name)))
     }
 
     /// The namespace URI `prefix` stands for at element `at`.
     pub fn resolve_prefix(&self, at: usize, prefix: &str) -> Option<&str> {
         let mut cur = Some(at);
-        while let Some(i) = cur {
-            let el = &self.elements[i];
+        while let Some(el) = cur.and_then(|i| self.get(i)) {
             if let Some((_, uri)) = el.xmlns.iter().find(|(p, _)| p == prefix) {
                 return Some(uri);
             }
@@ -236,7 +249,8 @@ impl Doc {
     /// service's, as the client's WSDL tool decided).
     pub fn path(&self, from: usize, names: &[&str]) -> Option<usize> {
         names.iter().try_fold(from, |at, name| {
-            self.children(at).find(|&i| self.elements[i].name == *name)
+            self.children(at)
+                .find(|&i| self.get(i).is_some_and(|e| e.name == *name))
         })
     }
 }
@@ -253,7 +267,7 @@ fn resolve(elements: &[Element], el: &Element, prefix: &[u8]) -> Result<String, 
         if let Some((_, uri)) = e.xmlns.iter().find(|(p, _)| *p == prefix) {
             return Ok(uri.clone());
         }
-        cur = e.parent.map(|i| &elements[i]);
+        cur = e.parent.and_then(|i| elements.get(i));
     }
     if prefix.is_empty() {
         return Ok(String::new());
@@ -340,7 +354,9 @@ fn append_text(
         // Text outside the root (whitespace is trimmed away before this).
         return Err(XmlError::Malformed("text outside the root element".into()));
     };
-    let el = &mut elements[at];
+    let Some(el) = elements.get_mut(at) else {
+        return Err(XmlError::Malformed("text outside any element".into()));
+    };
     if el.text.len() + text.len() > limits.max_text {
         return Err(XmlError::TextTooLong(limits.max_text));
     }

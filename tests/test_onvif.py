@@ -543,6 +543,43 @@ def test_a_token_is_refused_again_after_thousands_more(camstream, config):
     assert r.status_code == 200, r.text
 
 
+def test_a_user_signed_in_by_token_holds_at_most_its_share_of_connections(camstream, config):
+    """max_connections_per_user counts connections a UsernameToken signed in,
+    as it counts those HTTP Digest did: one ONVIF password cannot hold a
+    port's connections idle (issue 51's password fill, over ONVIF)."""
+    config.write_bytes(b"max_connections_per_user = 4\nmax_connections_per_ip = 32\n" + config.read_bytes())
+    cs = camstream("--config", str(config))
+    held = []
+    for _ in range(8):
+        request = envelope(DEVICE_INFO, USER, PASSWORD)
+        s = socket.create_connection(("127.0.0.1", cs.http_port), timeout=5)
+        s.sendall(f"POST {DEVICE} HTTP/1.1\r\nHost: camera\r\nContent-Type: {SOAP}\r\n"
+                  f"Content-Length: {len(request)}\r\n\r\n".encode() + request)
+        got = b""
+        while not ((m := re.search(rb"(?im)^content-length: *(\d+)\r$", got)) and b"\r\n\r\n" in got
+                   and len(got) >= got.index(b"\r\n\r\n") + 4 + int(m.group(1))):
+            chunk = s.recv(65536)
+            assert chunk, got
+            got += chunk
+        assert got.startswith(b"HTTP/1.1 200"), got[:200]
+        held.append(s)
+    # The four oldest were told 503 and closed as the newer ones signed in.
+    closed = []
+    time.sleep(0.5)
+    for i, s in enumerate(held):
+        s.settimeout(0.1)
+        try:
+            rest = s.recv(65536)
+        except TimeoutError:
+            continue
+        if not rest or b"503" in rest:
+            closed.append(i)
+    for s in held:
+        s.close()
+    assert closed == [0, 1, 2, 3], closed
+    cs.wait_for("connection pushed out: 503")
+
+
 # ---- WS-Discovery, between network namespaces ----------------------------
 # QEMU's user network carries no multicast: the camera runs in one network
 # namespace, the NVR side in another, joined by a veth pair (conftest.py's

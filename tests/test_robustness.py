@@ -5,14 +5,18 @@ watches; and every limit's answer."""
 
 from __future__ import annotations
 
+import contextlib
 import random
+import re
 import socket
+import subprocess
 import threading
 import time
 
 import pytest
 
-from helpers import assert_frames_match
+import hostile
+from helpers import BIN, assert_frames_match, free_port
 from rtsp import Client, complete_frames
 from test_interop import H, W, ffmpeg_client
 
@@ -246,3 +250,86 @@ def test_limits_have_clear_answers(camstream):
     player.sock.settimeout(3)
     assert len(list(player.packets(1))) > 0
     cs.wait_for("idle without a session")
+
+
+def test_a_log_reader_that_falls_behind_costs_viewers_no_frame():
+    """On the board stderr is a pipe to `logger`. A client makes a line per
+    malformed request; when the pipe's reader stops (here: never reads),
+    those lines must not block the event loop once the pipe is full (64
+    KiB), nor may they flood the log: the daemon leaves lines out, counts
+    them, and says so when it can write again."""
+    rtsp_port, http_port = free_port(), free_port()
+    proc = subprocess.Popen([str(BIN), "--listen", "127.0.0.1", "--rtsp-port", str(rtsp_port),
+                             "--http-port", str(http_port)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        for _ in range(100):
+            try:
+                viewer = Client(rtsp_port)
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert viewer.setup_tcp().status == 200
+        assert viewer.play().status == 200
+        frames: list[tuple[float, int]] = []
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.is_set():
+                for p in viewer.packets(0.2):
+                    if p.marker:
+                        frames.append((time.monotonic(), p.timestamp))
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        # 6,000 malformed requests in 3 s: a line each, 50 bytes, some 300 KB
+        # of log against the pipe's 64 KiB.
+        bad = f"OPTIONS rtsp://127.0.0.1:{rtsp_port}/stream RTSP/1.0\r\nCSeq: 1\r\nno colon\r\n\r\n".encode()
+        attacker = socket.create_connection(("127.0.0.1", rtsp_port), timeout=5)
+        answered = 0
+
+        def read_answers() -> None:
+            nonlocal answered
+            with contextlib.suppress(OSError):
+                while chunk := attacker.recv(1 << 16):
+                    answered += chunk.count(b"RTSP/1.0 400")
+
+        reader = threading.Thread(target=read_answers, daemon=True)
+        reader.start()
+        time.sleep(1)
+        start = time.monotonic()
+        for i in range(60):
+            time.sleep(max(0.0, start + i * 0.05 - time.monotonic()))
+            attacker.sendall(bad * 100)
+        end = time.monotonic()
+        time.sleep(1)
+        stop.set()
+        watcher.join(5)
+        got, lost = hostile.frames_lost(frames, start, end, 1 << 32)
+        after = sum(1 for t, _ in frames if t >= end)
+        print(f"while 6,000 malformed requests met a full log pipe: {got} frames, {lost} lost, {after} in the "
+              f"second after; {answered} of the requests answered")
+        # Frames in the second after the flood too: a loop blocked on the
+        # pipe sends none, and a gap at the end counts as none lost.
+        assert got > 0 and after > 0 and lost == 0, f"{got} frames, {lost} lost, {after} after the flood"
+        # The reader comes back: the next line says how many were left out.
+        log = bytearray()
+        drain = threading.Thread(target=lambda: log.extend(proc.stderr.read()), daemon=True)
+        drain.start()
+        time.sleep(1.5)
+        attacker.sendall(bad)
+        time.sleep(0.5)
+        viewer.close()
+        attacker.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    drain.join(5)
+    text = log.decode(errors="replace")
+    # Each line the budget lets through says how many it left out before it:
+    # of 6,001, the budget (50 lines a second, 500 at once) wrote some 650.
+    left_out = sum(int(n) for n in re.findall(r"warn: (\d+) log lines left out", text))
+    written = text.count("malformed request")
+    print(f"log lines: {written} written, {left_out} left out")
+    assert left_out >= 5000 and written + left_out <= 6001, (written, left_out, text[-2000:])
+    assert answered >= 6000, f"{answered} of 6,000 malformed requests answered"

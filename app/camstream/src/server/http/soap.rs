@@ -114,8 +114,15 @@ impl Http {
                 status,
                 xml,
                 admitted,
+                signed_in,
             } => {
-                conn.admitted |= admitted;
+                if signed_in.is_some() {
+                    if conn.passed(signed_in.as_deref()) {
+                        ctx.after.authenticated.push(ci);
+                    }
+                } else {
+                    conn.admitted |= admitted;
+                }
                 write_head(
                     &mut conn.ctrl,
                     status,

@@ -126,6 +126,9 @@ pub enum Answer {
         /// The request named a user (or needed none): its connection has
         /// authenticated.
         admitted: bool,
+        /// The user a UsernameToken signed in (HTTP Digest's is counted
+        /// by HTTP's gate): max_connections_per_user counts it.
+        signed_in: Option<String>,
     },
     /// 401 with HTTP Digest's challenges.
     Challenge {
@@ -192,19 +195,25 @@ impl Onvif {
                     status: fault.http_status(),
                     xml: fault.envelope(),
                     admitted: false,
+                    signed_in: None,
                 };
             }
         };
         let op = soap.operation().to_owned();
-        let admitted = if PRE_AUTH.contains(&op.as_str()) {
-            matches!(req.http, HttpAuth::Open | HttpAuth::User)
+        // A token's user counts only once the token is checked: not for
+        // the operations anyone may call.
+        let (admitted, signed_in) = if PRE_AUTH.contains(&op.as_str()) {
+            (matches!(req.http, HttpAuth::Open | HttpAuth::User), None)
         } else {
             match self.authorized(req, &soap, ctx.cfg) {
-                Ok(()) => true,
+                Ok(()) => (true, token_user(req, &soap)),
                 Err(refusal) => return refusal,
             }
         };
-        if let Err(refusal) = permitted(req, &soap, &op, ctx.cfg) {
+        if let Err(mut refusal) = permitted(req, &soap, &op, ctx.cfg) {
+            if let Answer::Soap { signed_in: s, .. } = &mut refusal {
+                *s = signed_in;
+            }
             return refusal;
         }
         let answer = if op == "SetVideoEncoderConfiguration" {
@@ -224,6 +233,7 @@ impl Onvif {
             status,
             xml,
             admitted,
+            signed_in,
         }
     }
 
@@ -241,6 +251,7 @@ impl Onvif {
             status: 400,
             xml: Fault::not_authorized().envelope(),
             admitted: false,
+            signed_in: None,
         };
         let token = match &soap.token {
             Ok(Some(token)) => token,
@@ -327,7 +338,17 @@ fn permitted(req: &Request, soap: &Soap, op: &str, cfg: &Config) -> Result<(), A
         xml: Fault::not_authorized().envelope(),
         // The user did sign in: only this call is refused.
         admitted: true,
+        signed_in: None,
     })
+}
+
+/// The user whose UsernameToken a request carried, with users set.
+fn token_user(req: &Request, soap: &Soap) -> Option<String> {
+    match (&req.http, &soap.token) {
+        (HttpAuth::Open, _) => None,
+        (_, Ok(Some(token))) => Some(token.username.clone()),
+        _ => None,
+    }
 }
 
 /// Whether a body may hold a UsernameToken (a bounded scan: the parser

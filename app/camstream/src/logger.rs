@@ -4,10 +4,11 @@
 //! Most lines say what a client did, and a client can make as many as it
 //! sends requests (docs/SECURITY.md). So lines are budgeted: past the
 //! budget they are counted, not written, and a flood cannot push
-//! everything else out of syslog's buffer. And a line is written only
+//! everything else out of syslog's buffer (warnings and errors pass: each
+//! kind is rare or limited where it is made). And a line is written only
 //! when that cannot block: on the board stderr is a pipe to `logger`, and
 //! a reader that falls behind must not stop the event loop, which writes
-//! these lines. Errors always pass: no client's bytes make them.
+//! these lines. Errors are written even then: no client's bytes make them.
 
 use std::io::Write;
 use std::sync::Mutex;
@@ -89,7 +90,10 @@ impl log::Log for Stderr {
         let Ok(mut budget) = self.budget.lock() else {
             return;
         };
-        let left_out = if r.level() > log::Level::Error {
+        // Warnings and errors pass: each kind is rare or limited where it
+        // is made (refused connections every 10 s, a frame refused once a
+        // minute), and tests and people wait for them.
+        let left_out = if r.level() > log::Level::Warn {
             match budget.take(Instant::now()) {
                 Some(n) => n,
                 None => return,

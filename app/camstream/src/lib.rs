@@ -13,17 +13,31 @@ mod latency;
 pub mod logger;
 mod normalize;
 pub mod privileges;
-// A client's bytes reach the server: nothing there may panic on them (the
-// release build aborts on a panic, ending every viewer's stream).
-#[cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
-pub mod server;
+/// Modules a client's bytes reach: nothing there may panic on them (the
+/// release build aborts on a panic, ending every viewer's stream).
+macro_rules! client_facing {
+    ($($v:vis mod $m:ident;)*) => {
+        $(
+            #[cfg_attr(
+                not(test),
+                deny(
+                    clippy::unwrap_used,
+                    clippy::expect_used,
+                    clippy::indexing_slicing,
+                    clippy::panic
+                )
+            )]
+            $v mod $m;
+        )*
+    };
+}
+
+client_facing! {
+    mod fanout;
+    mod media;
+    mod random;
+    pub mod server;
+    mod table;
+}
 pub mod source;
 mod turbo;

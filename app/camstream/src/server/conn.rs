@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use mio::net::TcpStream;
 
-use super::table::{Id, Table};
+use crate::table::{Id, Table};
 use crate::clock::Mono;
 
 pub type ConnId = Id<Conn>;

@@ -5,7 +5,7 @@
 
 use super::admission::Admission;
 use super::conn::{After, ConnId, Conns, close};
-use super::fanout::Fanout;
+use crate::fanout::Fanout;
 use super::gate::Gate;
 use crate::config::Config;
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::admission::{Admission, Refusal};
-use super::fanout::{Fanout, StreamId};
+use crate::fanout::{Fanout, StreamId};
 use super::http::metrics::{self, Delivery, Figures, StreamFigures};
 use super::{http, rtsp};
 use crate::clock::{Mono, wall_now};

@@ -10,7 +10,7 @@ use camstream_http::response::{write_head, write_text};
 use super::super::admission::Refusal;
 use super::super::conn::{self, ConnId};
 use super::super::ctx::Ctx;
-use super::super::fanout::{SharedFrame, StreamId, SubscriberId, Subscription};
+use crate::fanout::{SharedFrame, StreamId, SubscriberId, Subscription};
 use super::{Body, Http, State};
 
 pub struct Mjpeg {

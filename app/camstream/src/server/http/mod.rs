@@ -23,9 +23,9 @@ use camstream_http::response::{write_head, write_text};
 
 use super::conn::{CTRL_HIGH_WATER, Conn, ConnId, Conns};
 use super::ctx::Ctx;
-use super::fanout::{Fanout, Label, SharedFrame, SubscriberId};
+use crate::fanout::{Fanout, Label, SharedFrame, SubscriberId};
 use super::onvif;
-use super::table::Secondary;
+use crate::table::Secondary;
 use crate::clock::Mono;
 
 #[derive(Default)]

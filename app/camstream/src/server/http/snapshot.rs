@@ -9,7 +9,7 @@ use camstream_http::response::{write_head, write_text};
 
 use super::super::conn::{self, ConnId};
 use super::super::ctx::Ctx;
-use super::super::fanout::{SharedFrame, StreamId, Subscription};
+use crate::fanout::{SharedFrame, StreamId, Subscription};
 use super::{Body, Http, State};
 use crate::clock::Mono;
 

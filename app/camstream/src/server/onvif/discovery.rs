@@ -14,7 +14,7 @@ use mio::net::UdpSocket;
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 
-use super::super::random::random_fill;
+use crate::random::random_fill;
 use super::DEVICE_PATH;
 use crate::clock::Mono;
 use crate::config::Config;

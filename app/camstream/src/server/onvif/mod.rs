@@ -17,11 +17,11 @@ mod services;
 
 use std::net::SocketAddr;
 
-use super::fanout::Fanout;
-use super::h264::H264Stream;
+use crate::fanout::Fanout;
+use crate::media::h264::H264Stream;
 use super::host::hostname;
-use super::random::random_fill;
-use super::substream::Sub;
+use crate::random::random_fill;
+use crate::media::substream::Sub;
 use crate::clock::wall_now;
 use crate::config::Config;
 

@@ -6,11 +6,11 @@
 use camstream_onvif::responses::{self as resp, DeviceInfo, Profile, VideoSource, XAddrs};
 use camstream_onvif::soap::{Fault, Request as Soap, Service};
 
-use super::super::fanout::{Fanout, StreamId};
-use super::super::h264;
-use super::super::h264::H264Stream;
+use crate::fanout::{Fanout, StreamId};
+use crate::media::h264;
+use crate::media::h264::H264Stream;
 use super::super::host::hostname;
-use super::super::substream::{self, Sub, SubStream};
+use crate::media::substream::{self, Sub, SubStream};
 use super::{Context, DEVICE_PATH, MEDIA_PATH, Request, board, clock_synchronised, ifaces, scopes};
 use crate::clock::wall_now;
 use crate::config::{H264_GOP, H264_KBIT, H264Settings};

@@ -11,8 +11,8 @@ use rtsp_types::{Method, Request, Response, ResponseBuilder, StatusCode, Url, Ve
 use super::super::admission::Refusal;
 use super::super::conn::{self, ConnId};
 use super::super::ctx::Ctx;
-use super::super::fanout::{Packetizer, StreamId, Subscription};
-use super::super::random::random_u64;
+use crate::fanout::{Packetizer, StreamId, Subscription};
+use crate::random::random_u64;
 use super::Rtsp;
 use super::sdp::{self, TRACK};
 use super::session::{Session, SessionId, Transport};

@@ -26,8 +26,8 @@ use mio::{Interest, Registry, Token};
 
 use super::conn::{CTRL_HIGH_WATER, Conn, ConnId, Conns};
 use super::ctx::Ctx;
-use super::fanout::{Fanout, Label, SharedFrame, SubscriberId};
-use super::table::Secondary;
+use crate::fanout::{Fanout, Label, SharedFrame, SubscriberId};
+use crate::table::Secondary;
 use crate::clock::{Mono, WallClockWatch, wall_now};
 
 use session::{SessionId, Sessions, Transport};

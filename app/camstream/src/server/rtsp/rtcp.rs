@@ -6,7 +6,7 @@ use camstream_rtp::rtcp;
 
 use super::super::conn::CTRL_HIGH_WATER;
 use super::super::ctx::Ctx;
-use super::super::fanout::Fanout;
+use crate::fanout::Fanout;
 use super::Rtsp;
 use super::session::{SessionId, Transport};
 use crate::clock::{Mono, ntp_now};

@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use rustix::io::Errno;
 use rustix::net::{MMsgHdr, SendAncillaryBuffer, SendFlags, SocketAddrAny, sendmmsg};
 
-use super::super::fanout::{RECORD_PREFIX, SharedFrame};
+use crate::fanout::{RECORD_PREFIX, SharedFrame};
 
 /// Datagrams (or GSO batches) per sendmmsg call.
 const BATCH: usize = 32;
@@ -186,7 +186,7 @@ fn write_records(
 mod tests {
     use super::*;
     use crate::clock::Mono;
-    use crate::server::fanout::frame::Pool;
+    use crate::fanout::frame::Pool;
     use camstream_rtp::Packetizer;
 
     /// A writer that takes at most `chunk` bytes per call.
@@ -225,7 +225,7 @@ mod tests {
         use std::net::UdpSocket;
         use std::time::Duration;
         let scan: Vec<u8> = (0..40_000u32).map(|i| (i % 200) as u8).collect();
-        let j = crate::server::fanout::frame::tests::jpeg(640, 480, &scan, &[3; 64]);
+        let j = crate::fanout::frame::tests::jpeg(640, 480, &scan, &[3; 64]);
         let mtu = 400;
         let f = SharedFrame::build(
             &Pool::new(1),
@@ -261,7 +261,7 @@ mod tests {
     #[test]
     fn interleaved_on_other_channels_survives_partial_writes() {
         let scan: Vec<u8> = (0..20_000u32).map(|i| (i % 200) as u8).collect();
-        let j = crate::server::fanout::frame::tests::jpeg(640, 480, &scan, &[3; 64]);
+        let j = crate::fanout::frame::tests::jpeg(640, 480, &scan, &[3; 64]);
         let f = SharedFrame::build(
             &Pool::new(1),
             &mut Packetizer::new(1, 1, 1000).unwrap(),

@@ -8,8 +8,8 @@ use std::rc::Rc;
 use rustix::net::SocketAddrAny;
 
 use super::super::conn::ConnId;
-use super::super::fanout::{SharedFrame, StreamId, SubscriberId};
-use super::super::table::{Id, Table};
+use crate::fanout::{SharedFrame, StreamId, SubscriberId};
+use crate::table::{Id, Table};
 use crate::clock::Mono;
 
 pub type SessionId = Id<Session>;

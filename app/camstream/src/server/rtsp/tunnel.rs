@@ -19,7 +19,7 @@ use camstream_http::tunnel::Decoder;
 
 use super::super::conn::{Conn, ConnId, Conns};
 use super::super::ctx::Ctx;
-use super::super::table::Secondary;
+use crate::table::Secondary;
 use super::{Rtsp, RtspConn};
 use crate::clock::Mono;
 

@@ -9,7 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 use anyhow::{Context, Result, bail};
 use mio::net::UdpSocket;
 
-use super::super::fanout::Fanout;
+use crate::fanout::Fanout;
 use super::send;
 use super::session::{SessionId, Sessions, Transport};
 

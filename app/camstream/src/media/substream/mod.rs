@@ -13,10 +13,10 @@ use std::time::Duration;
 use anyhow::Result;
 use mio::{Token, Waker};
 
-use super::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
+use crate::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
 use super::h264::{H264Stream, Shape};
 use super::i420::sub_size;
-use super::random::random_u64;
+use crate::random::random_u64;
 use super::worker::Worker;
 use crate::clock::Mono;
 use crate::config::{Config, SubSettings};

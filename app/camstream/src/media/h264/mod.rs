@@ -18,9 +18,9 @@ use anyhow::Result;
 use camstream_h264::AccessUnit;
 use mio::{Token, Waker};
 
-use super::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
+use crate::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
 use super::i420::sub_size;
-use super::random::random_u64;
+use crate::random::random_u64;
 use super::worker::{Encode, Picture, Worker};
 use crate::clock::Mono;
 use crate::config::{Config, H264Settings};

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use crate::config::H264Settings;
-use crate::server::i420::ToI420;
-use crate::server::worker::{Encode, Picture};
+use crate::media::i420::ToI420;
+use crate::media::worker::{Encode, Picture};
 use crate::source::v4l2::m2m::{H264, M2mEncoder, Params};
 
 pub struct KernelEncoder {

@@ -14,8 +14,8 @@ use openh264::encoder::{
 use openh264::formats::YUVSlices;
 
 use crate::config::H264Settings;
-use crate::server::i420::ToI420;
-use crate::server::worker::{Encode, Picture};
+use crate::media::i420::ToI420;
+use crate::media::worker::{Encode, Picture};
 
 pub struct H264Encoder {
     i420: ToI420,

@@ -43,7 +43,7 @@ impl Encode for SubEncoder {
 mod tests {
     use super::*;
     use crate::convert::resample_plane;
-    use crate::server::worker::Worker;
+    use crate::media::worker::Worker;
 
     #[test]
     fn the_worker_encodes_one_frame_at_a_time_and_wakes_the_loop() {

@@ -21,7 +21,7 @@ use mio::Token;
 use frame::Pool;
 pub use frame::{RECORD_PREFIX, SharedFrame};
 
-use super::table::{Id, Table};
+use crate::table::{Id, Table};
 use crate::clock::{Mono, RtpClock};
 use crate::intake::{Counts, Intake};
 use crate::latency::SendLatency;

@@ -1,8 +1,95 @@
 //! Media producers: what the camera's picture is made into besides the
-//! main stream (the H.264 stream, the sub-stream), each on a worker
-//! thread, each published on the fan-out as a stream of its own.
+//! main stream (the H.264 stream, the sub-stream). Each subscribes to the
+//! main stream while its own stream is watched, makes its frames on a
+//! worker thread and publishes them on the fan-out as a stream of its
+//! own; the event loop knows them only as [`Producer`]s, as ustreamer's
+//! stream feeds its encoders from one capture buffer without its HTTP
+//! server knowing which.
 
 pub mod h264;
 mod i420;
 pub mod substream;
 mod worker;
+
+use std::sync::Arc;
+
+use mio::{Token, Waker};
+
+use crate::config::Config;
+use crate::fanout::Fanout;
+use crate::source::CapturedFrame;
+use h264::H264Stream;
+use substream::Sub;
+
+/// A stream made of the main stream's frames.
+pub trait Producer {
+    /// Subscribed to the main stream only while its own stream has a
+    /// client playing; lets go of its encoder's memory when none has.
+    fn follow_watchers(&mut self, fanout: &mut Fanout);
+
+    /// A frame came from the source, before the fan-out has it: what an
+    /// encoder takes of it besides the JPEG (its raw picture).
+    fn captured(&mut self, _f: &CapturedFrame<'_>) {}
+
+    /// Whether it would take the source's raw pictures now.
+    fn wants_raw(&self) -> bool {
+        false
+    }
+
+    /// A main-stream frame may be queued for it: to its worker, if free.
+    fn frame_ready(&mut self, fanout: &mut Fanout);
+
+    /// Its worker may have finished a frame: published.
+    fn done(&mut self, fanout: &mut Fanout);
+}
+
+/// The producers the config asks for. Each wakes the event loop with
+/// `done` when its worker finishes a frame, and subscribes to the main
+/// stream with `wake`.
+#[derive(Default)]
+pub struct Producers {
+    /// The detection sub-stream, unless [streams.sub] turns it off.
+    pub sub: Option<Sub>,
+    /// The H.264 stream, unless [streams.h264] turns it off.
+    pub h264: Option<H264Stream>,
+}
+
+impl Producers {
+    pub fn start(cfg: &Config, fanout: &mut Fanout, done: &Arc<Waker>, wake: Token) -> Producers {
+        Producers {
+            sub: substream::start(cfg, fanout, done, wake),
+            h264: h264::start(cfg, fanout, done, wake),
+        }
+    }
+
+    fn each(&mut self) -> impl Iterator<Item = &mut dyn Producer> {
+        let sub = self.sub.as_mut().map(|p| p as &mut dyn Producer);
+        let h264 = self.h264.as_mut().map(|p| p as &mut dyn Producer);
+        sub.into_iter().chain(h264)
+    }
+
+    pub fn follow_watchers(&mut self, fanout: &mut Fanout) {
+        self.each().for_each(|p| p.follow_watchers(fanout));
+    }
+
+    pub fn captured(&mut self, f: &CapturedFrame<'_>) {
+        self.each().for_each(|p| p.captured(f));
+    }
+
+    pub fn wants_raw(&mut self) -> bool {
+        self.each().any(|p| p.wants_raw())
+    }
+
+    pub fn frame_ready(&mut self, fanout: &mut Fanout) {
+        self.each().for_each(|p| p.frame_ready(fanout));
+    }
+
+    pub fn done(&mut self, fanout: &mut Fanout) {
+        self.each().for_each(|p| p.done(fanout));
+    }
+
+    /// The sub-stream's path, or "" without one (/metrics).
+    pub fn sub_path(&self) -> &'static str {
+        self.sub.as_ref().map_or("", |_| substream::PATH)
+    }
+}

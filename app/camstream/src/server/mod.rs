@@ -3,12 +3,14 @@
 //! signals. It keeps the loop, the connection table and the tokens, and
 //! hands each event to the part it is for:
 //!
-//! - [`fanout`]: frames in, each built once, queued to its subscribers;
+//! - [`crate::fanout`]: frames in, each built once, queued to its
+//!   subscribers;
 //! - [`rtsp`] and [`http`] (with [`onvif`] as one of its routes): the
 //!   protocols, subscribers of the fan-out, each with its own state of its
 //!   connections;
-//! - [`substream`]: the detection sub-stream, a subscriber of the main
-//!   stream and a stream of its own;
+//! - [`crate::media`]: the producers of streams made of the main one
+//!   (H.264, the sub-stream), subscribers of it and publishers of their
+//!   own;
 //! - [`admission`] (who gets a connection) and [`gate`] (who may watch).
 //!
 //! A frame's path: the source is readable → [`Fanout::captured`] (intake,
@@ -43,8 +45,8 @@ use conn::After;
 use conn::{Conn, ConnId, Conns, Kind, Port};
 use ctx::Ctx;
 use crate::fanout::{Fanout, Stream};
+use crate::media::Producers;
 use gate::Gate;
-use crate::media::h264::{self, H264Stream};
 use http::{Handoff, Http};
 use listen::Listeners;
 use onvif::Onvif;
@@ -52,7 +54,6 @@ use crate::random::{random_fill, random_u64};
 use report::Reports;
 use rtsp::Rtsp;
 use signals::Signals;
-use crate::media::substream::{self, Sub};
 
 const LISTENER: Token = Token(0);
 const RTP: Token = Token(1);
@@ -63,13 +64,11 @@ const REPORT_SIGNAL: Token = Token(5);
 const HTTP_LISTENER: Token = Token(6);
 const DISCOVERY: Token = Token(7);
 const ADDRESS_CHANGES: Token = Token(8);
-/// A worker (the sub-stream's, the H.264 stream's) finished a frame: one
-/// waker for all, as mio allows one per poll.
+/// A producer's worker finished a frame: one waker for all, as mio allows
+/// one per poll.
 const WORKER_DONE: Token = Token(9);
-/// The fan-out queued a main-stream frame for the sub-stream.
-const SUB_FRAME: Token = Token(10);
-/// The fan-out queued a main-stream frame for the H.264 stream.
-const H264_FRAME: Token = Token(12);
+/// The fan-out queued a main-stream frame for a producer.
+const PRODUCER_FRAME: Token = Token(10);
 
 /// How long a connection closing after an error may take to drain.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -120,10 +119,8 @@ pub struct Server {
     rtsp: Rtsp,
     http: Http,
     onvif: Onvif,
-    /// The detection sub-stream, unless [streams.sub] turns it off.
-    sub: Option<Sub>,
-    /// The H.264 stream, unless [streams.h264] turns it off.
-    h264: Option<H264Stream>,
+    /// What is made of the main stream's frames (media::Producers).
+    producers: Producers,
     /// WS-Discovery, when ONVIF is on.
     discovery: Option<onvif::discovery::Discovery>,
     source: Option<Box<dyn FrameSource>>,
@@ -164,8 +161,7 @@ impl Server {
             rtsp,
             http,
             onvif: Onvif::default(),
-            sub: None,
-            h264: None,
+            producers: Producers::default(),
             discovery: None,
             source: None,
             camera_mode: String::new(),
@@ -176,8 +172,7 @@ impl Server {
         };
         let r = server.poll.registry();
         let done = std::sync::Arc::new(mio::Waker::new(r, WORKER_DONE)?);
-        server.sub = substream::start(&server.cfg, &mut server.fanout, &done, SUB_FRAME);
-        server.h264 = h264::start(&server.cfg, &mut server.fanout, &done, H264_FRAME);
+        server.producers = Producers::start(&server.cfg, &mut server.fanout, &done, PRODUCER_FRAME);
         server.discovery = onvif::discovery::start(&server.cfg, r, DISCOVERY, ADDRESS_CHANGES);
         let r = server.poll.registry();
         server.listeners.register(r, LISTENER, HTTP_LISTENER)?;
@@ -254,15 +249,8 @@ impl Server {
                         d.netlink_readable();
                     }
                 }
-                WORKER_DONE => {
-                    // Each takes what its worker finished, if anything.
-                    if let Some(s) = &mut self.sub {
-                        s.done(&mut self.fanout);
-                    }
-                    if let Some(s) = &mut self.h264 {
-                        s.done(&mut self.fanout);
-                    }
-                }
+                // Each takes what its worker finished, if anything.
+                WORKER_DONE => self.producers.done(&mut self.fanout),
                 SOURCE => self.source_readable()?,
                 SIGNAL => {
                     log::info!("stopping");
@@ -307,21 +295,11 @@ impl Server {
         let Some(mut source) = self.source.take() else {
             return Ok(());
         };
-        if let Some(s) = &mut self.sub {
-            s.follow_watchers(&mut self.fanout);
-        }
-        if let Some(s) = &mut self.h264 {
-            s.follow_watchers(&mut self.fanout);
-        }
-        source.want_raw(self.h264.as_ref().is_some_and(|h| h.wants_raw()));
-        let (fanout, h264, sub) = (&mut self.fanout, &mut self.h264, &mut self.sub);
+        self.producers.follow_watchers(&mut self.fanout);
+        source.want_raw(self.producers.wants_raw());
+        let (fanout, producers) = (&mut self.fanout, &mut self.producers);
         let r = source.ready(&mut |f| {
-            if let Some(h) = h264.as_mut() {
-                h.captured(&f);
-            }
-            if let Some(s) = sub.as_mut() {
-                s.captured(&f);
-            }
+            producers.captured(&f);
             fanout.captured(f)
         });
         self.note_camera(&*source);
@@ -352,16 +330,7 @@ impl Server {
             let ready = std::mem::take(&mut self.ready);
             for &t in &ready {
                 match (t, conn::of_token(t)) {
-                    (SUB_FRAME, _) => {
-                        if let Some(s) = &mut self.sub {
-                            s.frame_ready(&mut self.fanout);
-                        }
-                    }
-                    (H264_FRAME, _) => {
-                        if let Some(s) = &mut self.h264 {
-                            s.frame_ready(&mut self.fanout);
-                        }
-                    }
+                    (PRODUCER_FRAME, _) => self.producers.frame_ready(&mut self.fanout),
                     (_, Some(ci)) => self.flush(ci),
                     _ => {}
                 }
@@ -521,7 +490,7 @@ impl Server {
                     admission: &self.admission,
                     rtsp: self.rtsp.counts(&self.conns),
                     http: self.http.counts(),
-                    sub_path: self.sub.as_ref().map_or("", |_| substream::PATH),
+                    sub_path: self.producers.sub_path(),
                     camera_mode: &self.camera_mode,
                     rtsp_port: self.rtsp_addr().map_or(self.cfg.rtsp_port, |a| a.port()),
                     http_port: self.http_addr().map_or(self.cfg.http_port, |a| a.port()),
@@ -536,8 +505,7 @@ impl Server {
                     onvif::Context {
                         cfg: &self.cfg,
                         fanout: &mut self.fanout,
-                        sub: self.sub.as_mut(),
-                        h264: self.h264.as_mut(),
+                        producers: &mut self.producers,
                     },
                 );
                 let ctx = &mut ctx!(self);

@@ -18,6 +18,7 @@ use anyhow::Result;
 use camstream_h264::AccessUnit;
 use mio::{Token, Waker};
 
+use super::Producer;
 use crate::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
 use super::i420::sub_size;
 use crate::random::random_u64;
@@ -324,26 +325,6 @@ impl H264Stream {
         })
     }
 
-    /// Whether it takes the camera's raw pictures: the main stream's size
-    /// only, and only while someone watches.
-    pub fn wants_raw(&self) -> bool {
-        self.shape.size.is_none() && !self.resting
-    }
-
-    /// A frame came from the source: its raw picture, if it has one and
-    /// it is wanted, is kept for when its JPEG comes for the encoder
-    /// (which then need not decode it).
-    pub fn captured(&mut self, f: &CapturedFrame<'_>) {
-        self.raw_of = None;
-        self.full_range = f.full_range;
-        if !self.wants_raw() {
-            return;
-        }
-        if let Some(raw) = &f.raw {
-            self.raw_of = raw.pack(&mut self.raw).map(|size| (f.captured, size));
-        }
-    }
-
     /// What it is made as.
     pub fn shape(&self) -> Shape {
         self.shape
@@ -396,10 +377,32 @@ impl H264Stream {
         self.shape = shape;
         Ok(())
     }
+}
+
+impl Producer for H264Stream {
+    /// Whether it takes the camera's raw pictures: the main stream's size
+    /// only, and only while someone watches.
+    fn wants_raw(&self) -> bool {
+        self.shape.size.is_none() && !self.resting
+    }
+
+    /// A frame came from the source: its raw picture, if it has one and
+    /// it is wanted, is kept for when its JPEG comes for the encoder
+    /// (which then need not decode it).
+    fn captured(&mut self, f: &CapturedFrame<'_>) {
+        self.raw_of = None;
+        self.full_range = f.full_range;
+        if !self.wants_raw() {
+            return;
+        }
+        if let Some(raw) = &f.raw {
+            self.raw_of = raw.pack(&mut self.raw).map(|size| (f.captured, size));
+        }
+    }
 
     /// Encoded only while someone watches it; the encoder's memory goes
     /// when the last client does.
-    pub fn follow_watchers(&mut self, fanout: &mut Fanout) {
+    fn follow_watchers(&mut self, fanout: &mut Fanout) {
         let watched = fanout.watched(self.id);
         fanout.set_active(self.subscription, watched);
         if watched {
@@ -413,7 +416,7 @@ impl H264Stream {
 
     /// A main-stream frame came for it: to the worker, if it is free (else
     /// it waits, replaced by any newer one, until the worker is done).
-    pub fn frame_ready(&mut self, fanout: &mut Fanout) {
+    fn frame_ready(&mut self, fanout: &mut Fanout) {
         if self.worker.busy() {
             return;
         }
@@ -447,7 +450,7 @@ impl H264Stream {
 
     /// The worker finished an access unit: published to the stream's
     /// clients.
-    pub fn done(&mut self, fanout: &mut Fanout) {
+    fn done(&mut self, fanout: &mut Fanout) {
         let Some(mut done) = self.worker.take() else {
             return;
         };

@@ -14,6 +14,7 @@ use anyhow::Result;
 use mio::{Token, Waker};
 
 use crate::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
+use super::Producer;
 use super::h264::{H264Stream, Shape};
 use super::i420::sub_size;
 use crate::random::random_u64;
@@ -69,32 +70,37 @@ impl Sub {
         }
     }
 
-    pub fn follow_watchers(&mut self, fanout: &mut Fanout) {
+    fn producer(&mut self) -> &mut dyn Producer {
         match self {
-            Sub::Jpeg(s) => s.follow_watchers(fanout),
-            Sub::H264(s) => s.follow_watchers(fanout),
+            Sub::Jpeg(s) => s,
+            Sub::H264(s) => s,
         }
     }
 
-    /// A frame came from the source (as [`H264Stream::captured`]).
-    pub fn captured(&mut self, f: &CapturedFrame<'_>) {
-        if let Sub::H264(s) = self {
-            s.captured(f);
+}
+
+impl Producer for Sub {
+    fn follow_watchers(&mut self, fanout: &mut Fanout) {
+        self.producer().follow_watchers(fanout);
+    }
+
+    fn captured(&mut self, f: &CapturedFrame<'_>) {
+        self.producer().captured(f);
+    }
+
+    fn wants_raw(&self) -> bool {
+        match self {
+            Sub::Jpeg(s) => s.wants_raw(),
+            Sub::H264(s) => s.wants_raw(),
         }
     }
 
-    pub fn frame_ready(&mut self, fanout: &mut Fanout) {
-        match self {
-            Sub::Jpeg(s) => s.frame_ready(fanout),
-            Sub::H264(s) => s.frame_ready(fanout),
-        }
+    fn frame_ready(&mut self, fanout: &mut Fanout) {
+        self.producer().frame_ready(fanout);
     }
 
-    pub fn done(&mut self, fanout: &mut Fanout) {
-        match self {
-            Sub::Jpeg(s) => s.done(fanout),
-            Sub::H264(s) => s.done(fanout),
-        }
+    fn done(&mut self, fanout: &mut Fanout) {
+        self.producer().done(fanout);
     }
 }
 
@@ -162,51 +168,6 @@ impl SubStream {
         })
     }
 
-    /// Made only while someone watches it: its subscription to the main
-    /// stream follows whether the sub-stream has a client playing.
-    pub fn follow_watchers(&mut self, fanout: &mut Fanout) {
-        let watched = fanout.watched(self.id);
-        fanout.set_active(self.subscription, watched);
-    }
-
-    /// A main-stream frame came for it: to the worker, if it is free (else
-    /// it waits, replaced by any newer one, until the worker is done).
-    pub fn frame_ready(&mut self, fanout: &mut Fanout) {
-        if self.worker.busy() {
-            return;
-        }
-        if let Some(frame) = fanout.next(self.subscription) {
-            self.worker.offer(frame.jpeg(), frame.captured, false);
-        }
-    }
-
-    /// The worker finished a frame: published to the sub-stream's clients.
-    pub fn done(&mut self, fanout: &mut Fanout) {
-        let Some(done) = self.worker.take() else {
-            return;
-        };
-        self.cpu += done.took;
-        match done.made {
-            Ok(()) => match camstream_rtp::jpeg::parse(&done.out) {
-                Ok(parsed) => {
-                    self.frames += 1;
-                    fanout.publish(self.id, &parsed, done.captured, Mono::now());
-                }
-                Err(e) => {
-                    self.failed += 1;
-                    log::warn!("sub-stream: its own frame does not parse: {e:?}");
-                }
-            },
-            Err(e) => {
-                self.failed += 1;
-                log::debug!("sub-stream: {e}");
-            }
-        }
-        self.worker.give_back(done.out);
-        // A frame that came while it worked.
-        self.frame_ready(fanout);
-    }
-
     /// New size, rate and quality (ONVIF's SetVideoEncoderConfiguration):
     /// a new encoder on a new worker (the old one finishes its frame and
     /// ends first); clients already playing get frames of the new size,
@@ -232,5 +193,52 @@ impl SubStream {
         );
         self.cfg = cfg;
         Ok(())
+    }
+}
+
+impl Producer for SubStream {
+    /// Made only while someone watches it: its subscription to the main
+    /// stream follows whether the sub-stream has a client playing.
+    fn follow_watchers(&mut self, fanout: &mut Fanout) {
+        let watched = fanout.watched(self.id);
+        fanout.set_active(self.subscription, watched);
+    }
+
+    /// A main-stream frame came for it: to the worker, if it is free (else
+    /// it waits, replaced by any newer one, until the worker is done).
+    fn frame_ready(&mut self, fanout: &mut Fanout) {
+        if self.worker.busy() {
+            return;
+        }
+        if let Some(frame) = fanout.next(self.subscription) {
+            self.worker.offer(frame.jpeg(), frame.captured, false);
+        }
+    }
+
+    /// The worker finished a frame: published to the sub-stream's clients.
+    fn done(&mut self, fanout: &mut Fanout) {
+        let Some(done) = self.worker.take() else {
+            return;
+        };
+        self.cpu += done.took;
+        match done.made {
+            Ok(()) => match camstream_rtp::jpeg::parse(&done.out) {
+                Ok(parsed) => {
+                    self.frames += 1;
+                    fanout.publish(self.id, &parsed, done.captured, Mono::now());
+                }
+                Err(e) => {
+                    self.failed += 1;
+                    log::warn!("sub-stream: its own frame does not parse: {e:?}");
+                }
+            },
+            Err(e) => {
+                self.failed += 1;
+                log::debug!("sub-stream: {e}");
+            }
+        }
+        self.worker.give_back(done.out);
+        // A frame that came while it worked.
+        self.frame_ready(fanout);
     }
 }

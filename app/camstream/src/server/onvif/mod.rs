@@ -18,10 +18,9 @@ mod services;
 use std::net::SocketAddr;
 
 use crate::fanout::Fanout;
-use crate::media::h264::H264Stream;
+use crate::media::Producers;
 use super::host::hostname;
 use crate::random::random_fill;
-use crate::media::substream::Sub;
 use crate::clock::wall_now;
 use crate::config::Config;
 
@@ -143,8 +142,7 @@ pub enum Answer {
 pub struct Context<'a> {
     pub cfg: &'a Config,
     pub fanout: &'a mut Fanout,
-    pub sub: Option<&'a mut Sub>,
-    pub h264: Option<&'a mut H264Stream>,
+    pub producers: &'a mut Producers,
 }
 
 impl Default for Onvif {

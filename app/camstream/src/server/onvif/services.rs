@@ -65,8 +65,8 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
     let token = soap.arg_attr(&["Configuration"], "token").unwrap_or("");
     let known = match token {
         "main" => true,
-        substream::PATH => ctx.sub.is_some(),
-        h264::PATH => ctx.h264.is_some(),
+        substream::PATH => ctx.producers.sub.is_some(),
+        h264::PATH => ctx.producers.h264.is_some(),
         _ => false,
     };
     if !known {
@@ -95,7 +95,7 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
     if num(&["Configuration", "RateControl", "EncodingInterval"])?.is_some_and(|i| i != 1) {
         return Err(bad("an EncodingInterval outside EncodingIntervalRange"));
     }
-    let sub_h264 = matches!(ctx.sub.as_deref(), Some(Sub::H264(_)));
+    let sub_h264 = matches!(ctx.producers.sub.as_ref(), Some(Sub::H264(_)));
     let encoding = if token == h264::PATH || (token == substream::PATH && sub_h264) {
         "H264"
     } else {
@@ -114,7 +114,7 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
     let h = num(&["Configuration", "Resolution", "Height"])?;
     let fps = num(&["Configuration", "RateControl", "FrameRateLimit"])?;
     let main = ctx.fanout.stream(StreamId::MAIN).info;
-    match (token, ctx.sub.as_deref()) {
+    match (token, ctx.producers.sub.as_ref()) {
         ("sub", Some(sub)) => {
             // Size, rate and quality, whatever the codec: among the
             // options (H.264's quality is its bit rate: one value).
@@ -135,7 +135,7 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
                 return Err(bad("a frame rate outside FrameRateRange"));
             }
             let changed = |e: anyhow::Error| Fault::receiver(&["ter:Action"], &format!("{e:#}"));
-            match ctx.sub.as_deref_mut() {
+            match ctx.producers.sub.as_mut() {
                 Some(Sub::H264(sub)) => {
                     let (kbit, gov) = h264_change(soap, sub.settings(), num)?;
                     let mut shape = sub.shape();
@@ -173,7 +173,7 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
                 ))
             }
         }
-        (h264::PATH, _) if ctx.h264.is_some() => {
+        (h264::PATH, _) if ctx.producers.h264.is_some() => {
             let same = w.is_none_or(|w| w == u32::from(main.width & !1))
                 && h.is_none_or(|h| h == u32::from(main.height & !1))
                 && fps.is_none_or(|f| f == ctx.cfg.source.fps)
@@ -184,7 +184,7 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
                      and its quality is its bit rate",
                 ));
             }
-            let Some(stream) = ctx.h264.as_deref_mut() else {
+            let Some(stream) = ctx.producers.h264.as_mut() else {
                 unreachable!("matched above");
             };
             let (kbit, gov) = h264_change(soap, stream.settings(), num)?;
@@ -277,10 +277,10 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
         h264: None,
     };
     let mut profiles = vec![main];
-    if let Some(sub) = ctx.sub.as_deref() {
+    if let Some(sub) = ctx.producers.sub.as_ref() {
         profiles.push(sub_profile(sub, ctx.fanout));
     }
-    if let Some(stream) = ctx.h264.as_deref() {
+    if let Some(stream) = ctx.producers.h264.as_ref() {
         profiles.push(h264_profile(stream, ctx.fanout, h264::PATH));
     }
     let profile_arg = || -> Result<&Profile, Fault> {
@@ -341,7 +341,7 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
                 554 => String::new(),
                 p => format!(":{p}"),
             };
-            let path = match (p.token.as_str(), ctx.sub.as_deref()) {
+            let path = match (p.token.as_str(), ctx.producers.sub.as_ref()) {
                 ("sub", Some(sub)) => ctx.fanout.stream(sub.id()).name.as_str(),
                 (h264::PATH, _) => h264::PATH,
                 _ => ctx.fanout.stream(StreamId::MAIN).name.as_str(),

@@ -1,7 +1,7 @@
 //! The fan-out: frames come in, each is made sendable and built once
 //! ([`SharedFrame`]: RTP packets for RTSP, the JPEG file for HTTP), and its
 //! reference is queued to every subscriber of its stream. Who subscribes
-//! (an RTSP session, an MJPEG stream, a snapshot, the sub-stream's encoder)
+//! (an RTSP session, an MJPEG stream, a snapshot)
 //! is not its business: a subscriber gives a token to be woken by, and
 //! takes its frames with [`Fanout::next`] when it can send them, as
 //! ustreamer's stream publishes a frame its HTTP server pulls. A queue is
@@ -9,6 +9,7 @@
 //! first, and never holds back the others.
 
 pub(crate) mod frame;
+mod pace;
 
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -20,6 +21,7 @@ use mio::Token;
 
 use frame::Pool;
 pub use frame::{RECORD_PREFIX, SharedFrame};
+pub use pace::Pace;
 
 use crate::table::{Id, Table};
 use crate::clock::{Mono, RtpClock};
@@ -180,12 +182,11 @@ pub struct Subscription {
     /// Given back by [`Fanout::take_ready`] when a frame is queued to it.
     pub wake: Token,
     pub label: Label,
-    /// At most one frame this often (MJPEG's `?fps`, the sub-stream's rate).
+    /// At most one frame this often (MJPEG's `?fps`).
     pub every: Option<Duration>,
     /// Frames its queue holds; None: client_queue.
     pub queue: Option<usize>,
-    /// A streaming client (what max_clients counts), not a snapshot or the
-    /// sub-stream's encoder.
+    /// A streaming client (what max_clients counts), not a snapshot.
     pub client: bool,
     /// Frames are queued only while active (an RTSP session between PLAY
     /// and PAUSE).
@@ -196,8 +197,7 @@ pub struct Subscriber {
     stream: StreamId,
     wake: Token,
     label: Label,
-    every: Option<Duration>,
-    next_due: Mono,
+    pace: Pace,
     client: bool,
     active: bool,
     limit: usize,
@@ -307,15 +307,11 @@ impl Fanout {
     }
 
     /// A frame from the source: made sendable (or refused, counted) and
-    /// published on the main stream.
-    pub fn captured(&mut self, f: CapturedFrame<'_>) {
+    /// published on the main stream; the frame as its clients have it.
+    pub fn captured(&mut self, f: &CapturedFrame<'_>) -> Option<Rc<SharedFrame>> {
         let entered = Mono::now();
-        let Some(jpeg) = self.intake.take(f.jpeg) else {
-            return;
-        };
-        let Some(main) = self.streams.first_mut() else {
-            return;
-        };
+        let jpeg = self.intake.take(f.jpeg)?;
+        let main = self.streams.first_mut()?;
         publish(
             main,
             &mut self.subscribers,
@@ -324,15 +320,15 @@ impl Fanout {
             &jpeg,
             f.captured,
             entered,
-        );
+        )
     }
 
-    /// A frame of a stream made here (the sub-stream's).
+    /// A frame of a JPEG stream a producer made (the sub-stream's).
     pub fn publish(&mut self, id: StreamId, jpeg: &Jpeg<'_>, captured: Mono, entered: Mono) {
         let Some(stream) = self.streams.get_mut(usize::from(id.0)) else {
             return;
         };
-        publish(
+        let _ = publish(
             stream,
             &mut self.subscribers,
             &mut self.ready,
@@ -343,7 +339,7 @@ impl Fanout {
         );
     }
 
-    /// An access unit of an H.264 stream made here.
+    /// An access unit of an H.264 stream a producer made.
     pub fn publish_h264(
         &mut self,
         id: StreamId,
@@ -382,8 +378,7 @@ impl Fanout {
             stream: s.stream,
             wake: s.wake,
             label: s.label,
-            every: s.every,
-            next_due: Mono(0),
+            pace: Pace::new(s.every),
             client: s.client,
             active: false,
             limit,
@@ -423,8 +418,8 @@ impl Fanout {
         };
         match stream.latest(now) {
             Some(f) if f.key => {
-                s.next_due = f.captured;
-                advance(s, f.captured);
+                s.pace.restart(f.captured);
+                s.pace.advance(f.captured);
                 s.queue.push_back(f.clone());
                 self.ready.push(s.wake);
             }
@@ -435,13 +430,6 @@ impl Fanout {
                 s.need_key = true;
                 stream.key_wanted = true;
             }
-        }
-    }
-
-    /// At most one frame this often from now on.
-    pub fn set_every(&mut self, id: SubscriberId, every: Option<Duration>) {
-        if let Some(s) = self.subscribers.get_mut(id) {
-            s.every = every;
         }
     }
 
@@ -518,8 +506,8 @@ impl Fanout {
         }
     }
 
-    /// Whether a client is active on `stream` (the sub-stream is made only
-    /// while someone watches it).
+    /// Whether a client is active on `stream` (a producer makes its
+    /// stream only while someone watches it).
     pub fn watched(&self, stream: StreamId) -> bool {
         self.subscribers
             .iter()
@@ -549,7 +537,7 @@ fn publish(
     jpeg: &Jpeg<'_>,
     captured: Mono,
     entered: Mono,
-) {
+) -> Option<Rc<SharedFrame>> {
     if (jpeg.width, jpeg.height) != (stream.info.width, stream.info.height)
         && !stream.warned_size_change
     {
@@ -564,10 +552,11 @@ fn publish(
     }
     let ts = stream.clock.timestamp(captured);
     let Packetizer::Jpeg(packetizer) = &mut stream.packetizer else {
-        return;
+        return None;
     };
     let frame = SharedFrame::build(&stream.pool, packetizer, jpeg, ts, captured, entered);
-    queue(stream, subscribers, ready, labels, frame);
+    queue(stream, subscribers, ready, labels, frame.clone());
+    Some(frame)
 }
 
 /// Queues `frame` of `stream` to each of its active subscribers that is
@@ -590,11 +579,11 @@ fn queue(
         if s.need_key && !frame.key {
             continue;
         }
-        if !due(s, captured) {
+        if !s.pace.due(captured) {
             continue;
         }
         s.need_key = false;
-        advance(s, captured);
+        s.pace.advance(captured);
         if s.queue.len() >= s.limit {
             if frame.key {
                 s.queue.pop_front();
@@ -618,28 +607,6 @@ fn queue(
         }
         s.queue.push_back(frame.clone());
         ready.push(s.wake);
-    }
-}
-
-/// Whether a frame captured at `captured` is one `s` takes. Frames come
-/// a little early or late: one within a tenth of its interval before its
-/// slot counts for it.
-fn due(s: &Subscriber, captured: Mono) -> bool {
-    s.every
-        .is_none_or(|every| captured.add(every / 10) >= s.next_due)
-}
-
-/// After taking a frame captured at `captured`: its slot's successor. The
-/// slots stay n intervals after the first frame taken, so over a minute
-/// it takes the rate asked for to within a frame (moving each slot to
-/// the frame taken drifts by the tolerance: 5.6 a second for 5).
-fn advance(s: &mut Subscriber, captured: Mono) {
-    if let Some(every) = s.every {
-        s.next_due = s.next_due.add(every);
-        // After a pause, from now on rather than a burst to catch up.
-        if s.next_due <= captured {
-            s.next_due = captured.add(every);
-        }
     }
 }
 
@@ -682,7 +649,7 @@ mod tests {
         let main = Stream::new("stream", INFO, 1400, 4, [1, 2, 3, 4]).unwrap();
         let mut f = Fanout::new(80, 2, main).unwrap();
         let id = f.add_stream(Stream::h264("h264", INFO, 1400, 4, [5, 6, 7, 8]).unwrap());
-        let label = f.label("sub-stream");
+        let label = f.label("rtsp");
         let every = Duration::from_millis(200);
         let s = f.subscribe(Subscription {
             stream: id,

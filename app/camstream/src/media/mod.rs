@@ -11,41 +11,49 @@ mod i420;
 pub mod substream;
 mod worker;
 
+use std::rc::Rc;
 use std::sync::Arc;
 
-use mio::{Token, Waker};
+use mio::Waker;
 
 use crate::config::Config;
-use crate::fanout::Fanout;
-use crate::source::CapturedFrame;
+use crate::fanout::{Fanout, SharedFrame};
+use crate::source::Raw;
 use h264::H264Stream;
 use substream::Sub;
 
-/// A stream made of the main stream's frames.
-pub trait Producer {
-    /// Subscribed to the main stream only while its own stream has a
-    /// client playing; lets go of its encoder's memory when none has.
-    fn follow_watchers(&mut self, fanout: &mut Fanout);
+/// The main stream's picture as producers take it: its frame (the JPEG
+/// its clients get) and, where the source had one, the raw picture it was
+/// encoded from, borrowed from the source until the call returns.
+pub struct MainPicture<'a> {
+    pub frame: &'a Rc<SharedFrame>,
+    pub raw: Option<Raw<'a>>,
+    /// Its samples span the full range (JPEG's); else video range.
+    pub full_range: bool,
+}
 
-    /// A frame came from the source, before the fan-out has it: what an
-    /// encoder takes of it besides the JPEG (its raw picture).
-    fn captured(&mut self, _f: &CapturedFrame<'_>) {}
+/// A stream made of the main stream's pictures.
+pub trait Producer {
+    /// Made only while its own stream has a client playing; lets go of its
+    /// encoder's memory when none has.
+    fn follow_watchers(&mut self, fanout: &mut Fanout);
 
     /// Whether it would take the source's raw pictures now.
     fn wants_raw(&self) -> bool {
         false
     }
 
-    /// A main-stream frame may be queued for it: to its worker, if free.
-    fn frame_ready(&mut self, fanout: &mut Fanout);
+    /// A picture of the main stream, as it is published: to its worker
+    /// if it is free and the picture is due (its rate), else kept until
+    /// the worker is done, in place of an older one.
+    fn picture(&mut self, pic: &MainPicture<'_>, fanout: &mut Fanout);
 
     /// Its worker may have finished a frame: published.
     fn done(&mut self, fanout: &mut Fanout);
 }
 
 /// The producers the config asks for. Each wakes the event loop with
-/// `done` when its worker finishes a frame, and subscribes to the main
-/// stream with `wake`.
+/// `done` when its worker finishes a frame.
 #[derive(Default)]
 pub struct Producers {
     /// The detection sub-stream, unless [streams.sub] turns it off.
@@ -55,10 +63,10 @@ pub struct Producers {
 }
 
 impl Producers {
-    pub fn start(cfg: &Config, fanout: &mut Fanout, done: &Arc<Waker>, wake: Token) -> Producers {
+    pub fn start(cfg: &Config, fanout: &mut Fanout, done: &Arc<Waker>) -> Producers {
         Producers {
-            sub: substream::start(cfg, fanout, done, wake),
-            h264: h264::start(cfg, fanout, done, wake),
+            sub: substream::start(cfg, fanout, done),
+            h264: h264::start(cfg, fanout, done),
         }
     }
 
@@ -72,16 +80,12 @@ impl Producers {
         self.each().for_each(|p| p.follow_watchers(fanout));
     }
 
-    pub fn captured(&mut self, f: &CapturedFrame<'_>) {
-        self.each().for_each(|p| p.captured(f));
+    pub fn picture(&mut self, pic: &MainPicture<'_>, fanout: &mut Fanout) {
+        self.each().for_each(|p| p.picture(pic, fanout));
     }
 
     pub fn wants_raw(&mut self) -> bool {
         self.each().any(|p| p.wants_raw())
-    }
-
-    pub fn frame_ready(&mut self, fanout: &mut Fanout) {
-        self.each().for_each(|p| p.frame_ready(fanout));
     }
 
     pub fn done(&mut self, fanout: &mut Fanout) {

@@ -45,7 +45,7 @@ use conn::After;
 use conn::{Conn, ConnId, Conns, Kind, Port};
 use ctx::Ctx;
 use crate::fanout::{Fanout, Stream};
-use crate::media::Producers;
+use crate::media::{MainPicture, Producers};
 use gate::Gate;
 use http::{Handoff, Http};
 use listen::Listeners;
@@ -67,8 +67,6 @@ const ADDRESS_CHANGES: Token = Token(8);
 /// A producer's worker finished a frame: one waker for all, as mio allows
 /// one per poll.
 const WORKER_DONE: Token = Token(9);
-/// The fan-out queued a main-stream frame for a producer.
-const PRODUCER_FRAME: Token = Token(10);
 
 /// How long a connection closing after an error may take to drain.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -172,7 +170,7 @@ impl Server {
         };
         let r = server.poll.registry();
         let done = std::sync::Arc::new(mio::Waker::new(r, WORKER_DONE)?);
-        server.producers = Producers::start(&server.cfg, &mut server.fanout, &done, PRODUCER_FRAME);
+        server.producers = Producers::start(&server.cfg, &mut server.fanout, &done);
         server.discovery = onvif::discovery::start(&server.cfg, r, DISCOVERY, ADDRESS_CHANGES);
         let r = server.poll.registry();
         server.listeners.register(r, LISTENER, HTTP_LISTENER)?;
@@ -299,8 +297,16 @@ impl Server {
         source.want_raw(self.producers.wants_raw());
         let (fanout, producers) = (&mut self.fanout, &mut self.producers);
         let r = source.ready(&mut |f| {
-            producers.captured(&f);
-            fanout.captured(f)
+            // Published on the main stream, then to the producers as its
+            // clients have it, the raw picture beside it.
+            if let Some(frame) = fanout.captured(&f) {
+                let pic = MainPicture {
+                    frame: &frame,
+                    raw: f.raw,
+                    full_range: f.full_range,
+                };
+                producers.picture(&pic, fanout);
+            }
         });
         self.note_camera(&*source);
         self.source = Some(source);
@@ -318,9 +324,8 @@ impl Server {
         }
     }
 
-    /// Frames the fan-out queued: each subscriber's connection is flushed
-    /// (the sub-stream's encoder takes its own); then what that closed is
-    /// finished.
+    /// Frames the fan-out queued: each subscriber's connection is flushed;
+    /// then what that closed is finished.
     fn wake_subscribers(&mut self) {
         loop {
             self.fanout.take_ready(&mut self.ready);
@@ -328,12 +333,8 @@ impl Server {
                 break;
             }
             let ready = std::mem::take(&mut self.ready);
-            for &t in &ready {
-                match (t, conn::of_token(t)) {
-                    (PRODUCER_FRAME, _) => self.producers.frame_ready(&mut self.fanout),
-                    (_, Some(ci)) => self.flush(ci),
-                    _ => {}
-                }
+            for ci in ready.iter().filter_map(|&t| conn::of_token(t)) {
+                self.flush(ci);
             }
             self.ready = ready;
         }

@@ -11,22 +11,23 @@
 mod encoder;
 mod kernel;
 
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
 use camstream_h264::AccessUnit;
-use mio::{Token, Waker};
+use mio::Waker;
 
-use super::Producer;
-use crate::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
+use super::{MainPicture, Producer};
+use crate::fanout::{Fanout, Pace, SharedFrame, Stream, StreamId};
 use super::i420::sub_size;
 use crate::random::random_u64;
 use super::worker::{Encode, Picture, Worker};
 use crate::clock::Mono;
 use crate::config::{Config, H264Settings};
 use crate::source::v4l2::m2m::{self, Choice};
-use crate::source::{CapturedFrame, StreamInfo};
+use crate::source::StreamInfo;
 #[cfg(feature = "h264")]
 use encoder::H264Encoder;
 use kernel::KernelEncoder;
@@ -60,7 +61,6 @@ pub fn start(
     cfg: &Config,
     fanout: &mut Fanout,
     done: &Arc<Waker>,
-    wake: Token,
 ) -> Option<H264Stream> {
     let settings = cfg.h264.clone()?;
     let shape = Shape {
@@ -70,7 +70,7 @@ pub fn start(
         // The camera's rate, as the main stream has it.
         fps: fanout.stream(StreamId::MAIN).info.fps,
     };
-    match H264Stream::start(settings, shape, cfg.mtu, fanout, done, wake) {
+    match H264Stream::start(settings, shape, cfg.mtu, fanout, done) {
         Ok(s) => Some(s),
         Err(e) => {
             log::warn!("no H.264 stream: {e:#}");
@@ -125,11 +125,17 @@ impl Shape {
     }
 }
 
+/// A main-stream frame kept for the worker, and the size of its raw
+/// picture where that is kept too.
+type Pending = (Rc<SharedFrame>, Option<(usize, usize)>);
+
 pub struct H264Stream {
     /// Its stream on the fan-out.
     pub id: StreamId,
-    /// Of the main stream.
-    subscription: SubscriberId,
+    /// Which of the main stream's pictures it takes (its rate).
+    pace: Pace,
+    /// Someone plays its stream: it encodes.
+    watched: bool,
     worker: Worker,
     /// The encoder was told to let go of its memory since the last client.
     resting: bool,
@@ -138,10 +144,11 @@ pub struct H264Stream {
     settings: H264Settings,
     shape: Shape,
     waker: Arc<Waker>,
-    /// The newest frame's raw picture (packed 4:2:0) and when it was
-    /// captured, kept until its JPEG comes through the fan-out.
+    /// The picture that came while the worker was busy, the newest, for
+    /// when it is done: the main stream's frame, and its raw picture
+    /// (packed 4:2:0, in `raw`) where the source had one.
+    pending: Option<Pending>,
     raw: Vec<u8>,
-    raw_of: Option<(Mono, (usize, usize))>,
     /// A raw picture was offered (logged once).
     offered_raw: bool,
     /// The camera's samples span the full range (JPEG's): the SPS says
@@ -271,15 +278,13 @@ fn may_force(last: Option<Mono>, now: Mono) -> bool {
 }
 
 impl H264Stream {
-    /// Starts its worker, which wakes the event loop with `done`; main
-    /// frames for it wake it with `wake`.
+    /// Starts its worker, which wakes the event loop with `done`.
     pub fn start(
         cfg: H264Settings,
         shape: Shape,
         mtu: usize,
         fanout: &mut Fanout,
         done: &Arc<Waker>,
-        wake: Token,
     ) -> Result<H264Stream> {
         let main = fanout.stream(StreamId::MAIN).info;
         let size = shape.picture(main);
@@ -288,16 +293,6 @@ impl H264Stream {
         let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
         let info = shape.info(main);
         let id = fanout.add_stream(Stream::h264(shape.path, info, mtu, 4, ids)?);
-        let label = fanout.label(shape.name);
-        let subscription = fanout.subscribe(Subscription {
-            stream: StreamId::MAIN,
-            wake,
-            label,
-            every: shape.every(main),
-            queue: Some(1),
-            client: false,
-            active: false,
-        });
         log::info!(
             "{}: {}x{} at {} fps, {} kbit/s, a key frame every {} frames, \
              encoded by {by}, rtsp://CAMERA/{}",
@@ -311,15 +306,16 @@ impl H264Stream {
         );
         Ok(H264Stream {
             id,
-            subscription,
+            pace: Pace::new(shape.every(main)),
+            watched: false,
             worker: Worker::start(enc, shape.path, waker.clone())?,
             resting: true,
             forced: None,
             settings: cfg,
             shape,
             waker,
+            pending: None,
             raw: Vec::new(),
-            raw_of: None,
             offered_raw: false,
             full_range: false,
         })
@@ -364,7 +360,8 @@ impl H264Stream {
         self.resting = true;
         self.forced = Some(now);
         fanout.stream_mut(self.id).info = shape.info(main);
-        fanout.set_every(self.subscription, shape.every(main));
+        self.pace.set(shape.every(main));
+        self.pending = None;
         log::info!(
             "{} now {}x{} at {} fps, {} kbit/s, a key frame every {gop} frames, encoded by {by}",
             shape.name,
@@ -377,79 +374,85 @@ impl H264Stream {
         self.shape = shape;
         Ok(())
     }
+
+    /// The picture kept, to the worker, if it is free.
+    fn offer(&mut self, fanout: &mut Fanout) {
+        if self.worker.busy() {
+            return;
+        }
+        let Some((frame, raw)) = self.pending.take() else {
+            return;
+        };
+        let now = Mono::now();
+        let key = may_force(self.forced, now) && fanout.take_key_wanted(self.id);
+        if raw.is_some() && !self.offered_raw {
+            // Once: a source with raw pictures has them from its next
+            // frame after someone starts watching.
+            self.offered_raw = true;
+            log::info!(
+                "{}: encoding the camera's raw pictures (no JPEG decode)",
+                self.shape.name
+            );
+        }
+        let offered = match raw {
+            Some(size) => self
+                .worker
+                .offer_i420(&mut self.raw, size, frame.captured, key),
+            None => self.worker.offer(frame.jpeg(), frame.captured, key),
+        };
+        if !offered {
+            // Asked again with the next picture.
+            fanout.stream_mut(self.id).key_wanted |= key;
+        } else if key {
+            self.forced = Some(now);
+        }
+    }
 }
 
 impl Producer for H264Stream {
     /// Whether it takes the camera's raw pictures: the main stream's size
     /// only, and only while someone watches.
     fn wants_raw(&self) -> bool {
-        self.shape.size.is_none() && !self.resting
-    }
-
-    /// A frame came from the source: its raw picture, if it has one and
-    /// it is wanted, is kept for when its JPEG comes for the encoder
-    /// (which then need not decode it).
-    fn captured(&mut self, f: &CapturedFrame<'_>) {
-        self.raw_of = None;
-        self.full_range = f.full_range;
-        if !self.wants_raw() {
-            return;
-        }
-        if let Some(raw) = &f.raw {
-            self.raw_of = raw.pack(&mut self.raw).map(|size| (f.captured, size));
-        }
+        self.shape.size.is_none() && self.watched
     }
 
     /// Encoded only while someone watches it; the encoder's memory goes
     /// when the last client does.
     fn follow_watchers(&mut self, fanout: &mut Fanout) {
         let watched = fanout.watched(self.id);
-        fanout.set_active(self.subscription, watched);
+        if watched && !self.watched {
+            self.pace.restart(Mono(0));
+        }
+        self.watched = watched;
         if watched {
             self.resting = false;
-        } else if !self.resting {
-            self.resting = self.worker.rest();
-            self.raw = Vec::new();
-            self.raw_of = None;
+        } else {
+            self.pending = None;
+            if !self.resting {
+                self.resting = self.worker.rest();
+                self.raw = Vec::new();
+            }
         }
     }
 
-    /// A main-stream frame came for it: to the worker, if it is free (else
-    /// it waits, replaced by any newer one, until the worker is done).
-    fn frame_ready(&mut self, fanout: &mut Fanout) {
-        if self.worker.busy() {
+    /// A main-stream picture, at its rate: to the worker if it is free,
+    /// else kept (in place of an older one) until it is.
+    fn picture(&mut self, pic: &MainPicture<'_>, fanout: &mut Fanout) {
+        if !self.watched || !self.pace.take(pic.frame.captured) {
             return;
         }
-        if let Some(frame) = fanout.next(self.subscription) {
-            let now = Mono::now();
-            let key = may_force(self.forced, now) && fanout.take_key_wanted(self.id);
-            let raw = self.raw_of.take().filter(|(at, _)| *at == frame.captured);
-            if raw.is_some() && !self.offered_raw {
-                // Once: a source with raw pictures has them from its
-                // next frame after someone starts watching.
-                self.offered_raw = true;
-                log::info!(
-                    "{}: encoding the camera's raw pictures (no JPEG decode)",
-                    self.shape.name
-                );
-            }
-            let offered = match raw {
-                Some((_, size)) => self
-                    .worker
-                    .offer_i420(&mut self.raw, size, frame.captured, key),
-                None => self.worker.offer(frame.jpeg(), frame.captured, key),
-            };
-            if !offered {
-                // Asked again with the next frame.
-                fanout.stream_mut(self.id).key_wanted |= key;
-            } else if key {
-                self.forced = Some(now);
-            }
-        }
+        self.full_range = pic.full_range;
+        // Its raw picture is the source's only for now: copied, packed.
+        let raw = match pic.raw {
+            Some(raw) if self.wants_raw() => raw.pack(&mut self.raw),
+            _ => None,
+        };
+        self.pending = Some((pic.frame.clone(), raw));
+        self.offer(fanout);
     }
 
     /// The worker finished an access unit: published to the stream's
-    /// clients.
+    /// clients; then the picture that waited, if one did.
     fn done(&mut self, fanout: &mut Fanout) {
         let Some(mut done) = self.worker.take() else {
             return;
@@ -481,7 +484,7 @@ impl Producer for H264Stream {
             Err(e) => log::debug!("{}: {e}", self.shape.name),
         }
         self.worker.give_back(done.out);
-        self.frame_ready(fanout);
+        self.offer(fanout);
     }
 }
 

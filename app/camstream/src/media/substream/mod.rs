@@ -7,21 +7,22 @@
 
 mod encoder;
 
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use mio::{Token, Waker};
+use mio::Waker;
 
-use crate::fanout::{Fanout, Stream, StreamId, SubscriberId, Subscription};
-use super::Producer;
+use crate::fanout::{Fanout, Pace, SharedFrame, Stream, StreamId};
+use super::{MainPicture, Producer};
 use super::h264::{H264Stream, Shape};
 use super::i420::sub_size;
 use crate::random::random_u64;
 use super::worker::Worker;
 use crate::clock::Mono;
 use crate::config::{Config, SubSettings};
-use crate::source::{CapturedFrame, StreamInfo};
+use crate::source::StreamInfo;
 use encoder::SubEncoder;
 
 /// Its path: rtsp://CAMERA/sub.
@@ -29,11 +30,11 @@ pub const PATH: &str = "sub";
 
 /// The sub-stream [streams.sub] asks for, or None (turned off, or it could
 /// not start: the main stream is what matters; the log says why).
-pub fn start(cfg: &Config, fanout: &mut Fanout, done: &Arc<Waker>, wake: Token) -> Option<Sub> {
+pub fn start(cfg: &Config, fanout: &mut Fanout, done: &Arc<Waker>) -> Option<Sub> {
     let settings = cfg.sub.clone()?;
     let started = match settings.h264.clone() {
-        None => SubStream::start(settings, cfg.mtu, fanout, done, wake).map(Sub::Jpeg),
-        Some(h264) => H264Stream::start(h264, h264_shape(&settings), cfg.mtu, fanout, done, wake)
+        None => SubStream::start(settings, cfg.mtu, fanout, done).map(Sub::Jpeg),
+        Some(h264) => H264Stream::start(h264, h264_shape(&settings), cfg.mtu, fanout, done)
             .map(Sub::H264),
     };
     match started {
@@ -84,10 +85,6 @@ impl Producer for Sub {
         self.producer().follow_watchers(fanout);
     }
 
-    fn captured(&mut self, f: &CapturedFrame<'_>) {
-        self.producer().captured(f);
-    }
-
     fn wants_raw(&self) -> bool {
         match self {
             Sub::Jpeg(s) => s.wants_raw(),
@@ -95,8 +92,8 @@ impl Producer for Sub {
         }
     }
 
-    fn frame_ready(&mut self, fanout: &mut Fanout) {
-        self.producer().frame_ready(fanout);
+    fn picture(&mut self, pic: &MainPicture<'_>, fanout: &mut Fanout) {
+        self.producer().picture(pic, fanout);
     }
 
     fn done(&mut self, fanout: &mut Fanout) {
@@ -108,8 +105,13 @@ pub struct SubStream {
     /// Its stream on the fan-out.
     pub id: StreamId,
     pub cfg: SubSettings,
-    /// Of the main stream.
-    subscription: SubscriberId,
+    /// Which of the main stream's pictures it takes (its rate).
+    pace: Pace,
+    /// Someone plays it: it is made.
+    watched: bool,
+    /// The picture that came while the worker was busy, for when it is
+    /// done.
+    pending: Option<Rc<SharedFrame>>,
     worker: Worker,
     waker: Arc<Waker>,
     /// CPU time the worker spent, and frames it made.
@@ -119,14 +121,12 @@ pub struct SubStream {
 }
 
 impl SubStream {
-    /// Starts its worker, which wakes the event loop with `done`; main
-    /// frames for it wake it with `wake`.
+    /// Starts its worker, which wakes the event loop with `done`.
     pub fn start(
         cfg: SubSettings,
         mtu: usize,
         fanout: &mut Fanout,
         done: &Arc<Waker>,
-        wake: Token,
     ) -> Result<SubStream> {
         let main = fanout.stream(StreamId::MAIN).info;
         let (w, h) = sub_size(
@@ -142,16 +142,7 @@ impl SubStream {
         };
         let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
         let id = fanout.add_stream(Stream::new(PATH, info, mtu, 4, ids)?);
-        let label = fanout.label("sub-stream");
-        let subscription = fanout.subscribe(Subscription {
-            stream: StreamId::MAIN,
-            wake,
-            label,
-            every: Some(Duration::from_secs(1) / cfg.fps),
-            queue: Some(1),
-            client: false,
-            active: false,
-        });
+        let pace = Pace::new(Some(Duration::from_secs(1) / cfg.fps));
         log::info!(
             "sub-stream: {w}x{h} at {} fps, rtsp://CAMERA/{PATH}",
             cfg.fps
@@ -159,7 +150,9 @@ impl SubStream {
         Ok(SubStream {
             id,
             cfg,
-            subscription,
+            pace,
+            watched: false,
+            pending: None,
             worker: Worker::start(enc, "sub-stream", waker.clone())?,
             waker,
             cpu: Duration::ZERO,
@@ -185,7 +178,8 @@ impl SubStream {
             height: h as u16,
             fps: cfg.fps,
         };
-        fanout.set_every(self.subscription, Some(Duration::from_secs(1) / cfg.fps));
+        self.pace.set(Some(Duration::from_secs(1) / cfg.fps));
+        self.pending = None;
         log::info!(
             "sub-stream now {w}x{h} at {} fps, quality {}",
             cfg.fps,
@@ -194,24 +188,37 @@ impl SubStream {
         self.cfg = cfg;
         Ok(())
     }
-}
 
-impl Producer for SubStream {
-    /// Made only while someone watches it: its subscription to the main
-    /// stream follows whether the sub-stream has a client playing.
-    fn follow_watchers(&mut self, fanout: &mut Fanout) {
-        let watched = fanout.watched(self.id);
-        fanout.set_active(self.subscription, watched);
-    }
-
-    /// A main-stream frame came for it: to the worker, if it is free (else
-    /// it waits, replaced by any newer one, until the worker is done).
-    fn frame_ready(&mut self, fanout: &mut Fanout) {
+    /// The picture kept, to the worker, if it is free.
+    fn offer(&mut self) {
         if self.worker.busy() {
             return;
         }
-        if let Some(frame) = fanout.next(self.subscription) {
+        if let Some(frame) = self.pending.take() {
             self.worker.offer(frame.jpeg(), frame.captured, false);
+        }
+    }
+}
+
+impl Producer for SubStream {
+    /// Made only while someone watches it.
+    fn follow_watchers(&mut self, fanout: &mut Fanout) {
+        let watched = fanout.watched(self.id);
+        if watched && !self.watched {
+            self.pace.restart(Mono(0));
+        }
+        self.watched = watched;
+        if !watched {
+            self.pending = None;
+        }
+    }
+
+    /// A main-stream picture, at its rate: to the worker if it is free,
+    /// else kept (in place of an older one) until it is.
+    fn picture(&mut self, pic: &MainPicture<'_>, _: &mut Fanout) {
+        if self.watched && self.pace.take(pic.frame.captured) {
+            self.pending = Some(pic.frame.clone());
+            self.offer();
         }
     }
 
@@ -238,7 +245,7 @@ impl Producer for SubStream {
             }
         }
         self.worker.give_back(done.out);
-        // A frame that came while it worked.
-        self.frame_ready(fanout);
+        // A picture that came while it worked.
+        self.offer();
     }
 }

@@ -1,7 +1,12 @@
-//! camstream: an RTSP server for camera firmware. Frames come from a source
-//! (test pattern, MJPEG file, camera), are checked and packetized as RFC 2435
-//! RTP/JPEG once, and are fanned out to every client. A library so that the
-//! binary (main.rs) and the fuzz targets drive the same code.
+//! camstream: the camera firmware's daemon. Pictures come from a source (a
+//! V4L2 or libcamera camera, a test pattern, an MJPEG file) as JPEG, raw
+//! planes beside them where the source has them; the main stream is
+//! checked and built once (RFC 2435 RTP/JPEG, the JPEG file for HTTP) and
+//! fanned out (`fanout`); producers (`media`) make an H.264 stream (RFC
+//! 6184, the kernel's encoder or OpenH264) and a sub-stream of it; the
+//! server (`server`) serves them over RTSP, HTTP (snapshot, MJPEG, RTSP
+//! over HTTP, /metrics) and ONVIF from one event loop. A library so that
+//! the binary (main.rs) and the fuzz targets drive the same code.
 
 pub mod check;
 mod clock;

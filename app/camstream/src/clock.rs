@@ -5,7 +5,6 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use camstream_rtp::rtcp::ntp_from_unix;
-use camstream_rtp::rtp::JPEG_CLOCK_RATE;
 use rustix::time::{ClockId, clock_gettime};
 
 /// A CLOCK_MONOTONIC instant in nanoseconds.
@@ -35,19 +34,21 @@ impl Mono {
     }
 }
 
-/// Maps capture times to the stream's 90 kHz RTP clock, which starts at a
-/// random offset (RFC 3550 5.1).
+/// Maps capture times to the stream's RTP clock (its codec's rate: 90 kHz
+/// for video), which starts at a random offset (RFC 3550 5.1).
 #[derive(Debug, Clone, Copy)]
 pub struct RtpClock {
     origin: Mono,
     offset: u32,
+    rate: u32,
 }
 
 impl RtpClock {
-    pub fn new(origin: Mono, offset: u32) -> RtpClock {
+    pub fn new(origin: Mono, offset: u32, rate: u32) -> RtpClock {
         RtpClock {
             origin: origin.whole_ms(),
             offset,
+            rate,
         }
     }
 
@@ -55,7 +56,7 @@ impl RtpClock {
         let ns = t.0.wrapping_sub(self.origin.0) as i64 as i128;
         // Rounded to the nearest tick, so frames on an exact 1/fps grid are
         // exactly 90000/fps apart (floor would make some 2999 at 30 fps).
-        let ticks = (ns * i128::from(JPEG_CLOCK_RATE) + 500_000_000).div_euclid(1_000_000_000);
+        let ticks = (ns * i128::from(self.rate) + 500_000_000).div_euclid(1_000_000_000);
         self.offset.wrapping_add(ticks as i64 as u32)
     }
 }
@@ -112,6 +113,7 @@ impl WallClockWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use camstream_rtp::rtp::JPEG_CLOCK_RATE;
 
     const S: u64 = 1_000_000_000;
     const MS: u64 = 1_000_000;
@@ -196,7 +198,7 @@ mod tests {
 
     #[test]
     fn rtp_clock_ticks_at_90khz_and_wraps() {
-        let c = RtpClock::new(Mono(1_000_000_000), u32::MAX - 10);
+        let c = RtpClock::new(Mono(1_000_000_000), u32::MAX - 10, JPEG_CLOCK_RATE);
         assert_eq!(c.timestamp(Mono(1_000_000_000)), u32::MAX - 10);
         assert_eq!(c.timestamp(Mono(2_000_000_000)), 90_000 - 11);
         // A frame captured a little before the origin (V4L2 buffers queued earlier).
@@ -204,7 +206,7 @@ mod tests {
         // Frames due every 1/30 s (whole nanoseconds, rounded down) from a
         // whole millisecond are 3000 ticks apart, whenever the clock started.
         for origin in [0u64, 1, 5_555, 16_666_667, 33_333_332] {
-            let c = RtpClock::new(Mono(origin), 0);
+            let c = RtpClock::new(Mono(origin), 0, JPEG_CLOCK_RATE);
             let base = Mono(1_234_567_891).whole_ms();
             let due = |k: u64| Mono(base.0 + k * 1_000_000_000 / 30);
             for k in 0..1000 {

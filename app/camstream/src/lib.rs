@@ -38,6 +38,7 @@ macro_rules! client_facing {
 }
 
 client_facing! {
+    mod codec;
     mod fanout;
     mod media;
     mod random;

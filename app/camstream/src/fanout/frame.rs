@@ -11,11 +11,8 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use camstream_h264::AccessUnit;
-use camstream_rtp::rtp::OutgoingPacket;
-use camstream_rtp::{Jpeg, Packetizer, jfif};
-
 use crate::clock::Mono;
+use crate::codec::{Packetizer, Records, Unit};
 
 /// Bytes before each RTP packet in the wire layout: `$`, channel, length.
 pub const RECORD_PREFIX: usize = 4;
@@ -30,30 +27,25 @@ struct Buffers {
     jpeg: Vec<u8>,
 }
 
-impl Buffers {
-    /// Writes each packet as an interleaved record; the payload octets.
-    fn lay_out<'a, const N: usize>(
-        &mut self,
-        packets: impl Iterator<Item = OutgoingPacket<'a, N>>,
-    ) -> u32 {
-        let mut payload_octets = 0u32;
-        for p in packets {
-            self.records.push(self.wire.len() as u32);
-            self.wire.extend_from_slice(&[b'$', 0]);
-            self.wire.extend_from_slice(&(p.len() as u16).to_be_bytes());
-            self.wire.extend_from_slice(p.header());
-            self.wire.extend_from_slice(p.payload);
-            payload_octets = payload_octets.wrapping_add(p.payload_len() as u32);
-        }
+impl Records for Buffers {
+    /// Each packet as an interleaved record.
+    fn packet(&mut self, header: &[u8], payload: &[u8]) {
         self.records.push(self.wire.len() as u32);
-        payload_octets
+        self.wire.extend_from_slice(&[b'$', 0]);
+        self.wire
+            .extend_from_slice(&((header.len() + payload.len()) as u16).to_be_bytes());
+        self.wire.extend_from_slice(header);
+        self.wire.extend_from_slice(payload);
+    }
+
+    fn file(&mut self) -> &mut Vec<u8> {
+        &mut self.jpeg
     }
 }
 
 /// What a frame says of itself beyond its bytes.
 struct Head {
     first_sequence: u16,
-    key: bool,
     timestamp: u32,
     captured: Mono,
     entered: Mono,
@@ -89,54 +81,41 @@ pub struct SharedFrame {
 }
 
 impl SharedFrame {
-    /// Packetizes `jpeg` and writes its file into a pooled frame no client
-    /// holds any more, or a new one (kept if the pool has room).
+    /// Packetizes `unit` (and writes a JPEG's file) into a pooled frame no
+    /// client holds any more, or a new one (kept if the pool has room);
+    /// None if it is not `packetizer`'s codec.
     pub fn build(
         pool: &Pool,
         packetizer: &mut Packetizer,
-        jpeg: &Jpeg<'_>,
+        unit: &Unit<'_>,
         timestamp: u32,
         captured: Mono,
         entered: Mono,
-    ) -> Rc<SharedFrame> {
+    ) -> Option<Rc<SharedFrame>> {
+        if !packetizer.takes(unit) {
+            return None;
+        }
         let head = Head {
             first_sequence: packetizer.next_sequence(),
-            key: true,
             timestamp,
             captured,
             entered,
         };
-        Self::fill(pool, head, |bufs| {
-            jfif::write_file(&mut bufs.jpeg, jpeg);
-            bufs.lay_out(packetizer.packetize(jpeg, timestamp))
-        })
-    }
-
-    /// Packetizes an H.264 access unit (RFC 6184) into a pooled frame, as
-    /// `build` does a JPEG one; it has no file for HTTP.
-    pub fn build_h264(
-        pool: &Pool,
-        packetizer: &mut camstream_h264::Packetizer,
-        au: &AccessUnit<'_>,
-        timestamp: u32,
-        captured: Mono,
-        entered: Mono,
-    ) -> Rc<SharedFrame> {
-        let head = Head {
-            first_sequence: packetizer.next_sequence(),
-            key: au.idr,
-            timestamp,
-            captured,
-            entered,
-        };
-        Self::fill(pool, head, |bufs| {
-            bufs.lay_out(packetizer.packetize(au, timestamp))
-        })
+        Some(Self::fill(pool, head, |bufs| {
+            let made = packetizer.write(unit, timestamp, bufs);
+            bufs.records.push(bufs.wire.len() as u32);
+            made
+        }))
     }
 
     /// A frame no client holds (or a new one, kept if the pool has room),
-    /// emptied and filled by `write`, which gives the payload octets.
-    fn fill(pool: &Pool, head: Head, write: impl FnOnce(&mut Buffers) -> u32) -> Rc<SharedFrame> {
+    /// emptied and filled by `write`, which says whether it is a key frame
+    /// and gives the payload octets.
+    fn fill(
+        pool: &Pool,
+        head: Head,
+        write: impl FnOnce(&mut Buffers) -> (bool, u32),
+    ) -> Rc<SharedFrame> {
         let mut frames = pool.frames.borrow_mut();
         let empty = || {
             Rc::new(SharedFrame {
@@ -164,9 +143,8 @@ impl SharedFrame {
         bufs.wire.clear();
         bufs.records.clear();
         bufs.jpeg.clear();
-        frame.payload_octets = write(bufs);
+        (frame.key, frame.payload_octets) = write(bufs);
         frame.first_sequence = head.first_sequence;
-        frame.key = head.key;
         frame.timestamp = head.timestamp;
         frame.captured = head.captured;
         frame.entered = head.entered;
@@ -219,6 +197,7 @@ impl SharedFrame {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use camstream_rtp::Jpeg;
     use camstream_rtp::jpeg::{QuantTable, Subsampling};
 
     /// A parsed frame of the given size around `scan`, both tables `table`.
@@ -244,8 +223,9 @@ pub(crate) mod tests {
         let scan = vec![7u8; 5000];
         let j = jpeg(64, 64, &scan, &[1; 64]);
         let pool = Pool::new(2);
-        let mut p = Packetizer::new(5, 100, 1400).unwrap();
-        let f = SharedFrame::build(&pool, &mut p, &j, 42, Mono(0), Mono(0));
+        let mut p = Packetizer::jpeg(5, 100, 1400).unwrap();
+        let j = Unit::Jpeg(&j);
+        let f = SharedFrame::build(&pool, &mut p, &j, 42, Mono(0), Mono(0)).unwrap();
         assert_eq!(f.first_sequence, 100);
         assert_eq!(f.packets(), 4);
         let mut total = 0;
@@ -268,17 +248,17 @@ pub(crate) mod tests {
         // A frame a client holds is not reused; one only the pool holds is,
         // whole (the same allocation), with the new frame's contents.
         let held = Rc::as_ptr(&f);
-        let f2 = SharedFrame::build(&pool, &mut p, &j, 43, Mono(0), Mono(0));
+        let f2 = SharedFrame::build(&pool, &mut p, &j, 43, Mono(0), Mono(0)).unwrap();
         assert_ne!(Rc::as_ptr(&f2), held);
         assert_eq!(pool.frames.borrow().len(), 2);
         drop(f);
-        let f3 = SharedFrame::build(&pool, &mut p, &j, 44, Mono(7), Mono(8));
+        let f3 = SharedFrame::build(&pool, &mut p, &j, 44, Mono(7), Mono(8)).unwrap();
         assert_eq!(Rc::as_ptr(&f3), held);
         assert_eq!((f3.timestamp, f3.first_sequence), (44, 108));
         assert_eq!((f3.captured, f3.entered), (Mono(7), Mono(8)));
         assert_eq!(f3.packets(), 4);
         // Past the pool's size, frames are made and freed as before.
-        let f4 = SharedFrame::build(&pool, &mut p, &j, 45, Mono(0), Mono(0));
+        let f4 = SharedFrame::build(&pool, &mut p, &j, 45, Mono(0), Mono(0)).unwrap();
         assert_eq!(pool.frames.borrow().len(), 2);
         drop((f2, f3, f4));
     }

@@ -15,8 +15,6 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
 
-use camstream_h264::AccessUnit;
-use camstream_rtp::Jpeg;
 use mio::Token;
 
 use frame::Pool;
@@ -25,6 +23,7 @@ pub use pace::Pace;
 
 use crate::table::{Id, Table};
 use crate::clock::{Mono, RtpClock};
+use crate::codec::{Packetizer, Unit};
 use crate::intake::{Counts, Intake};
 use crate::latency::SendLatency;
 use crate::source::{CapturedFrame, StreamInfo};
@@ -40,32 +39,6 @@ pub struct StreamId(u8);
 
 impl StreamId {
     pub const MAIN: StreamId = StreamId(0);
-}
-
-/// How a stream's frames become RTP packets: its codec's payload format.
-pub enum Packetizer {
-    /// RFC 2435.
-    Jpeg(camstream_rtp::Packetizer),
-    /// RFC 6184, packetization-mode 1 (boxed: it keeps the parameter sets
-    /// inline, half a kilobyte).
-    H264(Box<camstream_h264::Packetizer>),
-}
-
-impl Packetizer {
-    pub fn ssrc(&self) -> u32 {
-        match self {
-            Packetizer::Jpeg(p) => p.ssrc(),
-            Packetizer::H264(p) => p.ssrc(),
-        }
-    }
-
-    /// Sequence number the next packet will carry.
-    pub fn next_sequence(&self) -> u16 {
-        match self {
-            Packetizer::Jpeg(p) => p.next_sequence(),
-            Packetizer::H264(p) => p.next_sequence(),
-        }
-    }
 }
 
 /// A stream's frames, as every client of it gets them.
@@ -100,8 +73,8 @@ impl Stream {
         frames: usize,
         ids: [u64; 4],
     ) -> anyhow::Result<Stream> {
-        let p = camstream_rtp::Packetizer::new(ids[0] as u32, ids[1] as u16, mtu)?;
-        Ok(Self::with(name, info, Packetizer::Jpeg(p), frames, ids))
+        let p = Packetizer::jpeg(ids[0] as u32, ids[1] as u16, mtu)?;
+        Ok(Self::with(name, info, p, frames, ids))
     }
 
     /// An H.264 stream, as `new` a JPEG one.
@@ -112,15 +85,8 @@ impl Stream {
         frames: usize,
         ids: [u64; 4],
     ) -> anyhow::Result<Stream> {
-        let p = camstream_h264::Packetizer::new(ids[0] as u32, ids[1] as u16, mtu)
-            .map_err(|e| anyhow::anyhow!("mtu = {mtu}: {e:?}"))?;
-        Ok(Self::with(
-            name,
-            info,
-            Packetizer::H264(Box::new(p)),
-            frames,
-            ids,
-        ))
+        let p = Packetizer::h264(ids[0] as u32, ids[1] as u16, mtu)?;
+        Ok(Self::with(name, info, p, frames, ids))
     }
 
     fn with(
@@ -130,12 +96,13 @@ impl Stream {
         frames: usize,
         ids: [u64; 4],
     ) -> Stream {
+        let rate = packetizer.clock_rate();
         Stream {
             id: StreamId::MAIN,
             name: name.to_owned(),
             info,
             packetizer,
-            clock: RtpClock::new(Mono::now(), ids[2] as u32),
+            clock: RtpClock::new(Mono::now(), ids[2] as u32, rate),
             pool: Pool::new(frames),
             last: None,
             sdp_session_id: ids[3] >> 1,
@@ -148,10 +115,7 @@ impl Stream {
 
     /// Its codec, as /metrics and the status page name it.
     pub fn codec(&self) -> &'static str {
-        match self.packetizer {
-            Packetizer::Jpeg(_) => "jpeg",
-            Packetizer::H264(_) => "h264",
-        }
+        self.packetizer.name()
     }
 
     /// The newest frame, if it is fresh.
@@ -311,60 +275,35 @@ impl Fanout {
     pub fn captured(&mut self, f: &CapturedFrame<'_>) -> Option<Rc<SharedFrame>> {
         let entered = Mono::now();
         let jpeg = self.intake.take(f.jpeg)?;
-        let main = self.streams.first_mut()?;
         publish(
-            main,
+            self.streams.first_mut()?,
             &mut self.subscribers,
             &mut self.ready,
             &mut self.labels,
-            &jpeg,
+            &Unit::Jpeg(&jpeg),
             f.captured,
             entered,
         )
     }
 
-    /// A frame of a JPEG stream a producer made (the sub-stream's).
-    pub fn publish(&mut self, id: StreamId, jpeg: &Jpeg<'_>, captured: Mono, entered: Mono) {
-        let Some(stream) = self.streams.get_mut(usize::from(id.0)) else {
-            return;
-        };
-        let _ = publish(
-            stream,
-            &mut self.subscribers,
-            &mut self.ready,
-            &mut self.labels,
-            jpeg,
-            captured,
-            entered,
-        );
-    }
-
-    /// An access unit of an H.264 stream a producer made.
-    pub fn publish_h264(
+    /// A unit of one of its streams (a producer's frame), as
+    /// [`Fanout::captured`] publishes the camera's.
+    pub fn publish(
         &mut self,
         id: StreamId,
-        au: &AccessUnit<'_>,
+        unit: &Unit<'_>,
         captured: Mono,
         entered: Mono,
-    ) {
-        let Some(stream) = self.streams.get_mut(usize::from(id.0)) else {
-            return;
-        };
-        let Packetizer::H264(packetizer) = &mut stream.packetizer else {
-            return;
-        };
-        let ts = stream.clock.timestamp(captured);
-        let frame = SharedFrame::build_h264(&stream.pool, packetizer, au, ts, captured, entered);
-        if frame.key {
-            stream.key_wanted = false;
-        }
-        queue(
-            stream,
+    ) -> Option<Rc<SharedFrame>> {
+        publish(
+            self.streams.get_mut(usize::from(id.0))?,
             &mut self.subscribers,
             &mut self.ready,
             &mut self.labels,
-            frame,
-        );
+            unit,
+            captured,
+            entered,
+        )
     }
 
     /// Takes back the wish for a key frame (the encoder was asked).
@@ -527,34 +466,41 @@ impl Fanout {
     }
 }
 
-/// Builds `jpeg` into a pooled frame of `stream` and queues it to each of
-/// its active subscribers that is due one.
+/// Builds `unit` once into a pooled frame of `stream` and queues it to
+/// each of the stream's active subscribers that is due one (and, for
+/// H.264, that can decode from it); the frame as they have it. Nothing if
+/// the unit is not the stream's codec.
 fn publish(
     stream: &mut Stream,
     subscribers: &mut Table<Subscriber>,
     ready: &mut Vec<Token>,
     labels: &mut [(&'static str, Delivery)],
-    jpeg: &Jpeg<'_>,
+    unit: &Unit<'_>,
     captured: Mono,
     entered: Mono,
 ) -> Option<Rc<SharedFrame>> {
-    if (jpeg.width, jpeg.height) != (stream.info.width, stream.info.height)
-        && !stream.warned_size_change
-    {
-        log::warn!(
-            "frame size changed from {}x{} to {}x{}; clients keep the size they were told",
-            stream.info.width,
-            stream.info.height,
-            jpeg.width,
-            jpeg.height
-        );
-        stream.warned_size_change = true;
+    if let Some((w, h)) = unit.size() {
+        if (w, h) != (stream.info.width, stream.info.height) && !stream.warned_size_change {
+            log::warn!(
+                "frame size changed from {}x{} to {w}x{h}; clients keep the size they were told",
+                stream.info.width,
+                stream.info.height,
+            );
+            stream.warned_size_change = true;
+        }
     }
     let ts = stream.clock.timestamp(captured);
-    let Packetizer::Jpeg(packetizer) = &mut stream.packetizer else {
-        return None;
-    };
-    let frame = SharedFrame::build(&stream.pool, packetizer, jpeg, ts, captured, entered);
+    let frame = SharedFrame::build(
+        &stream.pool,
+        &mut stream.packetizer,
+        unit,
+        ts,
+        captured,
+        entered,
+    )?;
+    if frame.key {
+        stream.key_wanted = false;
+    }
     queue(stream, subscribers, ready, labels, frame.clone());
     Some(frame)
 }
@@ -613,6 +559,7 @@ fn queue(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use camstream_h264::AccessUnit;
     use crate::source::StreamInfo;
 
     const INFO: StreamInfo = StreamInfo {
@@ -637,7 +584,7 @@ mod tests {
     fn publish(f: &mut Fanout, id: StreamId, idr: bool) {
         let bytes = au(idr);
         let au = AccessUnit::parse(&bytes).unwrap();
-        f.publish_h264(id, &au, Mono::now(), Mono::now());
+        f.publish(id, &Unit::H264(&au), Mono::now(), Mono::now());
     }
 
     /// Of a 30 frame/s stream whose frames come up to 4 ms early or late,
@@ -669,7 +616,7 @@ mod tests {
             let jitter = (i * 7919 % 9) as i64 - 4;
             let at =
                 Mono((start as i64 + (i as i64 * 1_000_000_000) / 30 + jitter * 1_000_000) as u64);
-            f.publish_h264(id, &idr, at, at);
+            f.publish(id, &Unit::H264(&idr), at, at);
             if let Some(fr) = f.next(s) {
                 taken.push(fr.captured);
             }

@@ -20,6 +20,7 @@ use camstream_h264::AccessUnit;
 use mio::Waker;
 
 use super::{MainPicture, Producer};
+use crate::codec::Unit;
 use crate::fanout::{Fanout, Pace, SharedFrame, Stream, StreamId};
 use super::i420::sub_size;
 use crate::random::random_u64;
@@ -474,7 +475,9 @@ impl Producer for H264Stream {
                     parsed = AccessUnit::parse(&done.out);
                 }
                 match parsed {
-                    Ok(au) => fanout.publish_h264(self.id, &au, done.captured, Mono::now()),
+                    Ok(au) => {
+                        fanout.publish(self.id, &Unit::H264(&au), done.captured, Mono::now());
+                    }
                     Err(e) => log::warn!(
                         "{}: the encoder's access unit does not parse: {e:?}",
                         self.shape.name

@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::Result;
 use mio::Waker;
 
+use crate::codec::Unit;
 use crate::fanout::{Fanout, Pace, SharedFrame, Stream, StreamId};
 use super::{MainPicture, Producer};
 use super::h264::{H264Stream, Shape};
@@ -232,7 +233,7 @@ impl Producer for SubStream {
             Ok(()) => match camstream_rtp::jpeg::parse(&done.out) {
                 Ok(parsed) => {
                     self.frames += 1;
-                    fanout.publish(self.id, &parsed, done.captured, Mono::now());
+                    fanout.publish(self.id, &Unit::Jpeg(&parsed), done.captured, Mono::now());
                 }
                 Err(e) => {
                     self.failed += 1;

@@ -11,7 +11,7 @@ use rtsp_types::{Method, Request, Response, ResponseBuilder, StatusCode, Url, Ve
 use super::super::admission::Refusal;
 use super::super::conn::{self, ConnId};
 use super::super::ctx::Ctx;
-use crate::fanout::{Packetizer, StreamId, Subscription};
+use crate::fanout::{StreamId, Subscription};
 use crate::random::random_u64;
 use super::Rtsp;
 use super::sdp::{self, TRACK};
@@ -238,11 +238,7 @@ impl Rtsp {
                     return reply(StatusCode::NotFound);
                 };
                 let s = ctx.fanout.stream(stream);
-                let format = match &s.packetizer {
-                    Packetizer::Jpeg(_) => sdp::Format::Jpeg,
-                    Packetizer::H264(p) => sdp::Format::H264(p.parameter_sets()),
-                };
-                let body = sdp::describe(&s.info, &format, conn.local.ip(), s.sdp_session_id);
+                let body = sdp::describe(&s.info, &s.packetizer, conn.local.ip(), s.sdp_session_id);
                 let r = response(StatusCode::Ok, Some(cseq))
                     .header(headers::CONTENT_TYPE, "application/sdp")
                     .header(headers::CONTENT_BASE, base_url(uri, &s.name))

@@ -2,12 +2,9 @@
 
 use std::net::IpAddr;
 
-use camstream_h264::packetize::PAYLOAD_TYPE_H264;
-use camstream_h264::sdp as h264_sdp;
-use camstream_rtp::packetize::needs_x_dimensions;
-use camstream_rtp::rtp::{JPEG_CLOCK_RATE, PAYLOAD_TYPE_JPEG};
 use sdp_types::{Attribute, Connection, Media, Origin, Session, Time};
 
+use crate::codec::Packetizer;
 use crate::source::StreamInfo;
 
 /// The media-level control URL, relative to the Content-Base.
@@ -20,49 +17,26 @@ fn attr(name: &str, value: impl Into<Option<String>>) -> Attribute {
     }
 }
 
-/// What a stream's media line says of its codec.
-pub enum Format<'a> {
-    /// RTP/JPEG (RFC 2435), static payload type 26.
-    Jpeg,
-    /// H.264 (RFC 6184) with these parameter sets, once the encoder made
-    /// them (without, a client takes them from the stream: they come in
-    /// band before each IDR picture).
-    H264(Option<(&'a [u8], &'a [u8])>),
-}
-
-/// One live video stream, aggregate control `*`, track `trackID=0`. For
-/// JPEG, `a=x-dimensions` carries sizes the RTP/JPEG header cannot (over
-/// 2040 or not a multiple of 8); GStreamer and live555 (VLC) read it.
-pub fn describe(info: &StreamInfo, format: &Format<'_>, local: IpAddr, session_id: u64) -> Vec<u8> {
+/// One live stream, aggregate control `*`, track `trackID=0`, its media
+/// description as its codec says ([`Packetizer::sdp_attributes`]).
+pub fn describe(info: &StreamInfo, codec: &Packetizer, local: IpAddr, session_id: u64) -> Vec<u8> {
     let unspecified: IpAddr = if local.is_ipv4() {
         [0u8; 4].into()
     } else {
         [0u16; 8].into()
     };
-    let (payload_type, mut media_attrs) = match format {
-        Format::Jpeg => (
-            PAYLOAD_TYPE_JPEG,
-            vec![attr(
-                "rtpmap",
-                format!("{PAYLOAD_TYPE_JPEG} JPEG/{JPEG_CLOCK_RATE}"),
-            )],
-        ),
-        Format::H264(sets) => (
-            PAYLOAD_TYPE_H264,
-            vec![
-                attr("rtpmap", h264_sdp::rtpmap(PAYLOAD_TYPE_H264)),
-                attr("fmtp", h264_sdp::fmtp(PAYLOAD_TYPE_H264, *sets)),
-            ],
-        ),
-    };
-    media_attrs.push(attr("control", TRACK.to_string()));
-    media_attrs.push(attr("framerate", info.fps.to_string()));
-    if matches!(format, Format::Jpeg) && needs_x_dimensions(info.width, info.height) {
-        media_attrs.push(attr(
-            "x-dimensions",
-            format!("{},{}", info.width, info.height),
-        ));
-    }
+    let mut media_attrs: Vec<Attribute> = codec
+        .sdp_attributes(info)
+        .into_iter()
+        .map(|(name, value)| attr(name, value))
+        .collect();
+    // rtpmap and fmtp first, as clients are used to; then the track.
+    let at = media_attrs
+        .iter()
+        .take_while(|a| a.attribute == "rtpmap" || a.attribute == "fmtp")
+        .count();
+    media_attrs.insert(at, attr("control", TRACK.to_string()));
+    media_attrs.insert(at + 1, attr("framerate", info.fps.to_string()));
     let session = Session {
         origin: Origin::with_ip_addr(session_id, 1, local),
         session_name: "camstream".into(),
@@ -85,11 +59,11 @@ pub fn describe(info: &StreamInfo, format: &Format<'_>, local: IpAddr, session_i
             attr("control", "*".to_string()),
         ],
         medias: vec![Media {
-            media: "video".into(),
+            media: codec.kind().sdp().into(),
             port: 0,
             num_ports: None,
             proto: "RTP/AVP".into(),
-            fmt: payload_type.to_string(),
+            fmt: codec.payload_type().to_string(),
             media_title: None,
             connections: vec![],
             bandwidths: vec![],
@@ -117,7 +91,7 @@ mod tests {
                 height: 1080,
                 fps: 30,
             },
-            &Format::Jpeg,
+            &Packetizer::jpeg(1, 1, 1400).unwrap(),
             "192.0.2.7".parse().unwrap(),
             42,
         );
@@ -147,14 +121,40 @@ mod tests {
                 height: 2160,
                 fps: 5,
             },
-            &Format::Jpeg,
+            &Packetizer::jpeg(1, 1, 1400).unwrap(),
             "::1".parse().unwrap(),
             1,
         ))
         .unwrap();
-        assert!(uhd.contains("a=x-dimensions:3840,2160\r\n"), "{uhd}");
+        assert!(
+            uhd.contains("a=framerate:5\r\na=x-dimensions:3840,2160\r\n"),
+            "{uhd}"
+        );
         assert!(uhd.contains("c=IN IP6 ::\r\n"), "{uhd}");
         // It parses back.
         sdp_types::Session::parse(uhd.as_bytes()).unwrap();
+    }
+
+    #[test]
+    fn sdp_for_h264_before_its_parameter_sets() {
+        let info = StreamInfo {
+            width: 1280,
+            height: 720,
+            fps: 30,
+        };
+        let sdp = describe(
+            &info,
+            &Packetizer::h264(1, 1, 1400).unwrap(),
+            "192.0.2.7".parse().unwrap(),
+            7,
+        );
+        let sdp = String::from_utf8(sdp).unwrap();
+        assert!(
+            sdp.contains(
+                "m=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=fmtp:96 packetization-mode=1"
+            ),
+            "{sdp}"
+        );
+        assert!(sdp.contains("\r\na=control:trackID=0\r\na=framerate:30\r\n"), "{sdp}");
     }
 }

@@ -187,7 +187,7 @@ mod tests {
     use super::*;
     use crate::clock::Mono;
     use crate::fanout::frame::Pool;
-    use camstream_rtp::Packetizer;
+    use crate::codec::{Packetizer, Unit};
 
     /// A writer that takes at most `chunk` bytes per call.
     struct Dribble {
@@ -229,12 +229,13 @@ mod tests {
         let mtu = 400;
         let f = SharedFrame::build(
             &Pool::new(1),
-            &mut Packetizer::new(1, 1, mtu).unwrap(),
-            &j,
+            &mut Packetizer::jpeg(1, 1, mtu).unwrap(),
+            &Unit::Jpeg(&j),
             0,
             Mono(0),
             Mono(0),
-        );
+        )
+        .unwrap();
         assert!(f.packets() > GSO_MAX_SEGMENTS + 1);
         for gso in [None, Some(mtu)] {
             let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -264,12 +265,13 @@ mod tests {
         let j = crate::fanout::frame::tests::jpeg(640, 480, &scan, &[3; 64]);
         let f = SharedFrame::build(
             &Pool::new(1),
-            &mut Packetizer::new(1, 1, 1000).unwrap(),
-            &j,
+            &mut Packetizer::jpeg(1, 1, 1000).unwrap(),
+            &Unit::Jpeg(&j),
             0,
             Mono(0),
             Mono(0),
-        );
+        )
+        .unwrap();
         for chunk in [1, 3, 7, 1000, 100_000] {
             let mut w = Dribble {
                 out: Vec::new(),

@@ -1,0 +1,184 @@
+//! The codecs camstream sends, in one place, as retina picks a codec's
+//! module in one match (its src/codec/mod.rs): each stream's RTP payload
+//! format (its packetizer), what the SDP's media description says of it,
+//! its payload type, clock rate and media kind, and what /metrics calls
+//! it. A codec added here is one arm in each match below; the fan-out,
+//! RTSP and HTTP ask this module rather than match codecs themselves.
+
+use camstream_h264::AccessUnit;
+use camstream_h264::packetize::PAYLOAD_TYPE_H264;
+use camstream_h264::sdp as h264_sdp;
+use camstream_rtp::packetize::needs_x_dimensions;
+use camstream_rtp::rtp::{JPEG_CLOCK_RATE, OutgoingPacket, PAYLOAD_TYPE_JPEG};
+use camstream_rtp::{Jpeg, jfif};
+
+use crate::source::StreamInfo;
+
+/// What an SDP media line is (its `m=` media): video so far; audio will
+/// be the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MediaKind {
+    Video,
+}
+
+impl MediaKind {
+    pub fn sdp(self) -> &'static str {
+        match self {
+            MediaKind::Video => "video",
+        }
+    }
+}
+
+/// One encoded unit of a stream, as its producer (or the intake) made it.
+#[derive(Clone, Copy)]
+pub enum Unit<'a> {
+    /// A JPEG picture (RFC 2435's payload).
+    Jpeg(&'a Jpeg<'a>),
+    /// An H.264 access unit (RFC 6184's).
+    H264(&'a AccessUnit<'a>),
+}
+
+impl Unit<'_> {
+    /// A picture's size where the unit says it (a JPEG's header).
+    pub fn size(&self) -> Option<(u16, u16)> {
+        match self {
+            Unit::Jpeg(j) => Some((j.width, j.height)),
+            Unit::H264(_) => None,
+        }
+    }
+}
+
+/// Where a unit's packets go: a frame's buffers.
+pub trait Records {
+    /// One RTP packet, its header then its payload.
+    fn packet(&mut self, header: &[u8], payload: &[u8]);
+    /// The unit as a file HTTP clients get (a JPEG's), emptied first.
+    fn file(&mut self) -> &mut Vec<u8>;
+}
+
+/// A stream's RTP payload format.
+pub enum Packetizer {
+    /// RFC 2435.
+    Jpeg(camstream_rtp::Packetizer),
+    /// RFC 6184, packetization-mode 1 (boxed: it keeps the parameter sets
+    /// inline, half a kilobyte).
+    H264(Box<camstream_h264::Packetizer>),
+}
+
+impl Packetizer {
+    pub fn jpeg(ssrc: u32, sequence: u16, mtu: usize) -> anyhow::Result<Packetizer> {
+        Ok(Packetizer::Jpeg(camstream_rtp::Packetizer::new(
+            ssrc, sequence, mtu,
+        )?))
+    }
+
+    pub fn h264(ssrc: u32, sequence: u16, mtu: usize) -> anyhow::Result<Packetizer> {
+        let p = camstream_h264::Packetizer::new(ssrc, sequence, mtu)
+            .map_err(|e| anyhow::anyhow!("mtu = {mtu}: {e:?}"))?;
+        Ok(Packetizer::H264(Box::new(p)))
+    }
+
+    /// What /metrics and the status page call it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Packetizer::Jpeg(_) => "jpeg",
+            Packetizer::H264(_) => "h264",
+        }
+    }
+
+    pub fn kind(&self) -> MediaKind {
+        match self {
+            Packetizer::Jpeg(_) | Packetizer::H264(_) => MediaKind::Video,
+        }
+    }
+
+    /// Its RTP timestamps' rate.
+    pub fn clock_rate(&self) -> u32 {
+        match self {
+            // RFC 6184 asks the same 90 kHz as RFC 2435.
+            Packetizer::Jpeg(_) | Packetizer::H264(_) => JPEG_CLOCK_RATE,
+        }
+    }
+
+    pub fn payload_type(&self) -> u8 {
+        match self {
+            Packetizer::Jpeg(_) => PAYLOAD_TYPE_JPEG,
+            Packetizer::H264(_) => PAYLOAD_TYPE_H264,
+        }
+    }
+
+    pub fn ssrc(&self) -> u32 {
+        match self {
+            Packetizer::Jpeg(p) => p.ssrc(),
+            Packetizer::H264(p) => p.ssrc(),
+        }
+    }
+
+    /// Sequence number the next packet will carry.
+    pub fn next_sequence(&self) -> u16 {
+        match self {
+            Packetizer::Jpeg(p) => p.next_sequence(),
+            Packetizer::H264(p) => p.next_sequence(),
+        }
+    }
+
+    /// The media description's attributes beside `control`: `rtpmap`,
+    /// `fmtp` (H.264's parameter sets once the encoder made them; without,
+    /// a client takes them in band before each IDR picture) and, for
+    /// JPEG, `x-dimensions` for sizes the RTP/JPEG header cannot carry
+    /// (over 2040 or not a multiple of 8: GStreamer and live555 read it).
+    pub fn sdp_attributes(&self, info: &StreamInfo) -> Vec<(&'static str, String)> {
+        let pt = self.payload_type();
+        match self {
+            Packetizer::Jpeg(_) => {
+                let mut a = vec![("rtpmap", format!("{pt} JPEG/{JPEG_CLOCK_RATE}"))];
+                if needs_x_dimensions(info.width, info.height) {
+                    a.push(("x-dimensions", format!("{},{}", info.width, info.height)));
+                }
+                a
+            }
+            Packetizer::H264(p) => vec![
+                ("rtpmap", h264_sdp::rtpmap(pt)),
+                ("fmtp", h264_sdp::fmtp(pt, p.parameter_sets())),
+            ],
+        }
+    }
+
+    /// Whether `unit` is this codec's.
+    pub fn takes(&self, unit: &Unit<'_>) -> bool {
+        matches!(
+            (self, unit),
+            (Packetizer::Jpeg(_), Unit::Jpeg(_)) | (Packetizer::H264(_), Unit::H264(_))
+        )
+    }
+
+    /// Packetizes `unit` into `out` (a JPEG's file too): whether a client
+    /// can start decoding at it (every JPEG picture, an H.264 IDR
+    /// picture) and its RTP payload bytes; nothing if it is not this
+    /// codec's ([`Packetizer::takes`]).
+    pub fn write(&mut self, unit: &Unit<'_>, timestamp: u32, out: &mut impl Records) -> (bool, u32) {
+        match (self, unit) {
+            (Packetizer::Jpeg(p), Unit::Jpeg(jpeg)) => {
+                jfif::write_file(out.file(), jpeg);
+                (true, lay_out(p.packetize(jpeg, timestamp), out))
+            }
+            (Packetizer::H264(p), Unit::H264(au)) => {
+                (au.idr, lay_out(p.packetize(au, timestamp), out))
+            }
+            _ => (false, 0),
+        }
+    }
+}
+
+/// Each packet into `out`; the payload bytes.
+fn lay_out<'a, const N: usize>(
+    packets: impl Iterator<Item = OutgoingPacket<'a, N>>,
+    out: &mut impl Records,
+) -> u32 {
+    let mut payload_octets = 0u32;
+    for p in packets {
+        out.packet(p.header(), p.payload);
+        payload_octets = payload_octets.wrapping_add(p.payload_len() as u32);
+    }
+    payload_octets
+}

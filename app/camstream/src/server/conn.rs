@@ -9,8 +9,8 @@ use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use mio::net::TcpStream;
 
+use super::transport::Transport;
 use crate::table::{Id, Table};
 use crate::clock::Mono;
 
@@ -53,7 +53,8 @@ pub enum Kind {
 }
 
 pub struct Conn {
-    pub socket: TcpStream,
+    /// Its byte stream (plain TCP today).
+    pub socket: Transport,
     pub peer: SocketAddr,
     pub local: SocketAddr,
     pub port: Port,
@@ -84,7 +85,7 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(socket: TcpStream, peer: SocketAddr, local: SocketAddr, port: Port) -> Conn {
+    pub fn new(socket: Transport, peer: SocketAddr, local: SocketAddr, port: Port) -> Conn {
         let now = Mono::now();
         Conn {
             socket,

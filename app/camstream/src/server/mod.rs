@@ -28,6 +28,7 @@ mod onvif;
 mod report;
 mod rtsp;
 mod signals;
+mod transport;
 
 use std::io::{self, Read};
 use std::net::SocketAddr;
@@ -375,6 +376,7 @@ impl Server {
             .local_addr()
             .unwrap_or(SocketAddr::new(self.cfg.listen, 0));
         let token = conn::token(id);
+        let mut stream = transport::Transport::Tcp(stream);
         let r = self.poll.registry();
         if let Err(e) = r.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE) {
             log::warn!("{peer}: {e}");

@@ -522,8 +522,7 @@ fn part(bytes: &[u8], from: usize) -> &[u8] {
 }
 
 /// Writes what is left of a body; true once all of it is out.
-fn write_body(stream: &mut mio::net::TcpStream, b: &mut Body) -> io::Result<bool> {
-    use std::io::Write;
+fn write_body(stream: &mut impl std::io::Write, b: &mut Body) -> io::Result<bool> {
     loop {
         let total = b.len();
         if b.written == total {

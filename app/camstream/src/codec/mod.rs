@@ -29,6 +29,15 @@ impl MediaKind {
     }
 }
 
+/// A codec a stream can carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codec {
+    /// JPEG pictures, as RTP/JPEG (RFC 2435).
+    Jpeg,
+    /// H.264 (RFC 6184).
+    H264,
+}
+
 /// One encoded unit of a stream, as its producer (or the intake) made it.
 #[derive(Clone, Copy)]
 pub enum Unit<'a> {
@@ -66,16 +75,15 @@ pub enum Packetizer {
 }
 
 impl Packetizer {
-    pub fn jpeg(ssrc: u32, sequence: u16, mtu: usize) -> anyhow::Result<Packetizer> {
-        Ok(Packetizer::Jpeg(camstream_rtp::Packetizer::new(
-            ssrc, sequence, mtu,
-        )?))
-    }
-
-    pub fn h264(ssrc: u32, sequence: u16, mtu: usize) -> anyhow::Result<Packetizer> {
-        let p = camstream_h264::Packetizer::new(ssrc, sequence, mtu)
-            .map_err(|e| anyhow::anyhow!("mtu = {mtu}: {e:?}"))?;
-        Ok(Packetizer::H264(Box::new(p)))
+    /// `codec`'s packetizer, its packets starting at `sequence`.
+    pub fn new(codec: Codec, ssrc: u32, sequence: u16, mtu: usize) -> anyhow::Result<Packetizer> {
+        Ok(match codec {
+            Codec::Jpeg => Packetizer::Jpeg(camstream_rtp::Packetizer::new(ssrc, sequence, mtu)?),
+            Codec::H264 => Packetizer::H264(Box::new(
+                camstream_h264::Packetizer::new(ssrc, sequence, mtu)
+                    .map_err(|e| anyhow::anyhow!("mtu = {mtu}: {e:?}"))?,
+            )),
+        })
     }
 
     /// What /metrics and the status page call it.

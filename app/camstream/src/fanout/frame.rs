@@ -197,6 +197,7 @@ impl SharedFrame {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::codec::Codec;
     use camstream_rtp::Jpeg;
     use camstream_rtp::jpeg::{QuantTable, Subsampling};
 
@@ -223,7 +224,7 @@ pub(crate) mod tests {
         let scan = vec![7u8; 5000];
         let j = jpeg(64, 64, &scan, &[1; 64]);
         let pool = Pool::new(2);
-        let mut p = Packetizer::jpeg(5, 100, 1400).unwrap();
+        let mut p = Packetizer::new(Codec::Jpeg, 5, 100, 1400).unwrap();
         let j = Unit::Jpeg(&j);
         let f = SharedFrame::build(&pool, &mut p, &j, 42, Mono(0), Mono(0)).unwrap();
         assert_eq!(f.first_sequence, 100);

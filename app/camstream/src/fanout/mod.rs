@@ -23,7 +23,7 @@ pub use pace::Pace;
 
 use crate::table::{Id, Table};
 use crate::clock::{Mono, RtpClock};
-use crate::codec::{Packetizer, Unit};
+use crate::codec::{Codec, Packetizer, Unit};
 use crate::intake::{Counts, Intake};
 use crate::latency::SendLatency;
 use crate::source::{CapturedFrame, StreamInfo};
@@ -64,28 +64,17 @@ pub struct Stream {
 }
 
 impl Stream {
-    /// A JPEG stream. `ids`: random values for the SSRC, the first sequence
-    /// number, the first timestamp and the SDP's session id.
+    /// A stream of `codec`. `ids`: random values for the SSRC, the first
+    /// sequence number, the first timestamp and the SDP's session id.
     pub fn new(
         name: &str,
+        codec: Codec,
         info: StreamInfo,
         mtu: usize,
         frames: usize,
         ids: [u64; 4],
     ) -> anyhow::Result<Stream> {
-        let p = Packetizer::jpeg(ids[0] as u32, ids[1] as u16, mtu)?;
-        Ok(Self::with(name, info, p, frames, ids))
-    }
-
-    /// An H.264 stream, as `new` a JPEG one.
-    pub fn h264(
-        name: &str,
-        info: StreamInfo,
-        mtu: usize,
-        frames: usize,
-        ids: [u64; 4],
-    ) -> anyhow::Result<Stream> {
-        let p = Packetizer::h264(ids[0] as u32, ids[1] as u16, mtu)?;
+        let p = Packetizer::new(codec, ids[0] as u32, ids[1] as u16, mtu)?;
         Ok(Self::with(name, info, p, frames, ids))
     }
 
@@ -593,9 +582,9 @@ mod tests {
     /// when each slot moved to the frame taken less a tenth).
     #[test]
     fn a_subscriber_gets_the_rate_it_asks_for() {
-        let main = Stream::new("stream", INFO, 1400, 4, [1, 2, 3, 4]).unwrap();
+        let main = Stream::new("stream", Codec::Jpeg, INFO, 1400, 4, [1, 2, 3, 4]).unwrap();
         let mut f = Fanout::new(80, 2, main).unwrap();
-        let id = f.add_stream(Stream::h264("h264", INFO, 1400, 4, [5, 6, 7, 8]).unwrap());
+        let id = f.add_stream(Stream::new("h264", Codec::H264, INFO, 1400, 4, [5, 6, 7, 8]).unwrap());
         let label = f.label("rtsp");
         let every = Duration::from_millis(200);
         let s = f.subscribe(Subscription {
@@ -630,9 +619,9 @@ mod tests {
 
     #[test]
     fn an_h264_subscriber_starts_and_restarts_at_an_idr_picture() {
-        let main = Stream::new("stream", INFO, 1400, 4, [1, 2, 3, 4]).unwrap();
+        let main = Stream::new("stream", Codec::Jpeg, INFO, 1400, 4, [1, 2, 3, 4]).unwrap();
         let mut f = Fanout::new(80, 2, main).unwrap();
-        let id = f.add_stream(Stream::h264("h264", INFO, 1400, 4, [5, 6, 7, 8]).unwrap());
+        let id = f.add_stream(Stream::new("h264", Codec::H264, INFO, 1400, 4, [5, 6, 7, 8]).unwrap());
         let label = f.label("rtsp");
         publish(&mut f, id, true);
         publish(&mut f, id, false);

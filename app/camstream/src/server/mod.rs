@@ -45,6 +45,7 @@ use admission::{Admission, Refusal};
 use conn::After;
 use conn::{Conn, ConnId, Conns, Kind, Port};
 use ctx::Ctx;
+use crate::codec::Codec;
 use crate::fanout::{Fanout, Stream};
 use crate::media::{MainPicture, Producers};
 use gate::Gate;
@@ -136,7 +137,7 @@ impl Server {
         let listeners = Listeners::bind(&cfg)?;
         let udp = rtsp::Udp::bind(cfg.listen, cfg.rtp_port, cfg.mtu)?;
         let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
-        let main = Stream::new(&cfg.path, info, cfg.mtu, cfg.client_queue + 2, ids)?;
+        let main = Stream::new(&cfg.path, Codec::Jpeg, info, cfg.mtu, cfg.client_queue + 2, ids)?;
         let mut fanout = Fanout::new(cfg.source.quality, cfg.client_queue, main)?;
         let mut key = [0u8; 32];
         random_fill(&mut key);

@@ -20,7 +20,7 @@ use camstream_h264::AccessUnit;
 use mio::Waker;
 
 use super::{MainPicture, Producer};
-use crate::codec::Unit;
+use crate::codec::{Codec, Unit};
 use crate::fanout::{Fanout, Pace, SharedFrame, Stream, StreamId};
 use super::i420::sub_size;
 use crate::random::random_u64;
@@ -293,7 +293,7 @@ impl H264Stream {
         let waker = done.clone();
         let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
         let info = shape.info(main);
-        let id = fanout.add_stream(Stream::h264(shape.path, info, mtu, 4, ids)?);
+        let id = fanout.add_stream(Stream::new(shape.path, Codec::H264, info, mtu, 4, ids)?);
         log::info!(
             "{}: {}x{} at {} fps, {} kbit/s, a key frame every {} frames, \
              encoded by {by}, rtsp://CAMERA/{}",

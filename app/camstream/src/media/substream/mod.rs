@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::Result;
 use mio::Waker;
 
-use crate::codec::Unit;
+use crate::codec::{Codec, Unit};
 use crate::fanout::{Fanout, Pace, SharedFrame, Stream, StreamId};
 use super::{MainPicture, Producer};
 use super::h264::{H264Stream, Shape};
@@ -142,7 +142,7 @@ impl SubStream {
             fps: cfg.fps,
         };
         let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
-        let id = fanout.add_stream(Stream::new(PATH, info, mtu, 4, ids)?);
+        let id = fanout.add_stream(Stream::new(PATH, Codec::Jpeg, info, mtu, 4, ids)?);
         let pace = Pace::new(Some(Duration::from_secs(1) / cfg.fps));
         log::info!(
             "sub-stream: {w}x{h} at {} fps, rtsp://CAMERA/{PATH}",

@@ -82,6 +82,7 @@ pub fn describe(info: &StreamInfo, codec: &Packetizer, local: IpAddr, session_id
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::Codec;
 
     #[test]
     fn sdp_for_hd_and_4k() {
@@ -91,7 +92,7 @@ mod tests {
                 height: 1080,
                 fps: 30,
             },
-            &Packetizer::jpeg(1, 1, 1400).unwrap(),
+            &Packetizer::new(Codec::Jpeg, 1, 1, 1400).unwrap(),
             "192.0.2.7".parse().unwrap(),
             42,
         );
@@ -121,7 +122,7 @@ mod tests {
                 height: 2160,
                 fps: 5,
             },
-            &Packetizer::jpeg(1, 1, 1400).unwrap(),
+            &Packetizer::new(Codec::Jpeg, 1, 1, 1400).unwrap(),
             "::1".parse().unwrap(),
             1,
         ))
@@ -144,7 +145,7 @@ mod tests {
         };
         let sdp = describe(
             &info,
-            &Packetizer::h264(1, 1, 1400).unwrap(),
+            &Packetizer::new(Codec::H264, 1, 1, 1400).unwrap(),
             "192.0.2.7".parse().unwrap(),
             7,
         );

@@ -187,7 +187,7 @@ mod tests {
     use super::*;
     use crate::clock::Mono;
     use crate::fanout::frame::Pool;
-    use crate::codec::{Packetizer, Unit};
+    use crate::codec::{Codec, Packetizer, Unit};
 
     /// A writer that takes at most `chunk` bytes per call.
     struct Dribble {
@@ -229,7 +229,7 @@ mod tests {
         let mtu = 400;
         let f = SharedFrame::build(
             &Pool::new(1),
-            &mut Packetizer::jpeg(1, 1, mtu).unwrap(),
+            &mut Packetizer::new(Codec::Jpeg, 1, 1, mtu).unwrap(),
             &Unit::Jpeg(&j),
             0,
             Mono(0),
@@ -265,7 +265,7 @@ mod tests {
         let j = crate::fanout::frame::tests::jpeg(640, 480, &scan, &[3; 64]);
         let f = SharedFrame::build(
             &Pool::new(1),
-            &mut Packetizer::jpeg(1, 1, 1000).unwrap(),
+            &mut Packetizer::new(Codec::Jpeg, 1, 1, 1000).unwrap(),
             &Unit::Jpeg(&j),
             0,
             Mono(0),

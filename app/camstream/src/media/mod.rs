@@ -6,9 +6,9 @@
 //! stream feeds its encoders from one capture buffer without its HTTP
 //! server knowing which.
 
-pub mod h264;
+mod h264;
 mod i420;
-pub mod substream;
+mod substream;
 mod worker;
 
 use std::rc::Rc;
@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use mio::Waker;
 
+use crate::codec::Codec;
 use crate::config::Config;
 use crate::fanout::{Fanout, SharedFrame};
 use crate::source::Raw;
@@ -32,8 +33,37 @@ pub struct MainPicture<'a> {
     pub full_range: bool,
 }
 
+/// What a producer's stream is encoded as (ONVIF's encoder
+/// configuration of it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Encoding {
+    /// Its RTSP path, and ONVIF's token of its profile.
+    pub path: &'static str,
+    pub codec: Codec,
+    pub size: (u16, u16),
+    pub fps: u32,
+    /// A JPEG stream's quality (1-100).
+    pub quality: Option<u8>,
+    /// An H.264 stream's bit rate (bit/s) and key frame interval.
+    pub h264: Option<(u32, u32)>,
+    /// Its size and rate may change (the sub-stream's); else they are the
+    /// main stream's and only what its codec has (bit rate, key frame
+    /// interval) may.
+    pub resizable: bool,
+}
+
 /// A stream made of the main stream's pictures.
 pub trait Producer {
+    /// Its stream's RTSP path.
+    fn path(&self) -> &'static str;
+
+    /// What it makes now.
+    fn encoding(&self, fanout: &Fanout) -> Encoding;
+
+    /// Makes `to` from now on (a new encoder where it must; clients carry
+    /// on), or says why it cannot. `to` keeps what cannot change.
+    fn reconfigure(&mut self, to: &Encoding, fanout: &mut Fanout) -> anyhow::Result<()>;
+
     /// Made only while its own stream has a client playing; lets go of its
     /// encoder's memory when none has.
     fn follow_watchers(&mut self, fanout: &mut Fanout);
@@ -57,9 +87,9 @@ pub trait Producer {
 #[derive(Default)]
 pub struct Producers {
     /// The detection sub-stream, unless [streams.sub] turns it off.
-    pub sub: Option<Sub>,
+    sub: Option<Sub>,
     /// The H.264 stream, unless [streams.h264] turns it off.
-    pub h264: Option<H264Stream>,
+    h264: Option<H264Stream>,
 }
 
 impl Producers {
@@ -90,6 +120,18 @@ impl Producers {
 
     pub fn done(&mut self, fanout: &mut Fanout) {
         self.each().for_each(|p| p.done(fanout));
+    }
+
+    /// Every producer, for what each makes.
+    pub fn all(&self) -> impl Iterator<Item = &dyn Producer> {
+        let sub = self.sub.as_ref().map(|p| p as &dyn Producer);
+        let h264 = self.h264.as_ref().map(|p| p as &dyn Producer);
+        sub.into_iter().chain(h264)
+    }
+
+    /// The producer of the stream at `path`.
+    pub fn find(&mut self, path: &str) -> Option<&mut dyn Producer> {
+        self.each().find(|p| p.path() == path)
     }
 
     /// The sub-stream's path, or "" without one (/metrics).

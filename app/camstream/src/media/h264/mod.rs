@@ -19,7 +19,7 @@ use anyhow::Result;
 use camstream_h264::AccessUnit;
 use mio::Waker;
 
-use super::{MainPicture, Producer};
+use super::{Encoding, MainPicture, Producer};
 use crate::codec::{Codec, Unit};
 use crate::fanout::{Fanout, Pace, SharedFrame, Stream, StreamId};
 use super::i420::sub_size;
@@ -322,21 +322,11 @@ impl H264Stream {
         })
     }
 
-    /// What it is made as.
-    pub fn shape(&self) -> Shape {
-        self.shape
-    }
-
-    /// The bit rate and key frame interval it encodes with now.
-    pub fn settings(&self) -> &H264Settings {
-        &self.settings
-    }
-
     /// Encodes from now on at `bitrate` (bit/s) with a key frame every
     /// `gop` frames, and as `shape` (ONVIF's SetVideoEncoderConfiguration):
     /// a new encoder, whose first picture is an IDR picture with the new
     /// parameter sets, so clients carry on.
-    pub fn reconfigure(
+    fn encode_as(
         &mut self,
         bitrate: u32,
         gop: u32,
@@ -411,6 +401,39 @@ impl H264Stream {
 }
 
 impl Producer for H264Stream {
+    fn path(&self) -> &'static str {
+        self.shape.path
+    }
+
+    fn encoding(&self, fanout: &Fanout) -> Encoding {
+        let info = fanout.stream(self.id).info;
+        Encoding {
+            path: self.shape.path,
+            codec: Codec::H264,
+            size: (info.width, info.height),
+            fps: self.shape.fps,
+            quality: None,
+            h264: Some((self.settings.bitrate, self.settings.gop)),
+            resizable: self.shape.size.is_some(),
+        }
+    }
+
+    /// A new encoder only if something changes: a change is refused
+    /// within a second of the last (a new encoder starts with an IDR
+    /// picture).
+    fn reconfigure(&mut self, to: &Encoding, fanout: &mut Fanout) -> Result<()> {
+        if *to == self.encoding(fanout) {
+            return Ok(());
+        }
+        let (bitrate, gop) = to.h264.unwrap_or((self.settings.bitrate, self.settings.gop));
+        let mut shape = self.shape;
+        if shape.size.is_some() {
+            shape.size = Some(to.size);
+            shape.fps = to.fps;
+        }
+        self.encode_as(bitrate, gop, shape, fanout)
+    }
+
     /// Whether it takes the camera's raw pictures: the main stream's size
     /// only, and only while someone watches.
     fn wants_raw(&self) -> bool {

@@ -16,7 +16,7 @@ use mio::Waker;
 
 use crate::codec::{Codec, Unit};
 use crate::fanout::{Fanout, Pace, SharedFrame, Stream, StreamId};
-use super::{MainPicture, Producer};
+use super::{Encoding, MainPicture, Producer};
 use super::h264::{H264Stream, Shape};
 use super::i420::sub_size;
 use crate::random::random_u64;
@@ -64,14 +64,6 @@ pub enum Sub {
 }
 
 impl Sub {
-    /// Its stream on the fan-out.
-    pub fn id(&self) -> StreamId {
-        match self {
-            Sub::Jpeg(s) => s.id,
-            Sub::H264(s) => s.id,
-        }
-    }
-
     fn producer(&mut self) -> &mut dyn Producer {
         match self {
             Sub::Jpeg(s) => s,
@@ -82,6 +74,21 @@ impl Sub {
 }
 
 impl Producer for Sub {
+    fn path(&self) -> &'static str {
+        PATH
+    }
+
+    fn encoding(&self, fanout: &Fanout) -> Encoding {
+        match self {
+            Sub::Jpeg(s) => s.encoding(fanout),
+            Sub::H264(s) => s.encoding(fanout),
+        }
+    }
+
+    fn reconfigure(&mut self, to: &Encoding, fanout: &mut Fanout) -> Result<()> {
+        self.producer().reconfigure(to, fanout)
+    }
+
     fn follow_watchers(&mut self, fanout: &mut Fanout) {
         self.producer().follow_watchers(fanout);
     }
@@ -166,7 +173,7 @@ impl SubStream {
     /// a new encoder on a new worker (the old one finishes its frame and
     /// ends first); clients already playing get frames of the new size,
     /// which RTP/JPEG carries in every packet.
-    pub fn reconfigure(&mut self, cfg: SubSettings, fanout: &mut Fanout) -> Result<()> {
+    fn encode_as(&mut self, cfg: SubSettings, fanout: &mut Fanout) -> Result<()> {
         let main = fanout.stream(StreamId::MAIN).info;
         let (w, h) = sub_size(
             (usize::from(main.width), usize::from(main.height)),
@@ -202,6 +209,31 @@ impl SubStream {
 }
 
 impl Producer for SubStream {
+    fn path(&self) -> &'static str {
+        PATH
+    }
+
+    fn encoding(&self, fanout: &Fanout) -> Encoding {
+        let info = fanout.stream(self.id).info;
+        Encoding {
+            path: PATH,
+            codec: Codec::Jpeg,
+            size: (info.width, info.height),
+            fps: self.cfg.fps,
+            quality: Some(self.cfg.quality),
+            h264: None,
+            resizable: true,
+        }
+    }
+
+    fn reconfigure(&mut self, to: &Encoding, fanout: &mut Fanout) -> Result<()> {
+        let mut cfg = self.cfg.clone();
+        (cfg.width, cfg.height) = to.size;
+        cfg.fps = to.fps;
+        cfg.quality = to.quality.unwrap_or(cfg.quality);
+        self.encode_as(cfg, fanout)
+    }
+
     /// Made only while someone watches it.
     fn follow_watchers(&mut self, fanout: &mut Fanout) {
         let watched = fanout.watched(self.id);

@@ -6,14 +6,13 @@
 use camstream_onvif::responses::{self as resp, DeviceInfo, Profile, VideoSource, XAddrs};
 use camstream_onvif::soap::{Fault, Request as Soap, Service};
 
-use crate::fanout::{Fanout, StreamId};
-use crate::media::h264;
-use crate::media::h264::H264Stream;
+use crate::codec::Codec;
+use crate::fanout::StreamId;
+use crate::media::Encoding;
 use super::super::host::hostname;
-use crate::media::substream::{self, Sub, SubStream};
 use super::{Context, DEVICE_PATH, MEDIA_PATH, Request, board, clock_synchronised, ifaces, scopes};
 use crate::clock::wall_now;
-use crate::config::{H264_GOP, H264_KBIT, H264Settings};
+use crate::config::{H264_GOP, H264_KBIT};
 
 /// An H.264 stream's Quality in ONVIF's encoder configuration, its only
 /// one: its bit rate says how good its pictures are.
@@ -62,19 +61,18 @@ fn encoder_options(ctx: &Context<'_>, p: &Profile) -> resp::EncoderOptions {
 /// unknown token is ter:NoConfig, whatever else the request says.
 pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> {
     let bad = |why: &str| Fault::invalid_arg_val("ter:ConfigModify", why);
+    let no_config = || Fault::invalid_arg_val("ter:NoConfig", "no such configuration");
     let token = soap.arg_attr(&["Configuration"], "token").unwrap_or("");
-    let known = match token {
-        "main" => true,
-        substream::PATH => ctx.producers.sub.is_some(),
-        h264::PATH => ctx.producers.h264.is_some(),
-        _ => false,
+    // None: the main stream's, the camera's own.
+    let current = match token {
+        "main" => None,
+        t => Some(
+            ctx.producers
+                .find(t)
+                .map(|p| p.encoding(ctx.fanout))
+                .ok_or_else(no_config)?,
+        ),
     };
-    if !known {
-        return Err(Fault::invalid_arg_val(
-            "ter:NoConfig",
-            "no such configuration",
-        ));
-    }
     // The schema's xs:int: an optional sign and digits (no fraction, no
     // exponent); none of the options is negative.
     let num = |path: &[&str]| -> Result<Option<u32>, Fault> {
@@ -95,11 +93,9 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
     if num(&["Configuration", "RateControl", "EncodingInterval"])?.is_some_and(|i| i != 1) {
         return Err(bad("an EncodingInterval outside EncodingIntervalRange"));
     }
-    let sub_h264 = matches!(ctx.producers.sub.as_ref(), Some(Sub::H264(_)));
-    let encoding = if token == h264::PATH || (token == substream::PATH && sub_h264) {
-        "H264"
-    } else {
-        "JPEG"
+    let encoding = match current.as_ref().map(|e| e.codec) {
+        Some(Codec::H264) => "H264",
+        Some(Codec::Jpeg) | None => "JPEG",
     };
     if soap
         .arg(&["Configuration", "Encoding"])
@@ -113,102 +109,75 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
     let w = num(&["Configuration", "Resolution", "Width"])?;
     let h = num(&["Configuration", "Resolution", "Height"])?;
     let fps = num(&["Configuration", "RateControl", "FrameRateLimit"])?;
-    let main = ctx.fanout.stream(StreamId::MAIN).info;
-    match (token, ctx.producers.sub.as_ref()) {
-        ("sub", Some(sub)) => {
-            // Size, rate and quality, whatever the codec: among the
-            // options (H.264's quality is its bit rate: one value).
-            let cur = sub_profile(sub, ctx.fanout);
-            let opts = encoder_options(ctx, &cur);
-            let q = quality.unwrap_or(f64::from(cur.quality));
-            if q < f64::from(opts.quality.0) || q > f64::from(opts.quality.1) {
-                return Err(bad("a quality outside QualityRange"));
-            }
-            let size = (w.unwrap_or(cur.width), h.unwrap_or(cur.height));
-            if !opts.sizes.contains(&size) {
-                return Err(bad(
-                    "not one of the sizes GetVideoEncoderConfigurationOptions lists",
-                ));
-            }
-            let fps = fps.unwrap_or(cur.fps);
-            if fps < opts.fps.0 || fps > opts.fps.1 {
-                return Err(bad("a frame rate outside FrameRateRange"));
-            }
-            let changed = |e: anyhow::Error| Fault::receiver(&["ter:Action"], &format!("{e:#}"));
-            match ctx.producers.sub.as_mut() {
-                Some(Sub::H264(sub)) => {
-                    let (kbit, gov) = h264_change(soap, sub.settings(), num)?;
-                    let mut shape = sub.shape();
-                    let unchanged = (size, fps) == ((cur.width, cur.height), cur.fps)
-                        && (kbit * 1000, gov) == (sub.settings().bitrate, sub.settings().gop);
-                    shape.size = Some((size.0 as u16, size.1 as u16));
-                    shape.fps = fps;
-                    if !unchanged {
-                        sub.reconfigure(kbit * 1000, gov, shape, ctx.fanout)
-                            .map_err(changed)?;
-                    }
-                }
-                Some(Sub::Jpeg(sub)) => {
-                    let mut cfg = sub.cfg.clone();
-                    cfg.width = size.0 as u16;
-                    cfg.height = size.1 as u16;
-                    cfg.fps = fps;
-                    cfg.quality = q.round() as u8;
-                    sub.reconfigure(cfg, ctx.fanout).map_err(changed)?;
-                }
-                None => unreachable!("matched above"),
-            }
+    let Some(cur) = current else {
+        let main = ctx.fanout.stream(StreamId::MAIN).info;
+        let same = w.is_none_or(|w| w == u32::from(main.width))
+            && h.is_none_or(|h| h == u32::from(main.height))
+            && fps.is_none_or(|f| f == ctx.cfg.source.fps)
+            && quality.is_none_or(|q| q == f64::from(ctx.cfg.source.quality));
+        return if same {
             Ok(resp::empty("trt", "SetVideoEncoderConfiguration"))
-        }
-        ("main", _) => {
-            let same = w.is_none_or(|w| w == u32::from(main.width))
-                && h.is_none_or(|h| h == u32::from(main.height))
-                && fps.is_none_or(|f| f == ctx.cfg.source.fps)
-                && quality.is_none_or(|q| q == f64::from(ctx.cfg.source.quality));
-            if same {
-                Ok(resp::empty("trt", "SetVideoEncoderConfiguration"))
-            } else {
-                Err(bad(
-                    "the main stream's size, rate and quality are set in camstream.toml",
-                ))
-            }
-        }
-        (h264::PATH, _) if ctx.producers.h264.is_some() => {
-            let same = w.is_none_or(|w| w == u32::from(main.width & !1))
-                && h.is_none_or(|h| h == u32::from(main.height & !1))
-                && fps.is_none_or(|f| f == ctx.cfg.source.fps)
-                && quality.is_none_or(|q| q == f64::from(H264_QUALITY));
-            if !same {
-                return Err(bad(
-                    "the H.264 stream's size and rate are the main stream's, set in camstream.toml, \
-                     and its quality is its bit rate",
-                ));
-            }
-            let Some(stream) = ctx.producers.h264.as_mut() else {
-                unreachable!("matched above");
-            };
-            let (kbit, gov) = h264_change(soap, stream.settings(), num)?;
-            let now = stream.settings();
-            if (kbit * 1000, gov) != (now.bitrate, now.gop) {
-                let shape = stream.shape();
-                stream
-                    .reconfigure(kbit * 1000, gov, shape, ctx.fanout)
-                    .map_err(|e| Fault::receiver(&["ter:Action"], &format!("{e:#}")))?;
-            }
-            Ok(resp::empty("trt", "SetVideoEncoderConfiguration"))
-        }
-        _ => Err(Fault::invalid_arg_val(
-            "ter:NoConfig",
-            "no such configuration",
-        )),
+        } else {
+            Err(bad(
+                "the main stream's size, rate and quality are set in camstream.toml",
+            ))
+        };
+    };
+    // Size, rate and quality, whatever the codec: among the options
+    // (H.264's quality is its bit rate: one value).
+    let p = profile(&cur);
+    let opts = encoder_options(ctx, &p);
+    let fixed = "its size and rate are the main stream's, set in camstream.toml, and an H.264 \
+                 stream's quality is its bit rate";
+    let q = quality.unwrap_or(f64::from(p.quality));
+    if q < f64::from(opts.quality.0) || q > f64::from(opts.quality.1) {
+        return Err(bad(if cur.resizable {
+            "a quality outside QualityRange"
+        } else {
+            fixed
+        }));
     }
+    let size = (w.unwrap_or(p.width), h.unwrap_or(p.height));
+    if !opts.sizes.contains(&size) {
+        return Err(bad(if cur.resizable {
+            "not one of the sizes GetVideoEncoderConfigurationOptions lists"
+        } else {
+            fixed
+        }));
+    }
+    let fps = fps.unwrap_or(p.fps);
+    if fps < opts.fps.0 || fps > opts.fps.1 {
+        return Err(bad(if cur.resizable {
+            "a frame rate outside FrameRateRange"
+        } else {
+            fixed
+        }));
+    }
+    let h264 = match cur.h264 {
+        Some(now) => Some(h264_change(soap, now, num)?),
+        None => None,
+    };
+    let to = Encoding {
+        size: (size.0 as u16, size.1 as u16),
+        fps,
+        quality: cur.quality.map(|_| q.round() as u8),
+        h264: h264.map(|(kbit, gov)| (kbit * 1000, gov)),
+        ..cur
+    };
+    ctx.producers
+        .find(token)
+        .ok_or_else(no_config)?
+        .reconfigure(&to, ctx.fanout)
+        .map_err(|e| Fault::receiver(&["ter:Action"], &format!("{e:#}")))?;
+    Ok(resp::empty("trt", "SetVideoEncoderConfiguration"))
 }
 
 /// The bit rate (kbit/s) and key frame interval SetVideoEncoderConfiguration
-/// asks of an H.264 stream encoding with `now` (what it leaves out stays).
+/// asks of an H.264 stream encoding at `now` (bit/s, key frame interval;
+/// what it leaves out stays).
 fn h264_change(
     soap: &Soap,
-    now: &H264Settings,
+    now: (u32, u32),
     num: impl Fn(&[&str]) -> Result<Option<u32>, Fault>,
 ) -> Result<(u32, u32), Fault> {
     let bad = |why: &str| Fault::invalid_arg_val("ter:ConfigModify", why);
@@ -218,9 +187,8 @@ fn h264_change(
     {
         return Err(bad("the H.264 streams are Baseline (Constrained Baseline)"));
     }
-    let kbit =
-        num(&["Configuration", "RateControl", "BitrateLimit"])?.unwrap_or(now.bitrate / 1000);
-    let gov = num(&["Configuration", "H264", "GovLength"])?.unwrap_or(now.gop);
+    let kbit = num(&["Configuration", "RateControl", "BitrateLimit"])?.unwrap_or(now.0 / 1000);
+    let gov = num(&["Configuration", "H264", "GovLength"])?.unwrap_or(now.1);
     if !(H264_KBIT.0..=H264_KBIT.1).contains(&kbit) {
         return Err(bad("a BitrateLimit outside 64-100000 kbit/s"));
     }
@@ -277,12 +245,7 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
         h264: None,
     };
     let mut profiles = vec![main];
-    if let Some(sub) = ctx.producers.sub.as_ref() {
-        profiles.push(sub_profile(sub, ctx.fanout));
-    }
-    if let Some(stream) = ctx.producers.h264.as_ref() {
-        profiles.push(h264_profile(stream, ctx.fanout, h264::PATH));
-    }
+    profiles.extend(ctx.producers.all().map(|p| profile(&p.encoding(ctx.fanout))));
     let profile_arg = || -> Result<&Profile, Fault> {
         let token = soap.arg(&["ProfileToken"]).unwrap_or("");
         profiles
@@ -341,10 +304,10 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
                 554 => String::new(),
                 p => format!(":{p}"),
             };
-            let path = match (p.token.as_str(), ctx.producers.sub.as_ref()) {
-                ("sub", Some(sub)) => ctx.fanout.stream(sub.id()).name.as_str(),
-                (h264::PATH, _) => h264::PATH,
-                _ => ctx.fanout.stream(StreamId::MAIN).name.as_str(),
+            // A producer's profile is named by its stream's path.
+            let path = match p.token.as_str() {
+                "main" => ctx.fanout.stream(StreamId::MAIN).name.as_str(),
+                token => token,
             };
             resp::media_uri(false, &format!("rtsp://{rtsp_host}{port}/{path}"))
         }
@@ -374,48 +337,23 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
     })
 }
 
-/// An H.264 stream as the ONVIF profile `token`: the sub-stream's may
-/// change its size and rate too.
-fn h264_profile(stream: &H264Stream, fanout: &Fanout, token: &str) -> Profile {
-    let h = stream.settings();
-    let info = fanout.stream(stream.id).info;
+/// A producer's stream as the ONVIF profile named by its path: the
+/// sub-stream's may change its size and rate too.
+fn profile(e: &Encoding) -> Profile {
     Profile {
-        token: token.into(),
-        name: token.into(),
-        width: u32::from(info.width),
-        height: u32::from(info.height),
-        fps: info.fps,
+        token: e.path.into(),
+        name: e.path.into(),
+        width: u32::from(e.size.0),
+        height: u32::from(e.size.1),
+        fps: e.fps,
         // ONVIF's encoder configuration has a quality whatever the codec;
         // H.264's is its bit rate.
-        quality: H264_QUALITY,
-        settable: token == substream::PATH,
-        h264: Some(resp::H264 {
-            bitrate: h.bitrate / 1000,
-            gov_length: h.gop,
+        quality: e.quality.map_or(H264_QUALITY, u32::from),
+        settable: e.resizable,
+        h264: e.h264.map(|(bitrate, gop)| resp::H264 {
+            bitrate: bitrate / 1000,
+            gov_length: gop,
         }),
-    }
-}
-
-/// The detection sub-stream as ONVIF's profile "sub", the one a client may
-/// change.
-fn sub_profile(sub: &Sub, fanout: &Fanout) -> Profile {
-    match sub {
-        Sub::H264(s) => h264_profile(s, fanout, substream::PATH),
-        Sub::Jpeg(s) => jpeg_sub_profile(s, fanout),
-    }
-}
-
-fn jpeg_sub_profile(sub: &SubStream, fanout: &Fanout) -> Profile {
-    let info = fanout.stream(sub.id).info;
-    Profile {
-        token: "sub".into(),
-        name: "sub".into(),
-        width: u32::from(info.width),
-        height: u32::from(info.height),
-        fps: sub.cfg.fps,
-        quality: u32::from(sub.cfg.quality),
-        settable: true,
-        h264: None,
     }
 }
 

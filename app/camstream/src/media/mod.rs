@@ -20,8 +20,6 @@ use crate::codec::Codec;
 use crate::config::Config;
 use crate::fanout::{Fanout, SharedFrame};
 use crate::source::Raw;
-use h264::H264Stream;
-use substream::Sub;
 
 /// The main stream's picture as producers take it: its frame (the JPEG
 /// its clients get) and, where the source had one, the raw picture it was
@@ -86,24 +84,24 @@ pub trait Producer {
 /// `done` when its worker finishes a frame.
 #[derive(Default)]
 pub struct Producers {
-    /// The detection sub-stream, unless [streams.sub] turns it off.
-    sub: Option<Sub>,
-    /// The H.264 stream, unless [streams.h264] turns it off.
-    h264: Option<H264Stream>,
+    list: Vec<Box<dyn Producer>>,
 }
 
 impl Producers {
+    /// Each producer the config turns on (and that could start: the log
+    /// says why one did not), in the order ONVIF lists their profiles.
     pub fn start(cfg: &Config, fanout: &mut Fanout, done: &Arc<Waker>) -> Producers {
+        let list: [Option<Box<dyn Producer>>; 2] = [
+            substream::start(cfg, fanout, done).map(|p| Box::new(p) as _),
+            h264::start(cfg, fanout, done).map(|p| Box::new(p) as _),
+        ];
         Producers {
-            sub: substream::start(cfg, fanout, done),
-            h264: h264::start(cfg, fanout, done),
+            list: list.into_iter().flatten().collect(),
         }
     }
 
     fn each(&mut self) -> impl Iterator<Item = &mut dyn Producer> {
-        let sub = self.sub.as_mut().map(|p| p as &mut dyn Producer);
-        let h264 = self.h264.as_mut().map(|p| p as &mut dyn Producer);
-        sub.into_iter().chain(h264)
+        self.list.iter_mut().map(|p| &mut **p as &mut dyn Producer)
     }
 
     pub fn follow_watchers(&mut self, fanout: &mut Fanout) {
@@ -114,8 +112,8 @@ impl Producers {
         self.each().for_each(|p| p.picture(pic, fanout));
     }
 
-    pub fn wants_raw(&mut self) -> bool {
-        self.each().any(|p| p.wants_raw())
+    pub fn wants_raw(&self) -> bool {
+        self.all().any(|p| p.wants_raw())
     }
 
     pub fn done(&mut self, fanout: &mut Fanout) {
@@ -124,9 +122,7 @@ impl Producers {
 
     /// Every producer, for what each makes.
     pub fn all(&self) -> impl Iterator<Item = &dyn Producer> {
-        let sub = self.sub.as_ref().map(|p| p as &dyn Producer);
-        let h264 = self.h264.as_ref().map(|p| p as &dyn Producer);
-        sub.into_iter().chain(h264)
+        self.list.iter().map(|p| &**p)
     }
 
     /// The producer of the stream at `path`.
@@ -136,6 +132,9 @@ impl Producers {
 
     /// The sub-stream's path, or "" without one (/metrics).
     pub fn sub_path(&self) -> &'static str {
-        self.sub.as_ref().map_or("", |_| substream::PATH)
+        self.all()
+            .map(|p| p.path())
+            .find(|&p| p == substream::PATH)
+            .unwrap_or("")
     }
 }

@@ -66,9 +66,9 @@ const REPORT_SIGNAL: Token = Token(5);
 const HTTP_LISTENER: Token = Token(6);
 const DISCOVERY: Token = Token(7);
 const ADDRESS_CHANGES: Token = Token(8);
-/// A producer's worker finished a frame: one waker for all, as mio allows
-/// one per poll.
-const WORKER_DONE: Token = Token(9);
+/// The producers' (media::Producers): one of their workers finished a
+/// frame. One waker for all of them, as mio allows one per poll.
+const PRODUCERS: Token = Token(9);
 
 /// How long a connection closing after an error may take to drain.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -171,7 +171,7 @@ impl Server {
             cfg,
         };
         let r = server.poll.registry();
-        let done = std::sync::Arc::new(mio::Waker::new(r, WORKER_DONE)?);
+        let done = std::sync::Arc::new(mio::Waker::new(r, PRODUCERS)?);
         server.producers = Producers::start(&server.cfg, &mut server.fanout, &done);
         server.discovery = onvif::discovery::start(&server.cfg, r, DISCOVERY, ADDRESS_CHANGES);
         let r = server.poll.registry();
@@ -250,7 +250,7 @@ impl Server {
                     }
                 }
                 // Each takes what its worker finished, if anything.
-                WORKER_DONE => self.producers.done(&mut self.fanout),
+                PRODUCERS => self.producers.done(&mut self.fanout),
                 SOURCE => self.source_readable()?,
                 SIGNAL => {
                     log::info!("stopping");

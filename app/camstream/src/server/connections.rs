@@ -1,0 +1,240 @@
+//! The event loop's side of client connections: accepting them (through
+//! admission), reading what they send and handing it to their protocol
+//! (timed: the loop's stall per input), what HTTP hands over (a tunnel's
+//! half, /metrics, ONVIF), writing, and finishing what the parts closed.
+
+use std::io::{self, Read};
+use std::net::SocketAddr;
+
+use mio::Interest;
+
+use super::admission::{self, Refusal};
+use super::conn::{self, Conn, ConnId, Kind, Port};
+use super::http::{Handoff, Http};
+use super::rtsp::Rtsp;
+use super::{READS_PER_TURN, Server, TCP_SEND_BUFFER, onvif, report, transport};
+use crate::clock::Mono;
+use crate::latency::InputKind;
+
+impl Server {
+    pub(super) fn accept(&mut self, port: Port) {
+        while let Some((stream, peer)) = self.listeners.accept(port) {
+            self.connected(stream, peer, port);
+        }
+    }
+
+    /// A new connection: admitted (maybe in place of one that has not
+    /// authenticated), or answered 503 and closed.
+    fn connected(&mut self, mut stream: mio::net::TcpStream, peer: SocketAddr, port: Port) {
+        let (rtsp, http) = (&self.rtsp, &self.http);
+        let admitted =
+            self.admission
+                .admit(&mut self.conns, &mut self.after, port, peer, |ci, c| {
+                    streaming(rtsp, http, ci, c)
+                });
+        self.settle();
+        let id = match (admitted, self.conns.next_id()) {
+            (Ok(()), Some(id)) => id,
+            (why, _) => {
+                // One write into an empty socket buffer does not block;
+                // then the socket is dropped (closed).
+                use std::io::Write;
+                let _ = stream.write(admission::busy_answer(port));
+                let why = why.err().unwrap_or(Refusal::TooManyConnections);
+                self.admission.refused(peer, "connection refused: 503", why);
+                return;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let _ = rustix::net::sockopt::set_socket_send_buffer_size(&stream, TCP_SEND_BUFFER);
+        let local = stream
+            .local_addr()
+            .unwrap_or(SocketAddr::new(self.cfg.listen, 0));
+        let token = conn::token(id);
+        let mut stream = transport::Transport::Tcp(stream);
+        let r = self.poll.registry();
+        if let Err(e) = r.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE) {
+            log::warn!("{peer}: {e}");
+            return;
+        }
+        log::debug!("{peer}: connected ({port:?})");
+        let inserted = self.conns.insert(Conn::new(stream, peer, local, port));
+        debug_assert_eq!(inserted, id);
+        match port {
+            Port::Rtsp => self.rtsp.opened(id),
+            Port::Http => self.http.opened(id),
+        }
+        self.admission.opened(peer.ip());
+    }
+
+    // ---- connections --------------------------------------------------
+
+    pub(super) fn conn_readable(&mut self, ci: ConnId) {
+        let mut buf = [0u8; 4096];
+        for _ in 0..READS_PER_TURN {
+            let Some(conn) = self.conns.get_mut(ci) else {
+                return;
+            };
+            if conn.read_paused {
+                return;
+            }
+            let cap = conn.input_cap(self.cfg.max_request_size);
+            if conn.inbuf.len() >= cap {
+                return self.input(ci);
+            }
+            let room = (cap - conn.inbuf.len()).min(buf.len());
+            let (into, _) = buf.split_at_mut(room);
+            match conn.socket.read(into) {
+                Ok(0) => {
+                    self.input(ci);
+                    return self.close(ci, "closed by peer");
+                }
+                Ok(n) => {
+                    conn.last_input = Mono::now();
+                    // A tunnel's GET side carries nothing in: its requests
+                    // come through the POST side.
+                    if !self.rtsp.is_tunnel_get(ci) {
+                        conn.inbuf
+                            .extend_from_slice(into.get(..n).unwrap_or_default());
+                    }
+                    self.input(ci);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return self.close(ci, &format!("read: {e}")),
+            }
+        }
+        // More may be waiting, but others get their turn first; readiness is
+        // edge-triggered, so remember to come back.
+        self.after.resume.push(ci);
+    }
+
+    /// Hands a connection's input to its part, timing what that holds up.
+    pub(super) fn input(&mut self, ci: ConnId) {
+        let start = std::time::Instant::now();
+        let kind = match self.conns.get(ci).map(|c| c.kind) {
+            Some(Kind::Rtsp) => {
+                self.rtsp.input(ci, &mut ctx!(self));
+                InputKind::Rtsp
+            }
+            Some(Kind::TunnelPost) => {
+                self.rtsp.tunnel_input(ci, &mut ctx!(self));
+                InputKind::Tunnel
+            }
+            Some(Kind::Http) => {
+                // Named after the costliest part a handoff went to.
+                let mut kind = InputKind::Http;
+                let mut handoff = self.http.input(ci, &mut ctx!(self));
+                while let Some(h) = handoff {
+                    match h {
+                        Handoff::Onvif(_) => kind = InputKind::Onvif,
+                        Handoff::Metrics { .. } if kind == InputKind::Http => {
+                            kind = InputKind::Metrics
+                        }
+                        Handoff::TunnelGet { .. } | Handoff::TunnelPost { .. } => {
+                            kind = InputKind::Tunnel
+                        }
+                        Handoff::Metrics { .. } => {}
+                    }
+                    handoff = self.handoff(ci, h);
+                }
+                kind
+            }
+            None => return self.settle(),
+        };
+        self.settle();
+        self.stalls.record(kind, start.elapsed());
+    }
+
+    /// What HTTP handed over: a tunnel's half to RTSP; /metrics and ONVIF
+    /// answered here, then HTTP's next request.
+    fn handoff(&mut self, ci: ConnId, h: Handoff) -> Option<Handoff> {
+        match h {
+            Handoff::TunnelGet { cookie, user } => {
+                self.conns.get_mut(ci)?.kind = Kind::Rtsp;
+                self.rtsp.tunnel_get(ci, cookie, user, &mut ctx!(self));
+                None
+            }
+            Handoff::TunnelPost { cookie, user } => {
+                self.conns.get_mut(ci)?.kind = Kind::TunnelPost;
+                self.rtsp.tunnel_post(ci, cookie, user, &mut ctx!(self));
+                None
+            }
+            Handoff::Metrics { head_only, close } => {
+                let text = self.reports.metrics(&report::Parts {
+                    stalls: &self.stalls,
+                    cfg: &self.cfg,
+                    fanout: &self.fanout,
+                    admission: &self.admission,
+                    rtsp: self.rtsp.counts(&self.conns),
+                    http: self.http.counts(),
+                    sub_path: self.producers.sub_path(),
+                    camera_mode: &self.camera_mode,
+                    rtsp_port: self.rtsp_addr().map_or(self.cfg.rtsp_port, |a| a.port()),
+                    http_port: self.http_addr().map_or(self.cfg.http_port, |a| a.port()),
+                });
+                let ctx = &mut ctx!(self);
+                self.http.metrics(ci, &text, head_only, close, ctx);
+                self.http.input(ci, ctx)
+            }
+            Handoff::Onvif(req) => {
+                let answer = self.onvif.handle(
+                    &req,
+                    onvif::Context {
+                        cfg: &self.cfg,
+                        fanout: &mut self.fanout,
+                        producers: &mut self.producers,
+                    },
+                );
+                let ctx = &mut ctx!(self);
+                self.http.onvif_answer(ci, answer, ctx);
+                self.http.input(ci, ctx)
+            }
+        }
+    }
+
+    /// Writes a connection's pending bytes until the socket is full.
+    pub(super) fn flush(&mut self, ci: ConnId) {
+        match self.conns.get(ci).map(|c| c.kind) {
+            Some(Kind::Rtsp | Kind::TunnelPost) => self.rtsp.flush(ci, &mut ctx!(self)),
+            Some(Kind::Http) => self.http.flush(ci, &mut ctx!(self)),
+            None => {}
+        }
+    }
+
+    pub(super) fn close(&mut self, ci: ConnId, why: &str) {
+        conn::close(&mut self.conns, &mut self.after, ci, why);
+        self.settle();
+    }
+
+    /// Finishes closing what the parts took out of the table: the socket
+    /// leaves the poll, its address's count goes down, its part lets go of
+    /// it (which may close others: a tunnel's other half).
+    pub(super) fn settle(&mut self) {
+        while let Some(ci) = self.after.authenticated.pop() {
+            let (rtsp, http) = (&self.rtsp, &self.http);
+            self.admission
+                .authenticated(&mut self.conns, &mut self.after, ci, |ci, c| {
+                    streaming(rtsp, http, ci, c)
+                });
+        }
+        while let Some(mut c) = self.after.closed.pop() {
+            let _ = self.poll.registry().deregister(&mut c.conn.socket);
+            self.admission.closed(c.peer().ip());
+            log::debug!("{}: {}", c.peer(), c.why);
+            match c.kind() {
+                Kind::Rtsp | Kind::TunnelPost => self.rtsp.closed(c.id, &c.why, &mut ctx!(self)),
+                Kind::Http => self.http.closed(c.id, c.peer(), &mut self.fanout),
+            }
+        }
+    }
+}
+
+/// Whether a connection carries a stream (then it is not idle, and never
+/// pushed out).
+pub(super) fn streaming(rtsp: &Rtsp, http: &Http, ci: ConnId, c: &Conn) -> bool {
+    match c.kind {
+        Kind::Rtsp | Kind::TunnelPost => rtsp.streaming(ci),
+        Kind::Http => http.streaming(ci),
+    }
+}

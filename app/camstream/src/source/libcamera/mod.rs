@@ -15,6 +15,8 @@ pub mod capture;
 pub mod controls;
 pub mod describe;
 #[cfg(feature = "libcamera")]
+mod encode;
+#[cfg(feature = "libcamera")]
 mod ffi;
 
 #[cfg(feature = "libcamera")]

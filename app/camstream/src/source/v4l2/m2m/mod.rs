@@ -6,6 +6,7 @@
 
 mod encoder;
 mod queue;
+mod setup;
 
 pub use encoder::{CameraBuffers, Dmabuf, Encoded, M2mEncoder, Params};
 

@@ -361,6 +361,9 @@ impl Fanout {
         }
     }
 
+
+    /// Whether it takes frames now (for audits: its owner keeps its own
+    /// state).
     pub fn is_active(&self, id: SubscriberId) -> bool {
         self.subscribers.get(id).is_some_and(|s| s.active)
     }

@@ -407,7 +407,7 @@ impl Server {
     /// connections (the fuzz target checks it after each step): Ok, or
     /// what does not hold.
     pub fn audit(&self) -> Result<(), String> {
-        self.rtsp.audit(&self.conns)?;
+        self.rtsp.audit(&self.conns, &self.fanout)?;
         self.http.audit(&self.conns)?;
         let mut per_ip = std::collections::HashMap::new();
         for (_, c) in self.conns.iter() {

@@ -261,12 +261,12 @@ impl Rtsp {
                 match req.method() {
                     Method::Play => self.play(req, cseq, si, ctx),
                     Method::Pause => {
-                        let Some(s) = self.sessions.get(si) else {
+                        let Some(s) = self.sessions.get_mut(si) else {
                             return reply(StatusCode::SessionNotFound);
                         };
                         // What is queued is dropped; a UDP frame being sent
                         // is finished.
-                        ctx.fanout.set_active(s.subscription, false);
+                        s.stop(ctx.fanout, false);
                         Outcome::respond(
                             with_session(response(StatusCode::Ok, Some(cseq)), s).build(Vec::new()),
                         )
@@ -397,7 +397,7 @@ impl Rtsp {
             }
             // Changing transport while playing is not supported (RFC 2326
             // 10.4), nor from another connection.
-            if ctx.fanout.is_active(s.subscription) || s.conn != ci {
+            if s.playing() || s.conn != ci {
                 return reply(StatusCode::MethodNotValidInThisState);
             }
         } else if ctx.fanout.clients() >= ctx.cfg.max_clients {
@@ -453,22 +453,16 @@ impl Rtsp {
                     client: true,
                     active: false,
                 });
-                let si = self.sessions.insert(Session {
-                    id: id.clone(),
+                let si = self.sessions.insert(Session::new(
+                    id.clone(),
                     stream,
                     subscription,
-                    conn: ci,
+                    ci,
                     user,
                     peer,
                     transport,
-                    sending: None,
-                    in_udp_backlog: false,
-                    last_seen: now,
-                    next_report: now,
-                    packets: 0,
-                    octets: 0,
-                    warned_send_error: false,
-                });
+                    now,
+                ));
                 self.session_ids.insert(id.clone(), si);
                 if let Some(r) = self.conns.get_mut(ci) {
                     r.sessions.push(si);
@@ -563,7 +557,7 @@ impl Rtsp {
             .build(Vec::new());
         Outcome {
             response: r,
-            start: (!ctx.fanout.is_active(s.subscription)).then_some(si),
+            start: (!s.playing()).then_some(si),
         }
     }
 }

@@ -263,11 +263,9 @@ impl Rtsp {
     /// PLAY: the newest frame at once, so the picture appears without
     /// waiting; then each new one.
     fn start_playing(&mut self, si: SessionId, ctx: &mut Ctx<'_>) {
-        let Some(s) = self.sessions.get_mut(si) else {
-            return;
-        };
-        s.next_report = Mono::now().add(Duration::from_secs(1));
-        ctx.fanout.set_active(s.subscription, true);
+        if let Some(s) = self.sessions.get_mut(si) {
+            s.play(ctx.fanout, Mono::now());
+        }
     }
 
     /// 408 for a request that did not arrive within request_timeout.
@@ -505,7 +503,7 @@ impl Rtsp {
         let due: Vec<SessionId> = self
             .sessions
             .iter()
-            .filter(|(_, s)| ctx.fanout.is_active(s.subscription) && s.next_report <= now)
+            .filter(|(_, s)| s.playing() && s.next_report <= now)
             .map(|(k, _)| k)
             .collect();
         let interval = Duration::from_secs(u64::from(ctx.cfg.rtcp_interval));
@@ -525,8 +523,15 @@ impl Rtsp {
     }
 
     /// What its tables say of each other and of the connections.
-    pub fn audit(&self, conns: &Conns) -> Result<(), String> {
+    pub fn audit(&self, conns: &Conns, fanout: &Fanout) -> Result<(), String> {
         for (si, s) in self.sessions.iter() {
+            if s.playing() != fanout.is_active(s.subscription) {
+                return Err(format!(
+                    "session {si:?} is {} but its subscription {}",
+                    if s.playing() { "playing" } else { "not playing" },
+                    if s.playing() { "takes no frames" } else { "takes frames" }
+                ));
+            }
             let Some(conn) = conns.get(s.conn) else {
                 return Err(format!(
                     "session {si:?} names a gone connection {:?}",

@@ -41,7 +41,7 @@ impl Rtsp {
                 }
             }
         }
-        if bye && fanout.is_active(s.subscription) {
+        if bye && s.playing() {
             // The client left the RTP session; the RTSP session stays until
             // TEARDOWN or timeout, so a TEARDOWN after the BYE still succeeds.
             log::info!(
@@ -49,8 +49,7 @@ impl Rtsp {
                 s.id,
                 s.peer
             );
-            fanout.set_active(s.subscription, false);
-            s.sending = None;
+            s.stop(fanout, true);
         }
     }
 

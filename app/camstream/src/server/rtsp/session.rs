@@ -8,7 +8,7 @@ use std::rc::Rc;
 use rustix::net::SocketAddrAny;
 
 use super::super::conn::ConnId;
-use crate::fanout::{SharedFrame, StreamId, SubscriberId};
+use crate::fanout::{Fanout, SharedFrame, StreamId, SubscriberId};
 use crate::table::{Id, Table};
 use crate::clock::Mono;
 
@@ -46,8 +46,21 @@ impl Transport {
     }
 }
 
+/// Where a session is in RFC 2326's state machine (Init is not kept: a
+/// session exists from SETUP on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Set up, or paused (PAUSE, RTCP BYE): no frames.
+    Ready,
+    /// Between PLAY and PAUSE: its subscription takes frames.
+    Playing,
+}
+
 pub struct Session {
     pub id: String,
+    /// Moved only by [`Session::play`] and [`Session::stop`], which move
+    /// its subscription with it.
+    state: State,
     pub stream: StreamId,
     /// Its frames.
     pub subscription: SubscriberId,
@@ -67,4 +80,58 @@ pub struct Session {
     pub packets: u32,
     pub octets: u32,
     pub warned_send_error: bool,
+}
+
+impl Session {
+    /// A session SETUP made, Ready.
+    #[expect(clippy::too_many_arguments, reason = "each is what SETUP gives it")]
+    pub fn new(
+        id: String,
+        stream: StreamId,
+        subscription: SubscriberId,
+        conn: ConnId,
+        user: Option<String>,
+        peer: SocketAddr,
+        transport: Transport,
+        now: Mono,
+    ) -> Session {
+        Session {
+            id,
+            state: State::Ready,
+            stream,
+            subscription,
+            conn,
+            user,
+            peer,
+            transport,
+            sending: None,
+            in_udp_backlog: false,
+            last_seen: now,
+            next_report: now,
+            packets: 0,
+            octets: 0,
+            warned_send_error: false,
+        }
+    }
+
+    pub fn playing(&self) -> bool {
+        self.state == State::Playing
+    }
+
+    /// PLAY: frames from the newest on, a sender report within a second.
+    pub fn play(&mut self, fanout: &mut Fanout, now: Mono) {
+        self.state = State::Playing;
+        self.next_report = now.add(std::time::Duration::from_secs(1));
+        fanout.set_active(self.subscription, true);
+    }
+
+    /// PAUSE or RTCP BYE: what is queued is dropped, a UDP frame being
+    /// sent is finished unless `drop_sending`.
+    pub fn stop(&mut self, fanout: &mut Fanout, drop_sending: bool) {
+        self.state = State::Ready;
+        fanout.set_active(self.subscription, false);
+        if drop_sending {
+            self.sending = None;
+        }
+    }
 }

@@ -424,9 +424,7 @@ impl Rtsp {
         if let Transport::Udp { rtcp, .. } = s.transport {
             self.session_by_rtcp.remove(&rtcp);
         }
-        if s.in_udp_backlog {
-            self.udp.forget(si);
-        }
+        self.udp.forget(si);
         if let Some(r) = self.conns.get_mut(s.conn) {
             r.sessions.retain(|&k| k != si);
         }

@@ -73,7 +73,6 @@ pub struct Session {
     pub transport: Transport,
     /// UDP: the frame being sent and how many of its packets went.
     pub sending: Option<(Rc<SharedFrame>, usize)>,
-    pub in_udp_backlog: bool,
     pub last_seen: Mono,
     pub next_report: Mono,
     /// RTCP sender counts (wrap as RFC 3550 says).
@@ -105,7 +104,6 @@ impl Session {
             peer,
             transport,
             sending: None,
-            in_udp_backlog: false,
             last_seen: now,
             next_report: now,
             packets: 0,

@@ -58,11 +58,10 @@ impl Udp {
     ) {
         if self.blocked || !self.flush(sessions, si, fanout) {
             self.blocked = true;
-            if let Some(s) = sessions.get_mut(si) {
-                if !s.in_udp_backlog {
-                    s.in_udp_backlog = true;
-                    self.backlog.push_back(si);
-                }
+            // The backlog is the one record of who waits (a few sessions:
+            // max_clients at most).
+            if sessions.get(si).is_some() && !self.backlog.contains(&si) {
+                self.backlog.push_back(si);
             }
         }
     }
@@ -122,13 +121,9 @@ impl Udp {
     pub fn writable(&mut self, sessions: &mut Sessions, fanout: &mut Fanout) {
         self.blocked = false;
         while let Some(si) = self.backlog.pop_front() {
-            if let Some(s) = sessions.get_mut(si) {
-                s.in_udp_backlog = false;
-            }
             if !self.flush(sessions, si, fanout) {
                 self.blocked = true;
-                if let Some(s) = sessions.get_mut(si) {
-                    s.in_udp_backlog = true;
+                if sessions.get(si).is_some() {
                     self.backlog.push_front(si);
                 }
                 return;

@@ -244,11 +244,21 @@ def test_rtcp_sender_reports_interleaved(server):
     c = Client(server.port)
     c.setup_tcp()
     c.play()
+    # A frame is written whole before the report queued meanwhile, so the
+    # report counts exactly the RTP packets and payload octets (after the
+    # 12-byte header) that came before it on the connection.
+    packets = octets = 0
     end = time.monotonic() + 4
     while time.monotonic() < end:
         m = c.read_message()
-        if isinstance(m, tuple) and m[0] == 1:
+        if isinstance(m, tuple) and m[0] == 0:
+            packets += 1
+            octets += len(m[1]) - 12
+        elif isinstance(m, tuple) and m[0] == 1:
             assert m[1][1] == 200
+            count, sent = struct.unpack("!II", m[1][20:28])
+            assert packets > 0
+            assert (count, sent) == (packets, octets)
             return
     pytest.fail("no RTCP sender report on channel 1")
 

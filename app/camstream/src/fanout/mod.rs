@@ -160,6 +160,10 @@ pub struct Subscriber {
     need_key: bool,
     pub frames_sent: u64,
     pub frames_dropped: u64,
+    /// RTP packets and payload octets of the frames it took to send: an
+    /// RTP sender's RTCP counts (they wrap, as RFC 3550 says).
+    pub rtp_packets: u32,
+    pub rtp_octets: u32,
 }
 
 pub type SubscriberId = Id<Subscriber>;
@@ -314,11 +318,18 @@ impl Fanout {
             need_key: false,
             frames_sent: 0,
             frames_dropped: 0,
+            rtp_packets: 0,
+            rtp_octets: 0,
         });
         if s.active {
             self.set_active(id, true);
         }
         id
+    }
+
+    /// Its counts.
+    pub fn subscriber(&self, id: SubscriberId) -> Option<&Subscriber> {
+        self.subscribers.get(id)
     }
 
     /// Its counts, as it leaves.
@@ -370,7 +381,11 @@ impl Fanout {
 
     /// The next frame for it to send, taken off its queue.
     pub fn next(&mut self, id: SubscriberId) -> Option<Rc<SharedFrame>> {
-        self.subscribers.get_mut(id)?.queue.pop_front()
+        let s = self.subscribers.get_mut(id)?;
+        let frame = s.queue.pop_front()?;
+        s.rtp_packets = s.rtp_packets.wrapping_add(frame.packets() as u32);
+        s.rtp_octets = s.rtp_octets.wrapping_add(frame.payload_octets);
+        Some(frame)
     }
 
     /// A frame it took was written whole: `bytes` of it.

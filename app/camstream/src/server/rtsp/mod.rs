@@ -331,8 +331,6 @@ impl Rtsp {
                     continue;
                 };
                 if let Some(f) = ctx.fanout.next(s.subscription) {
-                    s.packets = s.packets.wrapping_add(f.packets() as u32);
-                    s.octets = s.octets.wrapping_add(f.payload_octets);
                     r.round_robin = (r.round_robin + k + 1) % n;
                     next = Some(Writing {
                         frame: f,

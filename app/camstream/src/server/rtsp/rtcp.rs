@@ -59,13 +59,17 @@ impl Rtsp {
             return;
         };
         let (ntp_time, mono) = ntp_now();
+        let (packet_count, octet_count) = ctx
+            .fanout
+            .subscriber(s.subscription)
+            .map_or((0, 0), |sub| (sub.rtp_packets, sub.rtp_octets));
         let stream = ctx.fanout.stream(s.stream);
         let sr = rtcp::SenderReport {
             ssrc: stream.packetizer.ssrc(),
             ntp_time,
             rtp_time: stream.clock.timestamp(mono),
-            packet_count: s.packets,
-            octet_count: s.octets,
+            packet_count,
+            octet_count,
         };
         let mut buf = [0u8; 4 + rtcp::MAX_COMPOUND_LEN];
         let (frame_head, body) = buf.split_at_mut(4);

@@ -75,9 +75,6 @@ pub struct Session {
     pub sending: Option<(Rc<SharedFrame>, usize)>,
     pub last_seen: Mono,
     pub next_report: Mono,
-    /// RTCP sender counts (wrap as RFC 3550 says).
-    pub packets: u32,
-    pub octets: u32,
     pub warned_send_error: bool,
 }
 
@@ -106,8 +103,6 @@ impl Session {
             sending: None,
             last_seen: now,
             next_report: now,
-            packets: 0,
-            octets: 0,
             warned_send_error: false,
         }
     }

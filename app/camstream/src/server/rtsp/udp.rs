@@ -86,8 +86,6 @@ impl Udp {
             };
             match send::send_udp(&self.rtp_socket, rtp, f, *from, self.gso) {
                 Ok(n) if n == f.packets() => {
-                    s.packets = s.packets.wrapping_add(n as u32);
-                    s.octets = s.octets.wrapping_add(f.payload_octets);
                     fanout.delivered(s.subscription, f, f.wire().len() - 4 * n);
                     s.sending = None;
                 }

@@ -46,6 +46,10 @@ impl<T> fmt::Debug for Id<T> {
 /// has to tell the entries of one batch of events apart).
 const SLOT_BITS: u32 = 24;
 
+/// The slot part of a poll token spans 0..TOKEN_SLOTS, which tables whose
+/// ids become tokens share out in ranges.
+pub const TOKEN_SLOTS: usize = 1 << SLOT_BITS;
+
 impl<T> Id<T> {
     /// As a poll token: `base` plus the slot, the generation above it, so
     /// that a readiness event of a closed connection does not reach the
@@ -55,11 +59,15 @@ impl<T> Id<T> {
         mio::Token(base + self.slot as usize + generation)
     }
 
-    /// The id a token made by [`Id::token`] names (slots at or past
-    /// `base`; below it the caller's fixed tokens).
-    pub fn from_token(token: mio::Token, base: usize) -> Option<Id<T>> {
-        let slots = token.0 & ((1 << SLOT_BITS) - 1);
-        let slot = u32::try_from(slots.checked_sub(base)?).ok()?;
+    /// The id a token made by [`Id::token`] names, if its slot part lies in
+    /// `slots` (a table's token range; below and above it, other tables'
+    /// or the caller's fixed tokens).
+    pub fn from_token(token: mio::Token, slots: std::ops::Range<usize>) -> Option<Id<T>> {
+        let part = token.0 & (TOKEN_SLOTS - 1);
+        if !slots.contains(&part) {
+            return None;
+        }
+        let slot = u32::try_from(part - slots.start).ok()?;
         Some(Id {
             slot,
             generation: (token.0 >> SLOT_BITS) as u32,
@@ -87,10 +95,16 @@ pub struct Table<T> {
 
 impl<T> Table<T> {
     pub fn new() -> Table<T> {
+        Table::with_capacity(TOKEN_SLOTS - 64)
+    }
+
+    /// A table [`Table::next_id`] keeps below `capacity` entries: the size
+    /// of its token range.
+    pub fn with_capacity(capacity: usize) -> Table<T> {
         Table {
             entries: Slab::new(),
             next_generation: 0,
-            capacity: (1 << SLOT_BITS) - 64,
+            capacity: capacity.min(TOKEN_SLOTS - 64),
         }
     }
 
@@ -287,9 +301,13 @@ mod tests {
         let b = t.insert(2);
         let (ta, tb) = (a.token(16), b.token(16));
         assert_ne!(ta, tb);
-        assert_eq!(Id::<i32>::from_token(tb, 16), Some(b));
-        assert_eq!(t.get(Id::from_token(ta, 16).unwrap()), None);
-        assert_eq!(Id::<i32>::from_token(mio::Token(3), 16), None);
+        assert_eq!(Id::<i32>::from_token(tb, 16..1024), Some(b));
+        assert_eq!(t.get(Id::from_token(ta, 16..1024).unwrap()), None);
+        assert_eq!(Id::<i32>::from_token(mio::Token(3), 16..1024), None);
+        // Another table's range.
+        assert_eq!(Id::<i32>::from_token(tb, 1024..2048), None);
+        assert_eq!(Id::<i32>::from_token(b.token(1024), 1024..2048), Some(b));
+        assert_eq!(Id::<i32>::from_token(b.token(1024), 16..1024), None);
     }
 
     #[test]

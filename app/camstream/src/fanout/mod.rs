@@ -168,6 +168,13 @@ pub struct Subscriber {
 
 pub type SubscriberId = Id<Subscriber>;
 
+impl Subscriber {
+    /// The token its frames wake.
+    pub fn wake(&self) -> Token {
+        self.wake
+    }
+}
+
 pub struct Fanout {
     intake: Intake,
     streams: Vec<Stream>,
@@ -325,6 +332,13 @@ impl Fanout {
             self.set_active(id, true);
         }
         id
+    }
+
+    /// The token [`Fanout::take_ready`] gives back for it from now on.
+    pub fn set_wake(&mut self, id: SubscriberId, wake: Token) {
+        if let Some(s) = self.subscribers.get_mut(id) {
+            s.wake = wake;
+        }
     }
 
     /// Its counts.

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 
 use super::transport::Transport;
-use crate::table::{Id, Table};
+use crate::table::{Id, TOKEN_SLOTS, Table};
 use crate::clock::Mono;
 
 pub type ConnId = Id<Conn>;
@@ -21,6 +21,14 @@ pub type Conns = Table<Conn>;
 /// signals); from it on, connections'.
 pub const FIRST_TOKEN: usize = 16;
 
+/// From here on, the tokens of RTSP sessions sent over UDP (the fan-out's
+/// news of frames for them), which are not their connection's business.
+pub const SESSION_TOKENS: usize = TOKEN_SLOTS / 2;
+
+pub fn conns() -> Conns {
+    Table::with_capacity(SESSION_TOKENS - FIRST_TOKEN)
+}
+
 /// The poll token of a connection: what its readiness events, and the
 /// fan-out's news of frames for it, carry.
 pub fn token(ci: ConnId) -> mio::Token {
@@ -29,7 +37,7 @@ pub fn token(ci: ConnId) -> mio::Token {
 
 /// The connection a token names, if it names one.
 pub fn of_token(t: mio::Token) -> Option<ConnId> {
-    Id::from_token(t, FIRST_TOKEN)
+    Id::from_token(t, FIRST_TOKEN..SESSION_TOKENS)
 }
 
 /// Unsent control bytes after which a connection's requests are no longer

@@ -152,7 +152,7 @@ impl Server {
         let mut server = Server {
             poll,
             listeners,
-            conns: Conns::new(),
+            conns: conn::conns(),
             after: After::default(),
             ready: Vec::new(),
             fanout,
@@ -339,8 +339,12 @@ impl Server {
                 break;
             }
             let ready = std::mem::take(&mut self.ready);
-            for ci in ready.iter().filter_map(|&t| conn::of_token(t)) {
-                self.flush(ci);
+            for &t in &ready {
+                if let Some(ci) = conn::of_token(t) {
+                    self.flush(ci);
+                } else if let Some(si) = rtsp::session_of_token(t) {
+                    self.rtsp.session_woken(si, &mut self.fanout);
+                }
             }
             self.ready = ready;
         }

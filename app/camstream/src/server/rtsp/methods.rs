@@ -477,6 +477,7 @@ impl Rtsp {
         if let Transport::Udp { rtcp, .. } = s.transport {
             self.session_by_rtcp.insert(rtcp, si);
         }
+        ctx.fanout.set_wake(s.subscription, s.wake(si));
         let r = response(StatusCode::Ok, Some(cseq))
             .header(headers::TRANSPORT, spec)
             .header(headers::SESSION, session_header(s, ctx.cfg.session_timeout))

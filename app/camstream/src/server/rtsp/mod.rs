@@ -32,6 +32,7 @@ use crate::clock::{Mono, WallClockWatch, wall_now};
 
 use session::{SessionId, Sessions, Transport};
 use tunnel::Tunnels;
+pub use session::of_token as session_of_token;
 pub use udp::Udp;
 
 /// Header lines one request may have (clients send about ten).
@@ -77,7 +78,6 @@ pub struct Rtsp {
     cname: String,
     label: Label,
     /// Reused list of ids, so sending a frame allocates nothing.
-    scratch: Vec<SessionId>,
     /// Notices the wall clock being set, once per housekeeping pass.
     wall_clock: WallClockWatch,
 }
@@ -93,7 +93,6 @@ impl Rtsp {
             tunnels: Tunnels::default(),
             cname,
             label: fanout.label("rtsp"),
-            scratch: Vec::new(),
             wall_clock: WallClockWatch::default(),
         }
     }
@@ -279,14 +278,13 @@ impl Rtsp {
     // ---- frames -------------------------------------------------------
 
     /// Writes an RTSP connection's pending bytes until the socket is full:
-    /// its sessions' UDP frames, then the interleaved frame being written,
-    /// control bytes, and the next queued frame, taking the connection's
-    /// sessions in turn.
+    /// the interleaved frame being written, control bytes, and the next
+    /// queued frame, taking the connection's sessions in turn. (UDP
+    /// sessions' frames are not its business: [`Rtsp::session_woken`].)
     pub fn flush(&mut self, ci: ConnId, ctx: &mut Ctx<'_>) {
         if self.tunnels.is_post(ci) {
             return self.post_flush(ci, ctx);
         }
-        self.flush_udp_of(ci, ctx);
         loop {
             let Some(conn) = ctx.conns.get_mut(ci) else {
                 return;
@@ -373,22 +371,10 @@ impl Rtsp {
     }
 
     /// Sends the UDP sessions' frames of connection `ci`.
-    fn flush_udp_of(&mut self, ci: ConnId, ctx: &mut Ctx<'_>) {
-        let Some(r) = self.conns.get(ci) else {
-            return;
-        };
-        let mut keys = std::mem::take(&mut self.scratch);
-        keys.clear();
-        keys.extend(r.sessions.iter().copied().filter(|&si| {
-            self.sessions
-                .get(si)
-                .is_some_and(|s| matches!(s.transport, Transport::Udp { .. }))
-        }));
-        for &si in &keys {
-            self.udp
-                .flush_or_backlog(&mut self.sessions, si, ctx.fanout);
-        }
-        self.scratch = keys;
+    /// The fan-out queued frames for a UDP session: they go out on the
+    /// RTP socket, or the session waits for it.
+    pub fn session_woken(&mut self, si: SessionId, fanout: &mut Fanout) {
+        self.udp.flush_or_backlog(&mut self.sessions, si, fanout);
     }
 
     pub fn rtp_writable(&mut self, fanout: &mut Fanout) {
@@ -526,6 +512,11 @@ impl Rtsp {
                     "session {si:?} is {} but its subscription {}",
                     if s.playing() { "playing" } else { "not playing" },
                     if s.playing() { "takes no frames" } else { "takes frames" }
+                ));
+            }
+            if fanout.subscriber(s.subscription).map(|sub| sub.wake()) != Some(s.wake(si)) {
+                return Err(format!(
+                    "session {si:?}'s frames wake another than its transport's sender"
                 ));
             }
             let Some(conn) = conns.get(s.conn) else {

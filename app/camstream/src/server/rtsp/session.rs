@@ -7,13 +7,25 @@ use std::rc::Rc;
 
 use rustix::net::SocketAddrAny;
 
-use super::super::conn::ConnId;
+use super::super::conn::{self, ConnId, SESSION_TOKENS};
 use crate::fanout::{Fanout, SharedFrame, StreamId, SubscriberId};
-use crate::table::{Id, Table};
+use crate::table::{Id, TOKEN_SLOTS, Table};
 use crate::clock::Mono;
 
 pub type SessionId = Id<Session>;
 pub type Sessions = Table<Session>;
+
+/// The poll token the fan-out wakes a UDP session by: its frames go out on
+/// the shared RTP socket, whatever its connection is doing. (Sessions are
+/// at most max_clients, far fewer than the range holds.)
+pub fn token(si: SessionId) -> mio::Token {
+    si.token(SESSION_TOKENS)
+}
+
+/// The UDP session a token names, if it names one.
+pub fn of_token(t: mio::Token) -> Option<SessionId> {
+    Id::from_token(t, SESSION_TOKENS..TOKEN_SLOTS)
+}
 
 pub enum Transport {
     Udp {
@@ -104,6 +116,15 @@ impl Session {
             last_seen: now,
             next_report: now,
             warned_send_error: false,
+        }
+    }
+
+    /// The token its frames wake: a UDP session's own (the shared RTP
+    /// socket sends them), an interleaved one's connection's.
+    pub fn wake(&self, si: SessionId) -> mio::Token {
+        match self.transport {
+            Transport::Udp { .. } => token(si),
+            Transport::Interleaved { .. } => conn::token(self.conn),
         }
     }
 

@@ -91,7 +91,8 @@ impl Producers {
     /// Each producer the config turns on (and that could start: the log
     /// says why one did not), in the order ONVIF lists their profiles.
     pub fn start(cfg: &Config, fanout: &mut Fanout, done: &Arc<Waker>) -> Producers {
-        let list: [Option<Box<dyn Producer>>; 2] = [
+        // One line a producer.
+        let list: Vec<Option<Box<dyn Producer>>> = vec![
             substream::start(cfg, fanout, done).map(|p| Box::new(p) as _),
             h264::start(cfg, fanout, done).map(|p| Box::new(p) as _),
         ];

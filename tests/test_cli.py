@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import socket
 import subprocess
 import threading
@@ -205,14 +206,24 @@ def test_camera_mistakes():
 
 def test_check_gets_a_frame_or_says_why(camstream):
     """`camstream check`, the firmware's health check after an update: one
-    whole frame over RTP/TCP, decoded; a clear reason when there is none."""
+    whole frame over RTP/TCP, decoded, from every stream camstream serves
+    (JPEG and H.264); a clear reason when there is none; a 4xx ends it at
+    once (trying again would get the same)."""
     cs = camstream("--source", "testpattern", "--width", "640", "--height", "480")
-    ok = subprocess.run([str(BIN), "check", cs.url, "--timeout", "10"], capture_output=True, text=True, timeout=30)
-    assert ok.returncode == 0, ok.stderr
-    assert f"{cs.url}: 640x480 frame, " in ok.stdout, ok.stdout
-    bad = subprocess.run([str(BIN), "check", cs.url + "/nothing", "--timeout", "2"], capture_output=True, text=True,
+    root = cs.url.removesuffix("/stream")
+    for path, size, codec in [("stream", "640x480", "JPEG"), ("h264", "640x480", "H.264"),
+                              ("sub", "640x360", "JPEG")]:
+        ok = subprocess.run([str(BIN), "check", f"{root}/{path}", "--timeout", "10"], capture_output=True, text=True,
+                            timeout=30)
+        assert ok.returncode == 0, ok.stderr
+        said = rf"{root}/{path}: {size} frame, \d+ bytes \({codec}\), after \d+ ms\n"
+        assert re.fullmatch(said, ok.stdout), ok.stdout
+    # Asked to try for ten minutes, it stops at the first answer.
+    bad = subprocess.run([str(BIN), "check", cs.url + "/nothing", "--timeout", "600"], capture_output=True, text=True,
                          timeout=30)
-    assert bad.returncode == 1 and "DESCRIBE answered 404" in bad.stderr, bad.stderr
+    assert bad.returncode == 1, bad
+    assert bad.stderr == f"camstream: error: {cs.url}/nothing: not tried again: DESCRIBE answered 404 Not Found\n", \
+        bad.stderr
     url = f"rtsp://127.0.0.1:{free_port()}/stream"
     gone = subprocess.run([str(BIN), "check", url, "--timeout", "2"], capture_output=True, text=True, timeout=30)
     assert gone.returncode == 1, gone

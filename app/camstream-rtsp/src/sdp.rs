@@ -4,6 +4,9 @@
 
 use std::fmt;
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+
 /// A video track's payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Codec {
@@ -23,6 +26,10 @@ pub struct VideoTrack {
     /// `a=x-dimensions` (sizes RTP/JPEG's 8-bit fields cannot carry).
     pub x_dimensions: Option<(u16, u16)>,
     pub codec: Codec,
+    /// H.264's parameter sets from its `a=fmtp`'s sprop-parameter-sets
+    /// (RFC 6184 §8.1): NAL units, SPS and PPS, without start codes; those
+    /// that are not base64 are left out.
+    pub parameter_sets: Vec<Vec<u8>>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -114,12 +121,37 @@ fn track(
             let (w, h) = v.split_once(',')?;
             Some((w.trim().parse().ok()?, h.trim().parse().ok()?))
         });
+    let parameter_sets = match codec {
+        Codec::H264 { payload_type } => parameter_sets(media, payload_type),
+        Codec::Jpeg => Vec::new(),
+    };
     Ok(Some(VideoTrack {
         control,
         base,
         x_dimensions,
         codec,
+        parameter_sets,
     }))
+}
+
+/// The sprop-parameter-sets of `payload_type`'s `a=fmtp`, decoded.
+fn parameter_sets(media: &sdp_types::Media, payload_type: u8) -> Vec<Vec<u8>> {
+    let pt = payload_type.to_string();
+    media
+        .attributes
+        .iter()
+        .filter(|a| a.attribute == "fmtp")
+        .filter_map(|a| a.value.as_deref()?.split_once(' '))
+        .filter(|(p, _)| *p == pt)
+        .flat_map(|(_, params)| params.split(';'))
+        .filter_map(|param| {
+            let (k, v) = param.trim().split_once('=')?;
+            k.eq_ignore_ascii_case("sprop-parameter-sets").then_some(v)
+        })
+        .flat_map(|v| v.split(','))
+        .filter_map(|set| STANDARD.decode(set.trim()).ok())
+        .filter(|set| !set.is_empty())
+        .collect()
 }
 
 #[cfg(test)]
@@ -139,6 +171,7 @@ mod tests {
                 base: "rtsp://cam/stream/".into(),
                 x_dimensions: Some((2560, 1440)),
                 codec: Codec::Jpeg,
+                parameter_sets: Vec::new(),
             }
         );
     }
@@ -165,6 +198,7 @@ mod tests {
             m=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=control:trackID=0\r\n";
         let t = video_track(sdp, None, "rtsp://cam/h264").unwrap();
         assert_eq!(t.codec, Codec::H264 { payload_type: 96 });
+        assert!(t.parameter_sets.is_empty());
         assert_eq!(t.control, "rtsp://cam/h264/trackID=0");
         assert_eq!(
             jpeg_track(sdp, None, "rtsp://cam/h264"),
@@ -177,6 +211,35 @@ mod tests {
         assert_eq!(
             video_track(other, None, "rtsp://c/s"),
             Err(SdpError::NoVideo)
+        );
+    }
+
+    #[test]
+    fn h264_parameter_sets_of_its_payload_type() {
+        // FFmpeg 5.1's SDP for libx264 (`-flags +global_header -f rtp
+        // -sdp_file`), behind another format's fmtp.
+        let sdp = b"v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=No Name\r\nt=0 0\r\n\
+            m=video 0 RTP/AVP 97 96\r\na=rtpmap:97 H265/90000\r\n\
+            a=fmtp:97 sprop-vps=QAEMAf//\r\na=rtpmap:96 H264/90000\r\n\
+            a=fmtp:96 packetization-mode=1; sprop-parameter-sets=Z/QADJGbKCg/YCIAAAMAAgAAAwAoHihTLA==,aOvjxEhE; profile-level-id=F4000C\r\n";
+        let t = video_track(sdp, None, "rtsp://c/s").unwrap();
+        assert_eq!(t.codec, Codec::H264 { payload_type: 96 });
+        assert_eq!(t.parameter_sets.len(), 2);
+        assert_eq!(t.parameter_sets[0][0] & 0x1f, 7, "SPS");
+        assert_eq!(
+            t.parameter_sets[1],
+            [0x68, 0xeb, 0xe3, 0xc4, 0x48, 0x44],
+            "PPS"
+        );
+        // Not base64: left out.
+        let bad = b"v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=x\r\nt=0 0\r\nm=video 0 RTP/AVP 96\r\n\
+            a=rtpmap:96 H264/90000\r\na=fmtp:96 sprop-parameter-sets=%%%,aOvjyyLA\r\n";
+        assert_eq!(
+            video_track(bad, None, "rtsp://c/s")
+                .unwrap()
+                .parameter_sets
+                .len(),
+            1
         );
     }
 

@@ -1,7 +1,10 @@
 //! `camstream check`: a minimal RTSP client that proves a server streams,
-//! by receiving one whole JPEG frame over RTP/TCP and decoding it. The
-//! firmware's health check runs it against the local daemon after an update
-//! (docs/UPDATE.md); anyone can run it against any RFC 2435 server.
+//! by receiving one whole frame over RTP/TCP and decoding it: a JPEG (RFC
+//! 2435) or an H.264 IDR picture (RFC 6184), whichever the stream's SDP
+//! offers. The firmware's health check runs it against the local daemon
+//! after an update (docs/UPDATE.md); anyone can run it against any such
+//! server. A 4xx answer (no such stream, a refused password) ends it at
+//! once: trying again would get the same.
 //!
 //! A server that asks for a password gets a Digest answer: from the URL's
 //! `user:password@`, or, on the device itself, from the stored digests of a
@@ -13,16 +16,35 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use camstream_rtp::depacketize::Depacketizer;
+use camstream_rtp::rtp::IncomingPacket;
 use camstream_rtsp::auth::{self, User};
-use camstream_rtsp::sdp;
+use camstream_rtsp::sdp::{self, Codec, VideoTrack};
 use rtsp_types::{Message, ParseError, Response};
 
 /// What a successful check saw.
 pub struct Seen {
+    /// "JPEG" or "H.264".
+    pub codec: &'static str,
     pub width: u16,
     pub height: u16,
     pub bytes: usize,
     pub elapsed: Duration,
+}
+
+/// An answer trying again would not change: the check ends with it.
+#[derive(Debug)]
+struct Final(String);
+
+impl std::fmt::Display for Final {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Final {}
+
+fn final_answer(why: String) -> anyhow::Error {
+    anyhow::Error::new(Final(why))
 }
 
 /// A connection that stays silent this long is given up and a new one
@@ -38,13 +60,17 @@ pub fn run(url: &str, user: Option<&User>, timeout: Duration) -> Result<Seen> {
     while Instant::now() < deadline {
         let mut connected = false;
         match attempt(url, user, deadline, &mut connected) {
-            Ok((width, height, bytes)) => {
+            Ok((codec, width, height, bytes)) => {
                 return Ok(Seen {
+                    codec,
                     width,
                     height,
                     bytes,
                     elapsed: start.elapsed(),
                 });
+            }
+            Err(e) if e.downcast_ref::<Final>().is_some() => {
+                return Err(e.context(format!("{url}: not tried again")));
             }
             Err(e) => {
                 if connected && Instant::now() < deadline {
@@ -120,18 +146,20 @@ impl Conn<'_> {
             Ok(resp) => Ok(resp),
             Err(challenge) => {
                 if self.user.is_none() {
-                    bail!(
+                    return Err(final_answer(format!(
                         "{method} answered 401: the server wants a password (rtsp://USER:PASSWORD@...)"
-                    );
+                    )));
                 }
+                let refused =
+                    || final_answer(format!("{method} answered 401: the password was refused"));
                 // Asked again after an answer: wrong password, unless the
                 // nonce had only gone stale.
                 if self.challenge.is_some() && !challenge.contains("stale=true") {
-                    bail!("{method} answered 401: the password was refused");
+                    return Err(refused());
                 }
                 self.challenge = Some(challenge);
                 self.request_once(method, url, extra)?
-                    .map_err(|_| anyhow!("{method} answered 401: the password was refused"))
+                    .map_err(|_| refused())
             }
         }
     }
@@ -173,7 +201,12 @@ impl Conn<'_> {
                             return Ok(Err(challenge));
                         }
                         if resp.status() != rtsp_types::StatusCode::Ok {
-                            bail!("{method} answered {}", u16::from(resp.status()));
+                            let code = u16::from(resp.status());
+                            let said = format!("{method} answered {code} {}", resp.reason_phrase());
+                            if (400..500).contains(&code) {
+                                return Err(final_answer(said));
+                            }
+                            bail!(said);
                         }
                         return Ok(Ok(resp));
                     }
@@ -190,7 +223,7 @@ fn attempt(
     user: Option<&User>,
     deadline: Instant,
     connected: &mut bool,
-) -> Result<(u16, u16, usize)> {
+) -> Result<(&'static str, u16, u16, usize)> {
     let target = camstream_rtsp::url::parse(url)?;
     let addr = (target.host.as_str(), target.port)
         .to_socket_addrs()?
@@ -216,25 +249,24 @@ fn attempt(
 
     let describe = c.request("DESCRIBE", url, "Accept: application/sdp\r\n")?;
     let content_base = describe.header(&rtsp_types::headers::CONTENT_BASE);
-    let track = sdp::jpeg_track(describe.body(), content_base.map(|v| v.as_str()), url)?;
-    let (base, track, x_dimensions) = (track.base, track.control, track.x_dimensions);
-    let mut depack = Depacketizer::new();
-    if let Some((w, h)) = x_dimensions {
-        depack.set_x_dimensions(w, h);
-    }
+    // An SDP without a stream this check reads will not grow one.
+    let track = sdp::video_track(describe.body(), content_base.map(|v| v.as_str()), url)
+        .map_err(|e| final_answer(e.to_string()))?;
+    let mut frames = Frames::new(&track);
 
     let setup = c.request(
         "SETUP",
-        &track,
+        &track.control,
         "Transport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n",
     )?;
     let session = setup
         .header(&rtsp_types::headers::SESSION)
         .map(|v| v.as_str().split(';').next().unwrap_or("").trim().to_owned())
         .ok_or_else(|| anyhow!("SETUP answered without a Session"))?;
+    let base = &track.base;
     c.request(
         "PLAY",
-        &base,
+        base,
         &format!("Session: {session}\r\nRange: npt=0.000-\r\n"),
     )?;
 
@@ -248,7 +280,8 @@ fn attempt(
         {
             c.fill().with_context(|| {
                 format!(
-                    "{packets} RTP packets but no whole frame in the {:.1} s after PLAY",
+                    "{packets} RTP packets but no whole {} in the {:.1} s after PLAY",
+                    frames.what(),
                     playing.elapsed().as_secs_f32()
                 )
             })?;
@@ -263,24 +296,139 @@ fn attempt(
             continue;
         }
         packets += 1;
-        if let Some(frame) = depack
-            .push(&packet)
-            .map_err(|e| anyhow!("bad RTP/JPEG packet: {e}"))?
-        {
-            let image = turbojpeg::decompress(frame.jpeg, turbojpeg::PixelFormat::GRAY)
-                .map_err(|e| anyhow!("the frame does not decode: {e}"))?;
-            let seen = (frame.width, frame.height, frame.jpeg.len());
-            if usize::from(seen.0) != image.width || usize::from(seen.1) != image.height {
-                bail!(
-                    "the frame decodes to {}x{}, its RTP header says {}x{}",
-                    image.width,
-                    image.height,
-                    seen.0,
-                    seen.1
-                );
-            }
-            let _ = c.request("TEARDOWN", &base, &format!("Session: {session}\r\n"));
-            return Ok(seen);
+        if let Some((width, height, bytes)) = frames.push(&packet)? {
+            let _ = c.request("TEARDOWN", base, &format!("Session: {session}\r\n"));
+            return Ok((frames.codec(), width, height, bytes));
         }
     }
+}
+
+/// Frames out of a track's RTP packets, each checked by decoding it.
+enum Frames {
+    Jpeg(Depacketizer),
+    H264 {
+        payload_type: u8,
+        depacketizer: camstream_h264::depacketize::Depacketizer,
+        /// The SDP's SPS and PPS, for an IDR picture that comes without.
+        parameter_sets: Vec<Vec<u8>>,
+    },
+}
+
+impl Frames {
+    fn new(track: &VideoTrack) -> Frames {
+        match track.codec {
+            Codec::Jpeg => {
+                let mut depacketizer = Depacketizer::new();
+                if let Some((w, h)) = track.x_dimensions {
+                    depacketizer.set_x_dimensions(w, h);
+                }
+                Frames::Jpeg(depacketizer)
+            }
+            Codec::H264 { payload_type } => Frames::H264 {
+                payload_type,
+                depacketizer: camstream_h264::depacketize::Depacketizer::new(),
+                parameter_sets: track.parameter_sets.clone(),
+            },
+        }
+    }
+
+    fn codec(&self) -> &'static str {
+        match self {
+            Frames::Jpeg(_) => "JPEG",
+            Frames::H264 { .. } => "H.264",
+        }
+    }
+
+    fn what(&self) -> &'static str {
+        match self {
+            Frames::Jpeg(_) => "frame",
+            Frames::H264 { .. } => "IDR picture",
+        }
+    }
+
+    /// A packet; the size of the frame it completed, and its bytes, once
+    /// one decodes.
+    fn push(&mut self, packet: &[u8]) -> Result<Option<(u16, u16, usize)>> {
+        match self {
+            Frames::Jpeg(depacketizer) => {
+                let Some(frame) = depacketizer
+                    .push(packet)
+                    .map_err(|e| anyhow!("bad RTP/JPEG packet: {e}"))?
+                else {
+                    return Ok(None);
+                };
+                let image = turbojpeg::decompress(frame.jpeg, turbojpeg::PixelFormat::GRAY)
+                    .map_err(|e| anyhow!("the frame does not decode: {e}"))?;
+                let seen = (frame.width, frame.height, frame.jpeg.len());
+                if usize::from(seen.0) != image.width || usize::from(seen.1) != image.height {
+                    bail!(
+                        "the frame decodes to {}x{}, its RTP header says {}x{}",
+                        image.width,
+                        image.height,
+                        seen.0,
+                        seen.1
+                    );
+                }
+                Ok(Some(seen))
+            }
+            Frames::H264 {
+                payload_type,
+                depacketizer,
+                parameter_sets,
+            } => {
+                let p =
+                    IncomingPacket::parse(packet).map_err(|e| anyhow!("bad RTP packet: {e:?}"))?;
+                if p.header.payload_type != *payload_type {
+                    bail!(
+                        "RTP payload type {}, the SDP said {payload_type}",
+                        p.header.payload_type
+                    );
+                }
+                // A lost piece drops its access unit; the next IDR picture
+                // is as good.
+                let Ok(Some(au)) = depacketizer.push(&p) else {
+                    return Ok(None);
+                };
+                let idr = camstream_h264::annexb::nal_units(au).any(|n| {
+                    n.first()
+                        .is_some_and(|&h| camstream_h264::nal::unit_type(h) == 5)
+                });
+                if !idr {
+                    return Ok(None);
+                }
+                let (w, h) = decode_h264(parameter_sets, au)?;
+                Ok(Some((w, h, au.len())))
+            }
+        }
+    }
+}
+
+/// The size of the picture an IDR access unit decodes to (OpenH264), the
+/// SDP's parameter sets before it.
+#[cfg(feature = "h264")]
+fn decode_h264(parameter_sets: &[Vec<u8>], au: &[u8]) -> Result<(u16, u16)> {
+    use openh264::formats::YUVSource;
+    let mut stream = Vec::with_capacity(au.len() + 64);
+    for set in parameter_sets {
+        stream.extend_from_slice(&[0, 0, 0, 1]);
+        stream.extend_from_slice(set);
+    }
+    stream.extend_from_slice(au);
+    let mut decoder = openh264::decoder::Decoder::new()?;
+    let picture = decoder
+        .decode(&stream)
+        .map_err(|e| anyhow!("the IDR picture does not decode: {e}"))?
+        .ok_or_else(|| anyhow!("the IDR picture decodes to no picture"))?;
+    let (w, h) = picture.dimensions();
+    Ok((
+        u16::try_from(w).unwrap_or(u16::MAX),
+        u16::try_from(h).unwrap_or(u16::MAX),
+    ))
+}
+
+#[cfg(not(feature = "h264"))]
+fn decode_h264(_: &[Vec<u8>], _: &[u8]) -> Result<(u16, u16)> {
+    Err(final_answer(
+        "an H.264 stream: this build has no H.264 decoder (feature h264)".to_owned(),
+    ))
 }

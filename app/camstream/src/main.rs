@@ -107,10 +107,11 @@ fn run() -> anyhow::Result<()> {
         let url = target.url;
         let seen = check::run(&url, user.as_ref(), std::time::Duration::from_secs(timeout))?;
         println!(
-            "{url}: {}x{} frame, {} bytes, after {} ms",
+            "{url}: {}x{} frame, {} bytes ({}), after {} ms",
             seen.width,
             seen.height,
             seen.bytes,
+            seen.codec,
             seen.elapsed.as_millis()
         );
         return Ok(());

@@ -68,10 +68,12 @@ def test_config_mistakes(tmp_path):
     assert "invalid type" in fails("--config", str(cfg))
     # What the TOML parser and the types say, with the key it is about.
     for text, error in [
-        ("fps = -1\n", "1:7: fps: invalid value: integer `-1`, expected u32"),
+        ("fps = -1\n", "1:7: fps: invalid value: integer `-1`, expected a whole number from 0 to 4294967295"),
         ('listen = "camera"\n', "1:10: listen: invalid IP address syntax"),
         ("fps = 10\n\n[streams.sub]\nwidth = 70000\n",
-         "4:9: streams.sub.width: invalid value: integer `70000`, expected u16"),
+         "4:9: streams.sub.width: invalid value: integer `70000`, expected a whole number from 0 to 65535"),
+        ('rtsp_port = "28554"\n',
+         '1:13: rtsp_port: invalid type: text "28554", expected a whole number from 0 to 65535'),
         ("[streams.sub]\nsize = 1\n",
          "2:1: streams.sub.size: unknown field `size`, expected one of `enabled`, `width`, `height`, `fps`, "
          "`codec`, `quality`, `bitrate`, `gop`, `encoder`"),
@@ -90,7 +92,34 @@ def test_config_mistakes(tmp_path):
         p = subprocess.run([str(BIN), "passwd", "nvr", "--config", str(cfg)], input="pw\n", capture_output=True,
                            text=True, timeout=10)
         assert p.returncode != 0 and p.stderr == f"camstream: error: config {cfg}:{error}\n", p.stderr
-    assert "fps = 500 is out of range (1..=120)" in fails("--fps", "500")
+    # A value out of its range: where it came from (the flag, or the
+    # file's line) and what it may be, in words.
+    assert fails("--fps", "500") == "camstream: error: --fps 500: must be from 1 to 120 (a flag)"
+    for text, error in [
+        ("fps = 500\n", "1:7: fps = 500: must be from 1 to 120"),
+        ("[streams.sub]\nwidth = 4000\n",
+         "2:9: streams.sub.width = 4000: must be from 16 to the main stream's width, 1280, and even"),
+        ("fps = 10\n[streams.sub]\nfps = 15\n",
+         "3:7: streams.sub.fps = 15: must be from 1 to the main stream's rate, 10"),
+        ('encoder = "/dev/video99"\n', '1:11: encoder = "/dev/video99": no such device (`camstream encoders` lists the '
+         'kernel\'s encoders; "auto" takes one if there is one)'),
+    ]:
+        cfg.write_text(text)
+        assert fails("--config", str(cfg)) == f"camstream: error: config {cfg}:{error}", text
+    # The flag's value is the one refused, not the file's.
+    cfg.write_text("fps = 15\n")
+    assert fails("--config", str(cfg), "--fps", "0") == "camstream: error: --fps 0: must be from 1 to 120 (a flag)"
+    # One port for both: said, not "Address already in use" (fails() gives
+    # its own ports as flags, so these run without it).
+    port = str(free_port())
+    cfg.write_text(f'listen = "127.0.0.1"\nrtsp_port = {port}\nhttp_port = {port}\n')
+    for args, error in [(["--config", str(cfg)], f"config {cfg}:3:13: http_port = {port}"),
+                        (["--listen", "127.0.0.1", "--rtsp-port", port, "--http-port", port],
+                         f"--http-port {port}")]:
+        p = subprocess.run([str(BIN), *args], capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL)
+        assert p.returncode == 1, p
+        said = f"camstream: error: {error}: must differ from rtsp_port (or be 0: no HTTP)"
+        assert p.stderr.startswith(said), p.stderr
     assert "cannot read config" in fails("--config", str(tmp_path / "missing.toml"))
     assert "use auto, libcamera:auto, libcamera:ID, v4l2:auto, v4l2:/dev/videoN, testpattern or file:PATH" \
         in fails("--source", "webcam")

@@ -5,12 +5,10 @@ use camstream::{check, config, encoders, logger, privileges, server, source};
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn run() -> anyhow::Result<()> {
     #[cfg(feature = "libcamera")]
     source::libcamera::init();
-    let opts = config::Options::parse();
+    let opts = config::Options::from_command_line();
     if let Some(config::Command::Probe { device }) = &opts.command {
         if device.is_none() {
             if let Some(cameras) = source::libcamera::probe() {
@@ -116,7 +114,7 @@ fn run() -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let cfg = config::Config::load(opts)?;
+    let cfg = config::Config::load_to_serve(opts)?;
     logger::init(cfg.log_level);
     let source = source::open(&cfg.source)?;
     let info = source.info();

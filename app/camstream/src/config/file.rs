@@ -10,10 +10,39 @@ use super::Options;
 /// Where the daemon looks for its settings when `--config` is not given.
 pub const DEFAULT_CONFIG: &str = "/etc/camstream.toml";
 
-pub(super) fn read_file(path: &Path) -> Result<Options> {
+/// A config file's settings, and its text (for errors found later).
+pub(super) fn read_file(path: &Path) -> Result<(Options, String)> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read config {}", path.display()))?;
-    parse_file(path, &text)
+    Ok((parse_file(path, &text)?, text))
+}
+
+/// The line and column of the value of `key` (dotted: `streams.sub.fps`)
+/// in a config's text, if it sets it.
+pub(super) fn locate(text: &str, key: &str) -> Option<(usize, usize)> {
+    use toml::de::{DeTable, DeValue};
+    let parsed = DeTable::parse(text).ok()?;
+    let mut table = parsed.get_ref();
+    let mut parts = key.split('.').peekable();
+    while let Some(part) = parts.next() {
+        let (_, value) = table.iter().find(|(k, _)| k.get_ref() == part)?;
+        if parts.peek().is_none() {
+            return Some(line_column(text, value.span().start));
+        }
+        match value.get_ref() {
+            DeValue::Table(t) => table = t,
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// 1-based line and column of a byte offset.
+fn line_column(text: &str, at: usize) -> (usize, usize) {
+    let before = text.get(..at).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = at - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, column)
 }
 
 /// A config file's settings. An error is one line: file, line and column,
@@ -21,9 +50,7 @@ pub(super) fn read_file(path: &Path) -> Result<Options> {
 /// wrong there.
 pub(super) fn parse_file(path: &Path, text: &str) -> Result<Options> {
     toml::from_str(text).map_err(|e| {
-        let at = e.span().map_or(0, |s| s.start);
-        let line = text[..at].matches('\n').count() + 1;
-        let column = at - text[..at].rfind('\n').map_or(0, |i| i + 1) + 1;
+        let (line, column) = line_column(text, e.span().map_or(0, |s| s.start));
         let key = e
             .span()
             .and_then(|s| key_at(text, s))
@@ -32,9 +59,28 @@ pub(super) fn parse_file(path: &Path, text: &str) -> Result<Options> {
         anyhow::anyhow!(
             "config {}:{line}:{column}: {key}{}",
             path.display(),
-            e.message()
+            in_words(e.message())
         )
     })
+}
+
+/// A TOML type error as a person would say it: the number types' ranges
+/// rather than their Rust names.
+fn in_words(message: &str) -> String {
+    let mut m = message.replace("invalid type: string ", "invalid type: text ");
+    for (rust, words) in [
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected u16", "expected a whole number from 0 to 65535"),
+        (
+            "expected u32",
+            "expected a whole number from 0 to 4294967295",
+        ),
+        ("expected u64", "expected a whole number from 0"),
+        ("expected a boolean", "expected true or false"),
+    ] {
+        m = m.replace(rust, words);
+    }
+    m
 }
 
 /// The dotted name of the key that a span of a config's text (a TOML
@@ -109,7 +155,7 @@ mod tests {
         for (text, want) in [
             (
                 "fps = -1",
-                "c.toml:1:7: fps: invalid value: integer `-1`, expected u32",
+                "c.toml:1:7: fps: invalid value: integer `-1`, expected a whole number from 0 to 4294967295",
             ),
             ("fps = 1\nfps = 2", "c.toml:2:1: fps: duplicate key"),
             (

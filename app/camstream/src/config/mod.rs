@@ -48,7 +48,7 @@ mod users;
 use std::net::IpAddr;
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use camstream_onvif::access::UserLevel;
 use camstream_rtp::packetize::{MAX_MTU, MIN_MTU};
 use camstream_rtsp::auth::User;
@@ -118,36 +118,67 @@ pub struct SubSettings {
     pub h264: Option<H264Settings>,
 }
 
-fn sub_settings(o: SubOptions, main_fps: u32) -> Result<Option<SubSettings>> {
+fn sub_settings(o: SubOptions, main: (u32, u32, u32)) -> Result<Option<SubSettings>> {
     if o.enabled == Some(false) {
         return Ok(None);
     }
-    let width = in_range("streams.sub.width", o.width.unwrap_or(640), 16, 8192)?;
-    let height = in_range("streams.sub.height", o.height.unwrap_or(360), 16, 8192)?;
-    if width % 2 != 0 || height % 2 != 0 {
-        bail!("streams.sub: width and height must be even (got {width}x{height})");
-    }
-    // At most the main stream's rate: its frames are what it is made of.
-    let fps = in_range("streams.sub.fps", o.fps.unwrap_or(5).min(main_fps), 1, 120)?;
+    // At most the main stream's size and rate: its frames are what it is
+    // made of. The defaults shrink to fit; a value given is refused.
+    let (main_w, main_h, main_fps) = main;
+    let (main_w, main_h) = (main_w.min(8192) as u16, main_h.min(8192) as u16);
+    let at_most = |what: &str, main: u16| {
+        format!("must be from 16 to the main stream's {what}, {main}, and even")
+    };
+    let width = match o.width {
+        Some(w) if w < 16 || w > main_w || w % 2 != 0 => {
+            return Err(bad("streams.sub.width", w, at_most("width", main_w)));
+        }
+        Some(w) => w,
+        None => 640.min(main_w),
+    };
+    let height = match o.height {
+        Some(h) if h < 16 || h > main_h || h % 2 != 0 => {
+            return Err(bad("streams.sub.height", h, at_most("height", main_h)));
+        }
+        Some(h) => h,
+        None => 360.min(main_h),
+    };
+    let fps = match o.fps {
+        Some(f) if f < 1 || f > main_fps => {
+            return Err(bad(
+                "streams.sub.fps",
+                f,
+                format!("must be from 1 to the main stream's rate, {main_fps}"),
+            ));
+        }
+        Some(f) => f,
+        None => 5.min(main_fps),
+    };
     let h264 = match o.codec.as_deref().unwrap_or("jpeg") {
         "jpeg" => {
-            if let Some(key) = [
-                ("bitrate", o.bitrate.is_some()),
-                ("gop", o.gop.is_some()),
-                ("encoder", o.encoder.is_some()),
+            if let Some((key, value)) = [
+                ("bitrate", o.bitrate.map(|v| v.to_string())),
+                ("gop", o.gop.map(|v| v.to_string())),
+                ("encoder", o.encoder.as_ref().map(|v| format!("{v:?}"))),
             ]
-            .iter()
-            .find_map(|(k, set)| set.then_some(k))
+            .into_iter()
+            .find_map(|(k, v)| Some((k, v?)))
             {
-                bail!("streams.sub.{key} is for codec = \"h264\" (the sub-stream is JPEG)");
+                return Err(bad(
+                    &format!("streams.sub.{key}"),
+                    value,
+                    "is for codec = \"h264\" (the sub-stream is JPEG)",
+                ));
             }
             None
         }
         "h264" => {
-            if o.quality.is_some() {
-                bail!(
-                    "streams.sub.quality is for codec = \"jpeg\" (an H.264 sub-stream has a bitrate)"
-                );
+            if let Some(q) = o.quality {
+                return Err(bad(
+                    "streams.sub.quality",
+                    q,
+                    "is for codec = \"jpeg\" (an H.264 sub-stream has a bitrate)",
+                ));
             }
             // 500 kbit/s by default: ample for 640x360 at a few frames a
             // second, what an NVR's detection takes.
@@ -158,7 +189,13 @@ fn sub_settings(o: SubOptions, main_fps: u32) -> Result<Option<SubSettings>> {
             };
             Some(h264_settings("streams.sub", keys, 500, fps)?)
         }
-        other => bail!("streams.sub.codec = {other:?}: \"jpeg\" or \"h264\""),
+        other => {
+            return Err(bad(
+                "streams.sub.codec",
+                format!("{other:?}"),
+                "must be \"jpeg\" or \"h264\"",
+            ));
+        }
     };
     let quality = in_range("streams.sub.quality", o.quality.unwrap_or(70), 1, 100)?;
     Ok(Some(SubSettings {
@@ -223,9 +260,36 @@ fn h264_settings(section: &str, o: H264Keys, kbit: u32, fps: u32) -> Result<H264
     })
 }
 
+/// A setting's value the daemon cannot run with: its key (dotted, as the
+/// file writes it), the value, and what it may be, in words.
+/// [`Config::load`] adds where the value came from: a flag, or the file's
+/// line.
+#[derive(Debug)]
+pub struct BadValue {
+    pub key: String,
+    pub value: String,
+    pub allowed: String,
+}
+
+impl std::fmt::Display for BadValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} = {}: {}", self.key, self.value, self.allowed)
+    }
+}
+
+impl std::error::Error for BadValue {}
+
+fn bad(key: &str, value: impl std::fmt::Display, allowed: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(BadValue {
+        key: key.to_owned(),
+        value: value.to_string(),
+        allowed: allowed.into(),
+    })
+}
+
 fn in_range<T: PartialOrd + std::fmt::Display + Copy>(name: &str, v: T, lo: T, hi: T) -> Result<T> {
     if v < lo || v > hi {
-        bail!("{name} = {v} is out of range ({lo}..={hi})");
+        return Err(bad(name, v, format!("must be from {lo} to {hi}")));
     }
     Ok(v)
 }
@@ -240,20 +304,84 @@ impl Config {
     }
 
     /// Reads the config file (the one named by `--config`, else the default
-    /// one if present) and applies the flags over it.
+    /// one if present) and applies the flags over it. A value refused says
+    /// where it came from: the flag, or the file's line and column.
     pub fn load(cli: Options) -> Result<Config> {
-        let file = match &cli.config {
-            Some(path) => Some(file::read_file(path)?),
-            None if Path::new(DEFAULT_CONFIG).exists() => {
-                Some(file::read_file(Path::new(DEFAULT_CONFIG))?)
+        Config::load_checked(cli, |_| Ok(()))
+    }
+
+    /// As [`Config::load`], for the daemon: the devices it names (encoders)
+    /// must be there too. (The camera is waited for: it may be plugged in
+    /// later.)
+    pub fn load_to_serve(cli: Options) -> Result<Config> {
+        Config::load_checked(cli, Config::devices_exist)
+    }
+
+    fn devices_exist(&self) -> Result<()> {
+        let named = [
+            ("encoder", Some(&self.source.encoder)),
+            (
+                "streams.h264.encoder",
+                self.h264.as_ref().map(|h| &h.encoder),
+            ),
+            (
+                "streams.sub.encoder",
+                self.sub
+                    .as_ref()
+                    .and_then(|s| s.h264.as_ref())
+                    .map(|h| &h.encoder),
+            ),
+        ];
+        for (key, choice) in named {
+            if let Some(Choice::Device(path)) = choice {
+                if !path.exists() {
+                    return Err(bad(
+                        key,
+                        format!("{:?}", path.display()),
+                        "no such device (`camstream encoders` lists the kernel's encoders; \"auto\" takes one if there is one)",
+                    ));
+                }
             }
-            None => None,
-        };
-        let opts = match file {
-            Some(file) => cli.or(file),
+        }
+        Ok(())
+    }
+
+    fn load_checked(cli: Options, check: fn(&Config) -> Result<()>) -> Result<Config> {
+        let path = cli.config.clone().or_else(|| {
+            Path::new(DEFAULT_CONFIG)
+                .exists()
+                .then(|| DEFAULT_CONFIG.into())
+        });
+        let file = path.as_deref().map(file::read_file).transpose()?;
+        let flags = cli.flags.clone();
+        let opts = match &file {
+            Some((options, _)) => cli.or(options.clone()),
             None => cli,
         };
         Config::from_options(opts)
+            .and_then(|c| check(&c).map(|()| c))
+            .map_err(|e| {
+                let Some(b) = e.downcast_ref::<BadValue>() else {
+                    return e;
+                };
+                if flags.contains(&b.key) {
+                    return anyhow::anyhow!(
+                        "--{} {}: {} (a flag)",
+                        b.key.replace('_', "-"),
+                        b.value,
+                        b.allowed
+                    );
+                }
+                match (&path, &file) {
+                    (Some(path), Some((_, text))) => match file::locate(text, &b.key) {
+                        Some((line, column)) => {
+                            anyhow::anyhow!("config {}:{line}:{column}: {b}", path.display())
+                        }
+                        None => e,
+                    },
+                    _ => e,
+                }
+            })
     }
 
     pub fn from_options(o: Options) -> Result<Config> {
@@ -265,8 +393,11 @@ impl Config {
         }
         let width = ranged!(width, 16, 8192)?;
         let height = ranged!(height, 16, 8192)?;
-        if width % 2 != 0 || height % 2 != 0 {
-            bail!("width and height must be even (got {width}x{height})");
+        if width % 2 != 0 {
+            return Err(bad("width", width, "must be even"));
+        }
+        if height % 2 != 0 {
+            return Err(bad("height", height, "must be even"));
         }
         let path = o.path.unwrap_or_else(|| default!(path).into());
         let path = path.trim_matches('/').to_string();
@@ -278,20 +409,41 @@ impl Config {
                 .split('/')
                 .any(|s| s.is_empty() || s == "." || s == "..")
         {
-            bail!("path = {path:?}: use letters, digits, '-', '_', '.' and '/' between names");
+            return Err(bad(
+                "path",
+                format!("{path:?}"),
+                "use letters, digits, '-', '_', '.' and '/' between names",
+            ));
         }
         let rtp_port = o.rtp_port.unwrap_or(default!(rtp_port));
         if rtp_port % 2 != 0 || rtp_port == u16::MAX - 1 {
-            bail!("rtp_port = {rtp_port}: must be even (RTCP uses the next port), or 0");
+            return Err(bad(
+                "rtp_port",
+                rtp_port,
+                "must be even (RTCP uses the next port), or 0 (a free pair)",
+            ));
         }
         let level = o.log_level.unwrap_or_else(|| default!(log_level).into());
         let log_level = level
             .parse()
             .ok()
             .filter(|l| *l != log::LevelFilter::Off)
-            .with_context(|| {
-                format!("log_level = {level:?}: use error, warn, info, debug or trace")
+            .ok_or_else(|| {
+                bad(
+                    "log_level",
+                    format!("{level:?}"),
+                    "must be error, warn, info, debug or trace",
+                )
             })?;
+        let rtsp_port = o.rtsp_port.unwrap_or(default!(rtsp_port));
+        let http_port = o.http_port.unwrap_or(default!(http_port));
+        if http_port == rtsp_port {
+            return Err(bad(
+                "http_port",
+                http_port,
+                "must differ from rtsp_port (or be 0: no HTTP)",
+            ));
+        }
         let fps = ranged!(fps, 1, 120)?;
         Ok(Config {
             source: source::Settings {
@@ -312,8 +464,8 @@ impl Config {
             listen: o
                 .listen
                 .unwrap_or(default!(listen).parse().expect("an address")),
-            rtsp_port: o.rtsp_port.unwrap_or(default!(rtsp_port)),
-            http_port: o.http_port.unwrap_or(default!(http_port)),
+            rtsp_port,
+            http_port,
             rtp_port,
             path,
             mtu: ranged!(mtu, MIN_MTU as u32, MAX_MTU as u32)? as usize,
@@ -355,7 +507,7 @@ impl Config {
             onvif: o.onvif.unwrap_or(default!(onvif)),
             sub: sub_settings(
                 o.streams.clone().and_then(|s| s.sub).unwrap_or_default(),
-                fps,
+                (width, height, fps),
             )?,
             h264: {
                 let o = o.streams.clone().and_then(|s| s.h264).unwrap_or_default();
@@ -468,7 +620,7 @@ pub(super) mod tests {
         assert!(e.contains("invalid type"), "{e}");
         let o = parse("fps = 500").unwrap();
         let e = Config::from_options(o).unwrap_err().to_string();
-        assert!(e.contains("fps = 500 is out of range"), "{e}");
+        assert_eq!(e, "fps = 500: must be from 1 to 120");
         let o = parse("rtp_port = 5001").unwrap();
         assert!(Config::from_options(o).is_err());
         let o = parse("path = \"../x\"").unwrap();
@@ -530,23 +682,23 @@ pub(super) mod tests {
         for (toml, want) in [
             (
                 "bitrate = 300\n",
-                "streams.sub.bitrate is for codec = \"h264\"",
+                "streams.sub.bitrate = 300: is for codec = \"h264\"",
             ),
             (
                 "codec = \"jpeg\"\ngop = 4\n",
-                "streams.sub.gop is for codec = \"h264\"",
+                "streams.sub.gop = 4: is for codec = \"h264\"",
             ),
             (
                 "codec = \"h264\"\nquality = 50\n",
-                "streams.sub.quality is for codec = \"jpeg\"",
+                "streams.sub.quality = 50: is for codec = \"jpeg\"",
             ),
             (
                 "codec = \"h265\"\n",
-                "streams.sub.codec = \"h265\": \"jpeg\" or \"h264\"",
+                "streams.sub.codec = \"h265\": must be \"jpeg\" or \"h264\"",
             ),
             (
                 "codec = \"h264\"\nbitrate = 1\n",
-                "streams.sub.bitrate = 1 is out of range",
+                "streams.sub.bitrate = 1: must be from 64 to 100000",
             ),
             (
                 "codec = \"h264\"\nencoder = \"gpu\"\n",
@@ -558,6 +710,74 @@ pub(super) mod tests {
             assert!(e.to_string().contains(want), "{toml}: {e}");
         }
         assert!(parse("[streams.main]\nwidth = 1\n").is_err());
+    }
+
+    #[test]
+    fn the_sub_stream_is_not_bigger_or_faster_than_the_main_one() {
+        let e = |toml: &str| {
+            Config::from_options(parse(toml).unwrap())
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            e("[streams.sub]\nwidth = 4000\n"),
+            "streams.sub.width = 4000: must be from 16 to the main stream's width, 1280, and even"
+        );
+        assert_eq!(
+            e("width = 320\nheight = 240\n[streams.sub]\nheight = 360\n"),
+            "streams.sub.height = 360: must be from 16 to the main stream's height, 240, and even"
+        );
+        assert_eq!(
+            e("fps = 10\n[streams.sub]\nfps = 15\n"),
+            "streams.sub.fps = 15: must be from 1 to the main stream's rate, 10"
+        );
+        // Not given: the defaults shrink to fit.
+        let c =
+            Config::from_options(parse("width = 320\nheight = 240\nfps = 2\n").unwrap()).unwrap();
+        let sub = c.sub.unwrap();
+        assert_eq!((sub.width, sub.height, sub.fps), (320, 240, 2));
+    }
+
+    #[test]
+    fn the_same_port_twice_is_refused() {
+        let e = Config::from_options(parse("rtsp_port = 8080\n").unwrap()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "http_port = 8080: must differ from rtsp_port (or be 0: no HTTP)"
+        );
+        assert!(Config::from_options(parse("rtsp_port = 8080\nhttp_port = 0\n").unwrap()).is_ok());
+    }
+
+    #[test]
+    fn a_bad_value_says_where_it_came_from() {
+        let path =
+            std::env::temp_dir().join(format!("camstream-origin-test-{}.toml", std::process::id()));
+        std::fs::write(&path, "width = 1280\n\n[streams.sub]\nfps =  50\n").unwrap();
+        let load = |flags: &[&str], fps: Option<u32>| {
+            let cli = Options {
+                config: Some(path.clone()),
+                flags: flags.iter().map(|f| f.to_string()).collect(),
+                fps,
+                ..Options::default()
+            };
+            Config::load(cli).unwrap_err().to_string()
+        };
+        let in_file = load(&[], None);
+        let by_flag = load(&["fps"], Some(500));
+        let also_in_file = load(&["rtsp_port"], None);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            in_file,
+            format!(
+                "config {}:4:8: streams.sub.fps = 50: must be from 1 to the main stream's rate, 30",
+                path.display()
+            )
+        );
+        assert_eq!(by_flag, "--fps 500: must be from 1 to 120 (a flag)");
+        assert!(
+            also_in_file.contains(":4:8: streams.sub.fps"),
+            "{also_in_file}"
+        );
     }
 
     #[test]
@@ -578,7 +798,7 @@ pub(super) mod tests {
         let e = Config::from_options(parse("[streams.h264]\nbitrate = 10\n").unwrap()).unwrap_err();
         assert!(
             e.to_string()
-                .contains("streams.h264.bitrate = 10 is out of range (64..=100000)"),
+                .contains("streams.h264.bitrate = 10: must be from 64 to 100000"),
             "{e}"
         );
         let e = Config::from_options(parse("[streams.h264]\ngop = 0\n").unwrap()).unwrap_err();

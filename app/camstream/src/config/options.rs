@@ -6,7 +6,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use camstream_onvif::access::UserLevel;
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use serde::Deserialize;
 
 use crate::source::controls::{ControlSetting, Value};
@@ -47,6 +48,12 @@ pub struct Options {
     #[arg(long, value_name = "FILE", global = true)]
     #[serde(skip)]
     pub config: Option<PathBuf>,
+
+    /// The settings given as flags (by key), so that an error about one
+    /// can say it came from a flag rather than the file.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub flags: Vec<String>,
 
     #[arg(long, value_name = "SOURCE", help = concat!("Frame source: auto (a libcamera camera, else the first V4L2 one), libcamera:auto, libcamera:ID, v4l2:/dev/videoN, v4l2:auto, testpattern, or file:PATH (a concatenated MJPEG stream, looped) [default: ", default!(source), "]"))]
     pub source: Option<String>,
@@ -292,6 +299,19 @@ fn controls_table<'de, D: serde::Deserializer<'de>>(
 }
 
 impl Options {
+    /// The command line's settings, each flag given noted.
+    pub fn from_command_line() -> Options {
+        let matches = Options::command().get_matches();
+        let mut o = Options::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        o.flags = matches
+            .ids()
+            .map(|id| id.as_str())
+            .filter(|id| matches.value_source(id) == Some(ValueSource::CommandLine))
+            .map(str::to_owned)
+            .collect();
+        o
+    }
+
     /// Fills every field not set here from `other`. Controls add up: the
     /// file's first, then the flags', so a flag wins over the file.
     pub(super) fn or(self, other: Options) -> Options {
@@ -303,6 +323,7 @@ impl Options {
             (a, b) => b.or(a),
         };
         Options {
+            flags: self.flags,
             command: self.command.or(other.command),
             controls,
             buffers: self.buffers.or(other.buffers),

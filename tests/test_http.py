@@ -478,8 +478,8 @@ def test_status_page_in_chromium(camstream, config, tmp_path):
             time.sleep(1)
             second = page.locator("#picture").screenshot()
             texts = {i: page.locator(f"#{i}").text_content() for i in
-                     ("url-rtsp", "url-rtsph", "url-mjpeg", "url-sub", "sub-codec", "url-h264", "url-onvif", "state",
-                      "mode", "clients", "bitrates")}
+                     ("url-rtsp", "url-rtsph", "url-mjpeg", "url-sub", "sub-codec", "url-h264", "url-onvif",
+                      "discovery", "state", "mode", "clients", "bitrates")}
             shown = {i: page.locator(f"#{i}").is_visible() for i in ("row-sub", "row-h264", "row-onvif")}
         finally:
             browser.close()
@@ -489,6 +489,8 @@ def test_status_page_in_chromium(camstream, config, tmp_path):
     assert texts["url-mjpeg"] == f"{cs.http}/stream.mjpg", texts
     assert texts["url-sub"] == f"rtsp://127.0.0.1:{cs.port}/sub" and texts["sub-codec"] == "H.264", texts
     assert texts["url-onvif"] == f"{cs.http}/onvif/device_service", texts
+    # On loopback the daemon does not announce itself: the page says so.
+    assert texts["discovery"] == "(WS-Discovery off: add the camera to an NVR by this address)", texts
     assert texts["url-h264"] == f"rtsp://127.0.0.1:{cs.port}/h264", texts
     assert shown == {"row-sub": True, "row-h264": True, "row-onvif": True}, shown
     assert "h264 (H.264 320x240)" in texts["bitrates"], texts

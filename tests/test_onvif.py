@@ -644,6 +644,10 @@ def test_nvr_finds_the_camera_by_ws_discovery(netns, tmp_path):
         curl = run(["ip", "netns", "exec", nvr_ns, "curl", "-sS", "--fail", "-H", f"Content-Type: {SOAP}",
                     "--data-binary", "@-", xaddr], input=body, timeout=30).stdout.decode()
         assert "<tds:Manufacturer>camstream</tds:Manufacturer>" in curl, curl
+        # /metrics (and the status page, which reads it) says discovery is on.
+        metrics = run(["ip", "netns", "exec", nvr_ns, "curl", "-sS", "--fail",
+                       f"http://192.0.2.1:{http_port}/metrics"], timeout=30).stdout.decode()
+        assert re.search(r'^camstream_info\{[^}]*onvif="true",discovery="true"', metrics, re.M), metrics
         body = envelope('<GetNetworkInterfaces xmlns="http://www.onvif.org/ver10/device/wsdl"/>')
         curl = run(["ip", "netns", "exec", nvr_ns, "curl", "-sS", "--fail", "-H", f"Content-Type: {SOAP}",
                     "--data-binary", "@-", xaddr], input=body, timeout=30).stdout.decode()

@@ -172,6 +172,7 @@ impl Server {
                     camera_mode: &self.camera_mode,
                     rtsp_port: self.rtsp_addr().map_or(self.cfg.rtsp_port, |a| a.port()),
                     http_port: self.http_addr().map_or(self.cfg.http_port, |a| a.port()),
+                    discovery: self.discovery.is_some(),
                 });
                 let ctx = &mut ctx!(self);
                 self.http.metrics(ci, &text, head_only, close, ctx);

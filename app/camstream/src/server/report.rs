@@ -37,6 +37,8 @@ pub struct Parts<'a> {
     pub camera_mode: &'a str,
     pub rtsp_port: u16,
     pub http_port: u16,
+    /// WS-Discovery answers and announces (ONVIF on, a socket it could open).
+    pub discovery: bool,
 }
 
 impl Reports {
@@ -122,6 +124,7 @@ impl Reports {
             path: &p.cfg.path,
             sub_path: p.sub_path,
             onvif: p.cfg.onvif,
+            discovery: p.discovery,
             rtsp_port: p.rtsp_port,
             http_port: p.http_port,
             width: main.info.width,

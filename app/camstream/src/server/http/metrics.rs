@@ -107,6 +107,8 @@ pub struct Figures<'a> {
     /// The sub-stream's path, or "" without one.
     pub sub_path: &'a str,
     pub onvif: bool,
+    /// WS-Discovery is on.
+    pub discovery: bool,
     pub rtsp_port: u16,
     pub http_port: u16,
     pub width: u16,
@@ -177,16 +179,18 @@ pub fn text(f: &Figures<'_>) -> String {
     let rtsp = [("protocol", "rtsp")];
     let http = [("protocol", "http")];
     let onvif = if f.onvif { "true" } else { "false" };
+    let discovery = if f.discovery { "true" } else { "false" };
     let mut families = vec![
         gauges(
             "camstream_info",
-            "The daemon: its version, stream paths, ports, stream size and whether ONVIF is on (value 1).",
+            "The daemon: its version, stream paths, ports, stream size and whether ONVIF and WS-Discovery are on (value 1).",
             &[(
                 &[
                     ("version", env!("CARGO_PKG_VERSION")),
                     ("path", f.path),
                     ("sub_path", f.sub_path),
                     ("onvif", onvif),
+                    ("discovery", discovery),
                     ("rtsp_port", &rtsp_port),
                     ("http_port", &http_port),
                     ("width", &width),

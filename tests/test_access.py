@@ -106,12 +106,17 @@ def test_users_from_the_boot_partition(firmware, tmp_path):
 
 
 def test_a_wrong_password_file_is_kept_and_said_why(firmware):
-    firmware.sh(f"printf 'viewer:new-one\\nno colon here\\n' > {PASSWORDS}")
+    # Each wrong line with its own reason (the third's was the second's).
+    firmware.sh(f"printf 'viewer:new-one\\nbad\\001name:pw\\nno colon here\\nnvr:\\n' > {PASSWORDS}")
     since = firmware.log_since_mark()
     firmware.sh("/etc/init.d/S50camstream restart")
     firmware.wait_for(f"{since} | grep camstream", "streaming ")
     log = firmware.sh("logread | grep camstream-password.txt")
-    assert "camstream-password.txt line 2: want NAME:PASSWORD" in log, log
+    reasons = re.findall(r"camstream-password.txt line (\d): want NAME:PASSWORD \((.*)\); the file is kept", log)
+    assert [n for n, _ in reasons] == ["2", "3", "4"], log
+    assert reasons[0][1].startswith('"bad\\u{1}name": a user name has 1-64 characters'), reasons
+    assert reasons[1][1] == "no ':' after the name", reasons
+    assert reasons[2][1] == "no password after ':'", reasons
     assert "camstream-password.txt line 2" in firmware.console_text
     # Kept (nothing lost), the good line applied, the camera still serving.
     assert firmware.sh(f"cat {PASSWORDS}").startswith("viewer:new-one")

@@ -26,6 +26,7 @@ use crate::clock::{Mono, RtpClock};
 use crate::codec::{Codec, Packetizer, Unit};
 use crate::intake::{Counts, Intake};
 use crate::latency::SendLatency;
+use crate::random::random_u64;
 use crate::source::{CapturedFrame, StreamInfo};
 
 /// A newest frame older than this is not the camera's picture now: a new
@@ -76,6 +77,13 @@ impl Stream {
     ) -> anyhow::Result<Stream> {
         let p = Packetizer::new(codec, ids[0] as u32, ids[1] as u16, mtu)?;
         Ok(Self::with(name, info, p, frames, ids))
+    }
+
+    /// The main stream: the camera's JPEGs, as the intake passes them,
+    /// over RTP/JPEG and HTTP.
+    pub fn camera(name: &str, info: StreamInfo, mtu: usize, frames: usize) -> anyhow::Result<Stream> {
+        let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
+        Stream::new(name, Codec::Jpeg, info, mtu, frames, ids)
     }
 
     fn with(

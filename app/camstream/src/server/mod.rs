@@ -46,14 +46,13 @@ use crate::source::{FrameSource, StreamInfo};
 use admission::Admission;
 use conn::After;
 use conn::{Conns, Kind, Port};
-use crate::codec::Codec;
 use crate::fanout::{Fanout, Stream};
 use crate::media::{MainPicture, Producers};
 use gate::Gate;
 use http::Http;
 use listen::Listeners;
 use onvif::Onvif;
-use crate::random::{random_fill, random_u64};
+use crate::random::random_fill;
 use report::Reports;
 use rtsp::Rtsp;
 use signals::Signals;
@@ -140,8 +139,7 @@ impl Server {
     pub fn bind(cfg: Config, info: StreamInfo) -> Result<Server> {
         let listeners = Listeners::bind(&cfg)?;
         let udp = rtsp::Udp::bind(cfg.listen, cfg.rtp_port, cfg.mtu)?;
-        let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
-        let main = Stream::new(&cfg.path, Codec::Jpeg, info, cfg.mtu, cfg.client_queue + 2, ids)?;
+        let main = Stream::camera(&cfg.path, info, cfg.mtu, cfg.client_queue + 2)?;
         let mut fanout = Fanout::new(cfg.source.quality, cfg.client_queue, main)?;
         let mut key = [0u8; 32];
         random_fill(&mut key);

@@ -13,6 +13,7 @@
 //! URL's `user:password@` is answered with Digest when the server asks.
 
 mod client;
+mod frames;
 mod mjpeg;
 mod stats;
 mod watch;

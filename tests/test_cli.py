@@ -259,6 +259,24 @@ def test_check_gets_a_frame_or_says_why(camstream):
     assert gone.stderr.startswith(f"camstream: error: no frame from {url} within 2 s: connecting"), gone.stderr
 
 
+def test_check_waits_for_a_full_camera(camstream):
+    """453 (max_clients reached) is not a final answer: clients leave, and
+    an update's health check must not fail for them. The check tries again
+    and gets its frame once the one client there has gone."""
+    cs = camstream("--source", "testpattern", "--width", "320", "--height", "240", "--max-clients", "1")
+    holder = Client(cs.port)
+    assert holder.setup_tcp().status == 200
+    check = subprocess.Popen([str(BIN), "check", cs.url, "--timeout", "30"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    cs.wait_for("SETUP refused: 453")
+    holder.call("TEARDOWN", holder.url + "/")
+    holder.close()
+    out, err = check.communicate(timeout=60)
+    assert check.returncode == 0, err
+    assert f"{cs.url}: 320x240 frame, " in out, out
+    assert "SETUP answered 453 Not Enough Bandwidth" in err and "trying again" in err, err
+
+
 def silent_server(answer_until: str | None) -> tuple[socket.socket, str]:
     """A server that answers RTSP requests until `answer_until` (a method; None
     answers nothing) and then says nothing more, keeping the connection open:

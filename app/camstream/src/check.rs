@@ -43,6 +43,13 @@ impl std::fmt::Display for Final {
 
 impl std::error::Error for Final {}
 
+/// A status trying again would not change: a 4xx, but for 408 (the server
+/// gave up waiting) and 453 Not Enough Bandwidth (max_clients reached:
+/// clients leave, and an update's health check must not fail for them).
+fn is_final(code: u16) -> bool {
+    (400..500).contains(&code) && code != 408 && code != 453
+}
+
 fn final_answer(why: String) -> anyhow::Error {
     anyhow::Error::new(Final(why))
 }
@@ -203,7 +210,7 @@ impl Conn<'_> {
                         if resp.status() != rtsp_types::StatusCode::Ok {
                             let code = u16::from(resp.status());
                             let said = format!("{method} answered {code} {}", resp.reason_phrase());
-                            if (400..500).contains(&code) {
+                            if is_final(code) {
                                 return Err(final_answer(said));
                             }
                             bail!(said);
@@ -431,4 +438,15 @@ fn decode_h264(_: &[Vec<u8>], _: &[u8]) -> Result<(u16, u16)> {
     Err(final_answer(
         "an H.264 stream: this build has no H.264 decoder (feature h264)".to_owned(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_camera_is_tried_again_a_wrong_path_is_not() {
+        assert!(is_final(404) && is_final(401) && is_final(461) && is_final(400));
+        assert!(!is_final(453) && !is_final(408) && !is_final(503) && !is_final(500));
+    }
 }

@@ -273,8 +273,8 @@ pub enum Command {
     },
     /// Receive one frame from an RTSP server (RTP over TCP: a JPEG, or an
     /// H.264 IDR picture) and decode it; exit status 0 if that works within
-    /// the timeout, 1 at once on a 4xx answer (no such stream, a refused
-    /// password)
+    /// the timeout, 1 at once on an answer trying again would not change
+    /// (no such stream, a refused password)
     Check {
         /// Stream to check (rtsp://USER:PASSWORD@HOST:PORT/PATH if it asks for one) [default: this device's, from the config: rtsp://127.0.0.1:RTSP_PORT/PATH, answering a password request with a configured user's stored digests]
         url: Option<String>,

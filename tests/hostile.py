@@ -750,6 +750,7 @@ def password_fill(camera: Camera, tries: int = 11) -> list[str]:
     finally:
         for v in held:
             v.close()
+    return problems
 
 
 # ---- 7: a SOAP flood --------------------------------------------------------

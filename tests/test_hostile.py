@@ -73,6 +73,9 @@ def camera(namespaces, camstream, tmp_path) -> NamespaceCamera:
 
 
 def check(problems: list[str]) -> None:
+    # A list, and empty: a sequence that forgot to return its findings
+    # must not pass as one that found nothing.
+    assert isinstance(problems, list), f"the sequence returned {problems!r}, not its problems"
     assert not problems, "\n".join(problems)
 
 

@@ -20,7 +20,9 @@ import subprocess
 import tomllib
 from pathlib import Path
 
+import jsonschema
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -119,6 +121,9 @@ def release(tmp_path_factory):
     base = f"camstream-rpi3_64-{crate_version()}"
     assert [Path(m).name for m in made] == [f"{base}.img.xz", f"{base}.img.bmap", f"{base}.raucb", "os_list.json",
                                            "SHA256SUMS"], made
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"{base}.img.xz", f"{base}.img.bmap", f"{base}.raucb", f"{base}.json", "camstream.png", "os_list.json",
+         "SHA256SUMS"])
     r = type("Release", (), {})()
     r.images, r.out, r.base = images, out, out / base
     return r
@@ -148,14 +153,59 @@ def test_the_imager_entry_is_the_files(release):
     xz = Path(str(release.base) + ".img.xz")
     image = release.images / "sdcard.img"
     assert entry["url"] == URL + xz.name
+    assert entry["bmap_url"] == URL + release.base.name + ".img.bmap"
+    assert entry["icon"] == URL + "camstream.png"
     assert entry["image_download_size"] == xz.stat().st_size
     assert entry["image_download_sha256"] == sha256(xz)
     assert entry["extract_size"] == image.stat().st_size
     assert entry["extract_sha256"] == sha256(image)
     assert entry["release_date"] == changelog_date(crate_version())
-    assert entry["devices"] == ["pi3-64bit"]
     assert crate_version() in entry["name"] and "Raspberry Pi 3" in entry["name"], entry
     assert entry["description"], entry
+
+
+# Imager's own schema of its OS list: rpi-imager 2.0.11's
+# doc/json-schema/os-list-schema.json (Apache-2.0), unchanged.
+IMAGER_SCHEMA = ROOT / "tests/testdata/rpi-imager/rpi-imager-2.0.11-os-list-schema.json"
+
+
+def test_os_list_passes_imagers_schema_and_offers_the_image_to_its_board_alone(release, tmp_path):
+    """Valid against Imager's schema (draft 7, no key it does not know at the
+    top), and filtered as Imager filters (src/imagewriter.cpp: an OS is kept
+    for a device if one of its devices is among the device's tags): the Pi
+    3's image is offered to the Raspberry Pi 3 and to no other board the
+    list names; the icon is the PNG served beside it."""
+    schema = json.loads(IMAGER_SCHEMA.read_text())
+    document = json.loads((release.out / "os_list.json").read_text())
+    jsonschema.Draft7Validator(schema).validate(document)
+    devices = document["imager"]["devices"]
+    assert [d["name"] for d in devices] == ["Raspberry Pi 3"], devices
+    (entry,) = document["os_list"]
+    offered = {d["name"] for d in devices if set(d["tags"]) & set(entry["devices"])}
+    assert offered == {"Raspberry Pi 3"}
+    assert (release.out / "camstream.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # A list of every board: each device offered its own image only.
+    boards = {"rpi3_64": "Raspberry Pi 3", "rpi4_64": "Raspberry Pi 4", "rpi5": "Raspberry Pi 5",
+              "rpizero2w_64": "Raspberry Pi Zero 2 W"}
+    imager = load_lib_imager()
+    image, xz = tmp_path / "sdcard.img", tmp_path / "sdcard.img.xz"
+    image.write_bytes(bytes(4096))
+    xz.write_bytes(b"stands for the download")
+    entries = {b: imager.entry(b, "0.0.0", "2026-01-01", URL, str(image), str(xz)) for b in boards}
+    assert imager.entry("qemu_aarch64", "0.0.0", "2026-01-01", URL, str(image), str(xz)) is None
+    for board in entries:
+        tags = [d["tags"] for d in imager.os_list_devices(entries.values()) if d["name"] == boards[board]]
+        assert len(tags) == 1 and [b for b, o in entries.items() if set(o["devices"]) & set(tags[0])] == [board]
+    jsonschema.Draft7Validator(schema).validate(
+        {"imager": {"devices": imager.os_list_devices(entries.values())}, "os_list": list(entries.values())})
+
+
+def load_lib_imager():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("lib_imager", ROOT / "scripts/lib-imager.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_sha256sums_checks_the_files_and_catches_a_changed_byte(release, tmp_path):
@@ -199,3 +249,122 @@ def test_an_image_of_another_version_is_not_released(release, tmp_path):
                         "rpi3_64"], capture_output=True, text=True)
     assert r.returncode != 0 and "0.0.1" in r.stderr, r
     assert not list((tmp_path / "out").glob("*.img.xz"))
+
+
+def test_an_image_of_another_board_is_not_released(release, tmp_path):
+    """A Pi 3 build released as the Zero 2 W's would be offered to Zero 2 W
+    users and its bundle would install on neither: refused, whether the
+    build's rootfs.ext4 or the card's root slot says so."""
+    r = subprocess.run([str(ROOT / "scripts/release"), "--images", str(release.images), "--output",
+                        str(tmp_path / "out"), "rpizero2w_64"], capture_output=True, text=True)
+    assert r.returncode != 0 and "camstream-rpi3_64" in r.stderr and "rpizero2w_64" in r.stderr, r
+    assert not list((tmp_path / "out").glob("*.img.xz"))
+    # rootfs.ext4 made the Zero 2 W's, the card still the Pi 3's.
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "sdcard.img").symlink_to(release.images / "sdcard.img")
+    rootfs = images / "rootfs.ext4"
+    shutil.copyfile(release.images / "rootfs.ext4", rootfs)
+    conf = subprocess.run(["debugfs", "-R", "cat /etc/rauc/system.conf", str(rootfs)], capture_output=True,
+                          text=True, check=True).stdout
+    changed = tmp_path / "system.conf"
+    changed.write_text(conf.replace("compatible=camstream-rpi3_64", "compatible=camstream-rpizero2w_64"))
+    subprocess.run(["debugfs", "-w", "-f", "-", str(rootfs)],
+                   input=f"rm /etc/rauc/system.conf\nwrite {changed} /etc/rauc/system.conf\n", text=True,
+                   check=True, capture_output=True)
+    r = subprocess.run([str(ROOT / "scripts/release"), "--images", str(images), "--output", str(tmp_path / "out"),
+                        "rpizero2w_64"], capture_output=True, text=True)
+    assert r.returncode != 0 and "sdcard.img" in r.stderr and "camstream-rpi3_64" in r.stderr, r
+    assert not list((tmp_path / "out").glob("*.img.xz"))
+
+
+def readme_check_command() -> str:
+    """The command README's "Flash a board" gives to check a download."""
+    readme = (ROOT / "README.md").read_text()
+    commands = re.findall(r"^(sha256sum [^\n#]*?)\s*(?:#.*)?$", readme, re.M)
+    assert len(commands) == 1, commands
+    return commands[0]
+
+
+def test_readmes_check_works_for_one_boards_download(release, tmp_path):
+    """A person downloads their board's image, its block map and SHA256SUMS,
+    not every board's files: README's command checks what is there, fails
+    on a changed byte and on a download with none of the files."""
+    download = tmp_path / "download"
+    download.mkdir()
+    for name in (release.base.name + ".img.xz", release.base.name + ".img.bmap", "SHA256SUMS"):
+        shutil.copy(release.out / name, download / name)
+    command = readme_check_command()
+    r = subprocess.run(["sh", "-c", command], cwd=download, capture_output=True, text=True)
+    assert r.returncode == 0, (command, r)
+    assert "OK" in r.stdout and release.base.name + ".img.xz" in r.stdout, r
+    bmap = download / (release.base.name + ".img.bmap")
+    bmap.write_text(bmap.read_text().replace("<BlocksCount>", "<BlocksCount> "))
+    r = subprocess.run(["sh", "-c", command], cwd=download, capture_output=True, text=True)
+    assert r.returncode != 0 and "FAILED" in r.stdout, r
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    shutil.copy(release.out / "SHA256SUMS", empty)
+    r = subprocess.run(["sh", "-c", command], cwd=empty, capture_output=True, text=True)
+    assert r.returncode != 0, r
+
+
+def workflow_step(job: dict, name: str) -> dict:
+    (step,) = [s for s in job["steps"] if s.get("name") == name]
+    return step
+
+
+def test_the_workflow_releases_what_scripts_release_does(release, tmp_path):
+    """ci/workflows/buildroot.yml's own steps, run here as GitHub's runner
+    would for the Pi 3 (its board job's release step, then the release
+    job's index over the gathered files), publish the files README names:
+    the same as scripts/release's, byte for byte but for the bundle's
+    signature time and the links' host."""
+    flow = yaml.safe_load((ROOT / "ci/workflows/buildroot.yml").read_text())
+    image_job, release_job = flow["jobs"]["image"], flow["jobs"]["release"]
+    assert "rpi3_64" in image_job["strategy"]["matrix"]["board"]
+    # The runner's checkout: this tree, and the board's build where
+    # `make rpi3_64` leaves it.
+    ws = tmp_path / "workspace"
+    (ws / "output/rpi3_64").mkdir(parents=True)
+    for name in ("scripts", "app", "board", "CHANGELOG.md"):
+        (ws / name).symlink_to(ROOT / name)
+    (ws / "output/keys").symlink_to(ROOT / "output/keys")  # the key the image trusts
+    (ws / "output/rpi3_64/images").symlink_to(release.images)
+    env = {**os.environ, "BOARD": "rpi3_64", "SIGNING_KEY": "", "SIGNING_CERT": "",
+           "GITHUB_REPOSITORY": "camstream/camstream", "RUNNER_TEMP": str(tmp_path / "runner"),
+           "GITHUB_ENV": str(tmp_path / "github-env")}
+    assert image_job["env"]["BOARD"] == "${{ matrix.board }}"
+    for name in ("The update key", "Release files"):
+        subprocess.run(["bash", "-e", "-c", workflow_step(image_job, name)["run"]], cwd=ws, env=env, check=True,
+                       capture_output=True, timeout=1800)
+    # upload-artifact, download-artifact merging the boards: one directory.
+    upload = [s for s in image_job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
+    download = [s for s in release_job["steps"] if s.get("uses", "").startswith("actions/download-artifact")]
+    assert upload[0]["with"]["path"].rstrip("/") == download[0]["with"]["path"] == "release"
+    assert download[0]["with"]["merge-multiple"] is True
+    subprocess.run(["bash", "-e", "-c", workflow_step(release_job, "One os_list.json and SHA256SUMS for every board")
+                    ["run"]], cwd=ws, env=env, check=True, capture_output=True, timeout=600)
+    (published,) = [s for s in release_job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
+    files = sorted({p.name for pattern in published["with"]["path"].split() for p in ws.glob(pattern)})
+    theirs = sorted(p.name for p in release.out.iterdir() if not p.name.endswith(".json") or p.name == "os_list.json")
+    assert files == theirs
+    attach = workflow_step(release_job, "Attach to the release")["run"]
+    words = attach.split("gh release upload", 1)[1].replace("\\\n", " ").split()
+    attached = {p.name for w in words if not w.startswith(("-", '"')) for p in (ws / "release").glob(w)}
+    assert sorted(attached) == files, attach
+    for name in files:
+        ours, made = ws / "release" / name, release.out / name
+        if name.endswith(".raucb"):
+            continue  # signed at its own time; its compatible and version below
+        if name in ("os_list.json", "SHA256SUMS"):
+            continue
+        assert sha256(ours) == sha256(made), name
+    url = f"https://github.com/camstream/camstream/releases/download/v{crate_version()}/"
+    assert json.loads((ws / "release/os_list.json").read_text()) == json.loads(
+        (release.out / "os_list.json").read_text().replace(URL, url))
+    subprocess.run(["sha256sum", "--quiet", "-c", "SHA256SUMS"], cwd=ws / "release", check=True)
+    info = subprocess.run(["rauc", "info", "--keyring", str(ROOT / "output/keys/development.cert.pem"),
+                           "--output-format=shell", str(ws / "release" / (release.base.name + ".raucb"))],
+                          capture_output=True, text=True, check=True).stdout
+    assert "RAUC_MF_COMPATIBLE='camstream-rpi3_64'" in info and f"RAUC_MF_VERSION='{crate_version()}'" in info

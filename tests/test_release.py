@@ -229,22 +229,29 @@ def test_the_bundle_is_the_boards_and_the_versions(release):
     assert fields["RAUC_MF_VERSION"].strip("'") == crate_version()
 
 
-def test_an_image_of_another_version_is_not_released(release, tmp_path):
-    """A stale build would be published under the tree's version: refused."""
+def images_changed(release, tmp_path: Path, path: str, change) -> Path:
+    """An images directory of the release's card and a copy of its
+    rootfs.ext4 in which the file at `path` is `change`d."""
     images = tmp_path / "images"
     images.mkdir()
     (images / "sdcard.img").symlink_to(release.images / "sdcard.img")
     rootfs = images / "rootfs.ext4"
     shutil.copyfile(release.images / "rootfs.ext4", rootfs)
-    stat = subprocess.run(["debugfs", "-R", "stat /etc/os-release", str(rootfs)], capture_output=True,
-                          text=True).stdout
-    path = "/usr/lib/os-release" if "Fast link dest" in stat else "/etc/os-release"
     text = subprocess.run(["debugfs", "-R", f"cat {path}", str(rootfs)], capture_output=True, text=True,
                           check=True).stdout
-    old = tmp_path / "os-release"
-    old.write_text(re.sub(r"(?m)^VERSION_ID=.*$", "VERSION_ID=0.0.1", text))
-    subprocess.run(["debugfs", "-w", "-f", "-", str(rootfs)], input=f"rm {path}\nwrite {old} {path}\n",
+    changed = tmp_path / "changed"
+    changed.write_text(change(text))
+    subprocess.run(["debugfs", "-w", "-f", "-", str(rootfs)], input=f"rm {path}\nwrite {changed} {path}\n",
                    text=True, check=True, capture_output=True)
+    return images
+
+
+def test_an_image_of_another_version_is_not_released(release, tmp_path):
+    """A stale build would be published under the tree's version: refused."""
+    stat = subprocess.run(["debugfs", "-R", "stat /etc/os-release", str(release.images / "rootfs.ext4")],
+                          capture_output=True, text=True).stdout
+    path = "/usr/lib/os-release" if "Fast link dest" in stat else "/etc/os-release"
+    images = images_changed(release, tmp_path, path, lambda t: re.sub(r"(?m)^VERSION_ID=.*$", "VERSION_ID=0.0.1", t))
     r = subprocess.run([str(ROOT / "scripts/release"), "--images", str(images), "--output", str(tmp_path / "out"),
                         "rpi3_64"], capture_output=True, text=True)
     assert r.returncode != 0 and "0.0.1" in r.stderr, r
@@ -260,18 +267,8 @@ def test_an_image_of_another_board_is_not_released(release, tmp_path):
     assert r.returncode != 0 and "camstream-rpi3_64" in r.stderr and "rpizero2w_64" in r.stderr, r
     assert not list((tmp_path / "out").glob("*.img.xz"))
     # rootfs.ext4 made the Zero 2 W's, the card still the Pi 3's.
-    images = tmp_path / "images"
-    images.mkdir()
-    (images / "sdcard.img").symlink_to(release.images / "sdcard.img")
-    rootfs = images / "rootfs.ext4"
-    shutil.copyfile(release.images / "rootfs.ext4", rootfs)
-    conf = subprocess.run(["debugfs", "-R", "cat /etc/rauc/system.conf", str(rootfs)], capture_output=True,
-                          text=True, check=True).stdout
-    changed = tmp_path / "system.conf"
-    changed.write_text(conf.replace("compatible=camstream-rpi3_64", "compatible=camstream-rpizero2w_64"))
-    subprocess.run(["debugfs", "-w", "-f", "-", str(rootfs)],
-                   input=f"rm /etc/rauc/system.conf\nwrite {changed} /etc/rauc/system.conf\n", text=True,
-                   check=True, capture_output=True)
+    images = images_changed(release, tmp_path, "/etc/rauc/system.conf",
+                            lambda t: t.replace("compatible=camstream-rpi3_64", "compatible=camstream-rpizero2w_64"))
     r = subprocess.run([str(ROOT / "scripts/release"), "--images", str(images), "--output", str(tmp_path / "out"),
                         "rpizero2w_64"], capture_output=True, text=True)
     assert r.returncode != 0 and "sdcard.img" in r.stderr and "camstream-rpi3_64" in r.stderr, r

@@ -338,13 +338,13 @@ class Guest:
             assert "return" in reply, reply
             return reply["return"]
 
-    def frames(self, kind: str) -> list[bytes]:
+    def frames(self, kind: str, pix_fmt: str = "yuvj420p") -> list[bytes]:
         """The feeder's frames of `kind` as FFmpeg decodes them (the files
         on the extra drive, also kept on the host)."""
         clip = b"".join(p.read_bytes() for p in sorted((TESTDRIVE / "work/drive/frames").glob(f"{kind}-*.jpg")))
-        raw = run(["ffmpeg", "-v", "error", "-f", "mjpeg", "-i", "-", "-f", "rawvideo", "-pix_fmt", "yuvj420p",
+        raw = run(["ffmpeg", "-v", "error", "-f", "mjpeg", "-i", "-", "-f", "rawvideo", "-pix_fmt", pix_fmt,
                    "-"], input=clip).stdout
-        return split(raw, 640 * 480 * 3 // 2)
+        return split(raw, 640 * 480 * 3 if pix_fmt == "rgb24" else 640 * 480 * 3 // 2)
 
     def close(self) -> None:
         if self.p.isalive():

@@ -314,3 +314,36 @@ def figure(line: str) -> None:
     run's summary, so that CI logs show it."""
     print(line)
     FIGURES.append(line)
+
+
+# The 75 % colour bars (white, yellow, cyan, green, magenta, red, blue,
+# black) as RGB: what the test pattern draws, and vivid's and vimc's
+# test pattern generator.
+BARS_75 = [(191, 191, 191), (191, 191, 0), (0, 191, 191), (0, 191, 0),
+           (191, 0, 191), (191, 0, 0), (0, 0, 191), (0, 0, 0)]
+
+
+def colour_bars(frames: list[bytes], w: int, bars_h: int, each_row: bool = False) -> list[tuple[int, int, int]]:
+    """Each of eight vertical bars' colour in decoded RGB frames (rgb24, `w`
+    wide; bars in the top `bars_h` rows): a small patch at the bar's centre
+    averaged, at three heights (`each_row`: every row, one row high), the
+    median over those and the frames (a moving box or text covers a patch
+    in some, never in most)."""
+    out = []
+    ys = range(bars_h) if each_row else (bars_h // 4, bars_h // 2, bars_h * 3 // 4)
+    high = 1 if each_row else 4
+    for bar in range(8):
+        x0 = (2 * bar + 1) * w // 16 - w // 64
+        samples = []
+        for f in frames:
+            for y in ys:
+                rows = [f[(y + dy) * w * 3 + x0 * 3:(y + dy) * w * 3 + (x0 + w // 32) * 3] for dy in range(high)]
+                px = b"".join(rows)
+                samples.append(tuple(round(sum(px[c::3]) / (len(px) // 3)) for c in range(3)))
+        out.append(tuple(sorted(s[c] for s in samples)[len(samples) // 2] for c in range(3)))
+    return out
+
+
+def bars_off(got: list[tuple[int, int, int]], want: list[tuple[int, int, int]]) -> int:
+    """The largest difference of any bar's R, G or B from its true value."""
+    return max(abs(a - b) for g, t in zip(got, want, strict=True) for a, b in zip(g, t, strict=True))

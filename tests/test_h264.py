@@ -96,12 +96,12 @@ def test_raw_pictures_are_encoded_without_a_jpeg_decode(camstream, tmp_path):
     # swapped, tried: 28 % of chroma samples.
     cs = camstream("--width", str(W), "--height", str(H))
     out = run(["ffmpeg", "-v", "error", "-rtsp_transport", "tcp", "-i", h264_url(cs), "-frames:v", "10",
-               "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"], timeout=60).stdout
+               "-f", "rawvideo", "-pix_fmt", "yuvj420p", "-"], timeout=60).stdout
     cs.wait_for("H.264 stream: encoding the camera's raw pictures (no JPEG decode)")
     snapshot = tmp_path / "snapshot.jpg"
     snapshot.write_bytes(requests.get(cs.http + "/snapshot.jpg", timeout=10).content)
     # The samples as they are (yuvj420p: no range conversion; the
-    # pattern's samples are BT.601's video range in both).
+    # pattern's samples are full range in both).
     ref = run(["ffmpeg", "-v", "error", "-i", str(snapshot), "-f", "rawvideo", "-pix_fmt", "yuvj420p", "-"],
               timeout=60).stdout
     frames = split(out, W * H * 3 // 2)
@@ -119,8 +119,8 @@ def test_raw_pictures_are_encoded_without_a_jpeg_decode(camstream, tmp_path):
     print("H.264 of the raw pattern against its JPEG, share of Y/U/V samples within 8 levels in the bars:",
           ", ".join("/".join(f"{x:.3f}" for x in s) for s in shares[:4]))
     assert min(min(s) for s in shares) > 0.9, shares
-    # Video range, as H.264 takes by default: nothing said.
-    assert colour(h264_url(cs)) == "unknown,unknown"
+    # Full range, as the JPEG's: the SPS says so.
+    assert colour(h264_url(cs)) == "pc,smpte170m"
 
 
 def test_a_client_joining_starts_at_a_key_frame_with_its_parameter_sets(camstream, tmp_path):

@@ -15,7 +15,7 @@ import time
 import pytest
 
 import guest
-from helpers import figure
+from helpers import bars_off, colour_bars, figure
 from rtsp import Client
 from test_interop import ffmpeg_client, gst_client
 from test_v4l2 import frames_counted, start, stop, whole_frames
@@ -104,6 +104,7 @@ def test_same_picture_as_libcamera_cam(firmware):
     log = start(firmware, f"--source libcamera:'{CAMERA}' --width {W} --height {H} --quality 95")
     assert "capturing BGR888" in log, log
     ours = ffmpeg_client(firmware.url, "tcp", 4, "rgb24", W, H)[-1]
+    h264 = ffmpeg_client(firmware.url.removesuffix("/stream") + "/h264", "tcp", 3, "rgb24", W, H)[-1]
     stop(firmware)
     cam = "LD_LIBRARY_PATH=/dev/shm/c/cam/lib /dev/shm/c/cam/cam"
     firmware.sh("mkdir -p /dev/shm/c && cd /dev/shm/c && tar -xf /dev/vdb ./cam && rm -f frame-*.bin")
@@ -117,7 +118,15 @@ def test_same_picture_as_libcamera_cam(firmware):
         f"for r in {' '.join(map(str, rows))}; do dd if={name} bs={W * 3} skip=$r count=1 2>/dev/null; done | base64"))
     firmware.sh("rm -rf /dev/shm/c")
     ours = b"".join(ours[r * W * 3:(r + 1) * W * 3] for r in rows)
+    h264 = b"".join(h264[r * W * 3:(r + 1) * W * 3] for r in rows)
     assert len(theirs) == len(ours), len(theirs)
+    # The colours are true over MJPEG and H.264: vimc's bars (its sensor's
+    # 75 % colour bars) within 3 of cam's frame's.
+    truth = colour_bars([theirs], W, len(rows), each_row=True)
+    for how, got in [("MJPEG", ours), ("H.264", h264)]:
+        bars = colour_bars([got], W, len(rows), each_row=True)
+        print(f"vimc over {how}: bars {bars}, at most {bars_off(bars, truth)} from cam's {truth}")
+        assert bars_off(bars, truth) <= 3, (how, bars, truth)
     # libcamera's BGR888 is R, G, B in memory: FFmpeg's rgb24.
     p = psnr(ours, theirs)
     swapped = bytes(theirs[i ^ 2 if i % 3 != 1 else i] for i in range(len(theirs)))

@@ -18,7 +18,7 @@ import time
 import pytest
 
 import guest
-from helpers import assert_frames_match
+from helpers import BARS_75, assert_frames_match, bars_off, colour_bars
 from rtsp import Client, complete_frames
 from test_interop import ffmpeg_client
 
@@ -99,19 +99,27 @@ def test_vivid_every_raw_format(firmware):
     """Each raw format vivid offers goes through camstream's converter and
     encoder; all must show the same picture (vivid's colour bars). The
     H.264 stream of the YUV formats is encoded from the camera's planes,
-    not the JPEG decoded again, and shows the same picture."""
+    not the JPEG decoded again, and shows the same picture. Its colours
+    are true: vivid's YUV is video range unless asked for full range, and
+    decoded as JFIF's it was washed out; each format's bars, over MJPEG
+    and H.264, are within 3 of those of vivid's RGB (full range)."""
     w, h = 640, 360
     got = {}
+    bars = {}
     for fmt in ["YU12", "NV12", "YUYV", "UYVY", "RGB3", "BGR3"]:
         # Without vivid's on-screen text (clock, counters) every frame is the same.
         log = start(firmware, f"--source v4l2:/dev/video0 --format {fmt} --width {w} --height {h} --fps 25 "
                     "--control osd_text_mode=2")
         assert re.search(rf"capturing {fmt} {w}x{h} at 25 fps, encoding JPEG 4:2:0", log), log
+        print(fmt, re.search(r"encoding JPEG 4:2:0 at quality \d+ \(([^)]*)\)", log).group(1))
         got[fmt] = ffmpeg_client(firmware.url, "tcp", 6, "yuvj420p", w, h)
+        bars[fmt] = colour_bars(ffmpeg_client(firmware.url, "tcp", 2, "rgb24", w, h), w, h)
         if fmt not in ("RGB3", "BGR3"):
-            # Its samples as they are (yuv420p: no range conversion), as
-            # the JPEG's (yuvj420p).
-            h264 = ffmpeg_client(firmware.url.removesuffix("/stream") + "/h264", "tcp", 3, "yuv420p", w, h)
+            # Its samples as they are (yuvj420p: full range, as its SPS
+            # and the JPEG say: no range conversion).
+            h264 = ffmpeg_client(firmware.url.removesuffix("/stream") + "/h264", "tcp", 3, "yuvj420p", w, h)
+            bars[fmt + " H.264"] = colour_bars(
+                ffmpeg_client(firmware.url.removesuffix("/stream") + "/h264", "tcp", 2, "rgb24", w, h), w, h)
             log = firmware.sh("cat /tmp/camstream.log")
             assert "H.264 stream: encoding the camera's raw pictures (no JPEG decode)" in log, log
             p = luma_psnr(h264[-1], got[fmt][-1], w * h)
@@ -127,9 +135,13 @@ def test_vivid_every_raw_format(firmware):
         c = luma_psnr(got[fmt][-1][w * h:], ref[w * h:], w * h // 2)
         assert c > 30, f"{fmt}: chroma {c:.1f} dB from YU12"
     assert luma_psnr(got["BGR3"][-1], got["RGB3"][-1], w * h) > 30
-    # RGB from vivid is full range, its YUV limited: close, not equal. A
-    # red/blue swap or a wrong stride scores far below this.
-    assert luma_psnr(got["RGB3"][-1], ref, w * h) > 18
+    # A red/blue swap or a wrong stride scores far below this.
+    assert luma_psnr(got["RGB3"][-1], ref, w * h) > 30
+    truth = bars["RGB3"]
+    print(f"vivid's RGB3 bars {truth}: at most {bars_off(truth, BARS_75)} from 75 % bars")
+    for what, b in bars.items():
+        print(f"{what}: bars {b}, at most {bars_off(b, truth)} from RGB3's")
+    assert all(bars_off(b, truth) <= 3 for b in bars.values()), bars
 
 
 def test_vivid_chosen_automatically_and_probe(firmware):
@@ -169,8 +181,32 @@ def test_mjpeg_camera_passthrough_and_repair(firmware):
             assert "non-standard (e.g. optimized) Huffman tables: transcoded losslessly" in log, log
         else:
             assert "transcoded" not in log, log
+            # Its colours over H.264 too: the camera's JPEG is full range
+            # and so is the H.264 stream made of it (its SPS says so).
+            h264 = ffmpeg_client(firmware.url.removesuffix("/stream") + "/h264", "tcp", 3, "rgb24", 640, 480)
+            off = tiles_off(h264[-1], firmware.frames(kind, "rgb24"), 640, 480)
+            print(f"MJPEG camera's H.264: tile colours at most {off} from the nearest fed JPEG's")
+            assert off <= 3, off
         stop(firmware)
         firmware.sh("kill $(cat /tmp/feed.pid)")
+
+
+def tiles_off(frame: bytes, reference: list[bytes], w: int, h: int) -> int:
+    """How far `frame`'s colours (rgb24) are from the reference frame they
+    are nearest to: each channel's mean over 4x4 tiles, the largest
+    difference. A picture decoded in the wrong range is 10-20 off in its
+    dark and bright tiles."""
+    def tiles(f: bytes) -> list[float]:
+        out = []
+        for ty in range(4):
+            for tx in range(4):
+                rows = [f[(y * w + tx * w // 4) * 3:(y * w + (tx + 1) * w // 4) * 3]
+                        for y in range(ty * h // 4, (ty + 1) * h // 4, 2)]
+                px = b"".join(rows)
+                out += [sum(px[c::3]) / (len(px) // 3) for c in range(3)]
+        return out
+    ours = tiles(frame)
+    return round(min(max(abs(a - b) for a, b in zip(ours, tiles(r), strict=True)) for r in reference))
 
 
 def test_unplug_and_replug_keep_the_session(firmware):

@@ -27,8 +27,6 @@ use crate::source::Raw;
 pub struct MainPicture<'a> {
     pub frame: &'a Rc<SharedFrame>,
     pub raw: Option<Raw<'a>>,
-    /// Its samples span the full range (JPEG's); else video range.
-    pub full_range: bool,
 }
 
 /// What a producer's stream is encoded as (ONVIF's encoder

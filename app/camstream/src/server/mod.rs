@@ -307,7 +307,6 @@ impl Server {
                 let pic = MainPicture {
                     frame: &frame,
                     raw: f.raw,
-                    full_range: f.full_range,
                 };
                 producers.picture(&pic, fanout);
             }

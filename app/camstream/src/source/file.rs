@@ -281,7 +281,6 @@ impl FrameSource for FileSource {
             jpeg: &self.buf[a..b],
             captured,
             raw: None,
-            full_range: true,
         });
         Ok(())
     }

@@ -122,12 +122,18 @@ pub struct CapturedFrame<'a> {
     /// (and, for sources that copy it across threads, was asked for it:
     /// [`FrameSource::want_raw`]): an H.264 encoder takes it instead of
     /// decoding the JPEG again.
+    /// Its samples, as the JPEG's, span the full range (JFIF's): every
+    /// source makes video-range samples full range (convert::Range).
     pub raw: Option<Raw<'a>>,
-    /// Its samples span the full range, as JFIF has a JPEG's (a JPEG
-    /// camera's, an RGB camera's encoded); false: video range, as a YUV
-    /// camera's and the test pattern's are, encoded as they are. An H.264
-    /// stream made of them says which.
-    pub full_range: bool,
+}
+
+/// How a raw source's samples reach the JPEG, as the log says it.
+pub fn range_words(full_range: bool) -> &'static str {
+    if full_range {
+        "full range"
+    } else {
+        "video range, made full range"
+    }
 }
 
 /// A raw picture as 4:2:0 planes (Y, U, V) with their strides.

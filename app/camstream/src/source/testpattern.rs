@@ -104,8 +104,6 @@ impl FrameSource for TestPattern {
                         jpeg: &buf.jpeg,
                         captured,
                         raw,
-                        // Drawn in video range (16-235).
-                        full_range: false,
                     });
                     // Cannot block: at most BUFFERS buffers exist.
                     let _ = recycle.try_send(buf);
@@ -200,17 +198,17 @@ struct Pattern {
     bars_h: usize,
 }
 
-/// 75% colour bars in BT.601 YCbCr: white, yellow, cyan, green, magenta,
-/// red, blue, black.
-const BARS: [(u8, u8, u8); 8] = [
-    (180, 128, 128),
-    (162, 44, 142),
-    (131, 156, 44),
-    (112, 72, 58),
-    (84, 184, 198),
-    (65, 100, 212),
-    (35, 212, 114),
-    (16, 128, 128),
+/// 75% colour bars (RGB 191 or 0) in JFIF's full-range BT.601 YCbCr, as a
+/// JPEG holds them: white, yellow, cyan, green, magenta, red, blue, black.
+pub const BARS: [(u8, u8, u8); 8] = [
+    (191, 128, 128),
+    (169, 32, 144),
+    (134, 160, 32),
+    (112, 65, 48),
+    (79, 191, 208),
+    (57, 96, 224),
+    (22, 224, 112),
+    (0, 128, 128),
 ];
 
 /// 5x7 glyphs for digits, ':' and '.', one row per byte, bit 4 leftmost.
@@ -274,7 +272,7 @@ impl Pattern {
         for y in self.bars_h..h {
             let row = &mut self.planes[0][y * w..(y + 1) * w];
             for (x, px) in row.iter_mut().enumerate() {
-                *px = (16 + (x + shift) % w * 219 / w) as u8;
+                *px = ((x + shift) % w * 255 / w) as u8;
             }
         }
 
@@ -289,7 +287,7 @@ impl Pattern {
         let by = bounce(n as usize * 4, h.saturating_sub(size)) & !1;
         let angle = (n % 120) as f32 * std::f32::consts::TAU / 120.0;
         let (u, v) = (128.0 + 100.0 * angle.cos(), 128.0 + 100.0 * angle.sin());
-        self.fill(bx, by, size, size, (170, u as u8, v as u8));
+        self.fill(bx, by, size, size, (179, u as u8, v as u8));
 
         // Frame number and UTC time of day, e.g. "000042 12:34:56.789".
         let (s, ms) = (utc_ms / 1000, utc_ms % 1000);
@@ -317,7 +315,7 @@ impl Pattern {
             margin & !1,
             text_w + 2 * scale,
             9 * scale,
-            (16, 128, 128),
+            (0, 128, 128),
         );
         for (i, &c) in text.iter().enumerate() {
             let Some(glyph) = GLYPHS.get(usize::from(c)) else {
@@ -328,7 +326,7 @@ impl Pattern {
                     if bits >> (4 - gx) & 1 == 1 {
                         let x = margin + (1 + i * 6 + gx) * scale;
                         let y = margin + (1 + gy) * scale;
-                        self.fill_luma(x, y, scale, scale, 235);
+                        self.fill_luma(x, y, scale, scale, 255);
                     }
                 }
             }
@@ -362,6 +360,34 @@ impl Pattern {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bars_are_jfif_of_75_percent_rgb() {
+        let rgb = [
+            (1, 1, 1),
+            (1, 1, 0),
+            (0, 1, 1),
+            (0, 1, 0),
+            (1, 0, 1),
+            (1, 0, 0),
+            (0, 0, 1),
+            (0, 0, 0),
+        ];
+        for (&(y, u, v), (r, g, b)) in BARS.iter().zip(rgb) {
+            let [r, g, b] = [r, g, b].map(|c| f64::from(c) * 191.25);
+            let want = [
+                0.299 * r + 0.587 * g + 0.114 * b,
+                128.0 - 0.168_736 * r - 0.331_264 * g + 0.5 * b,
+                128.0 + 0.5 * r - 0.418_688 * g - 0.081_312 * b,
+            ];
+            for (got, want) in [y, u, v].into_iter().zip(want) {
+                assert!(
+                    (f64::from(got) - want).abs() <= 1.0,
+                    "{got} against {want:.1}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn frames_differ_and_encode() {

@@ -152,9 +152,6 @@ pub struct H264Stream {
     raw: Vec<u8>,
     /// A raw picture was offered (logged once).
     offered_raw: bool,
-    /// The camera's samples span the full range (JPEG's): the SPS says
-    /// so, and BT.601's matrix, where the encoder left them unsaid.
-    full_range: bool,
 }
 
 /// The encoder `[streams.h264] encoder` (or the sub-stream's) asks for,
@@ -318,7 +315,6 @@ impl H264Stream {
             pending: None,
             raw: Vec::new(),
             offered_raw: false,
-            full_range: false,
         })
     }
 
@@ -465,7 +461,6 @@ impl Producer for H264Stream {
         if !self.watched || !self.pace.take(pic.frame.captured) {
             return;
         }
-        self.full_range = pic.full_range;
         // Its raw picture is the source's only for now: copied, packed.
         let raw = match pic.raw {
             Some(raw) if self.wants_raw() => raw.pack(&mut self.raw),
@@ -491,7 +486,7 @@ impl Producer for H264Stream {
                 let sps = parsed.as_ref().ok().and_then(AccessUnit::sps_at);
                 if let Some(at) = sps {
                     let want = camstream_h264::sps::Signal {
-                        jpeg_colour: self.full_range,
+                        jpeg_colour: true,
                         fps: Some(self.shape.fps),
                     };
                     camstream_h264::sps::signal(&mut done.out, at, want);

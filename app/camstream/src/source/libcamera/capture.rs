@@ -68,8 +68,6 @@ struct Slot {
     /// The frame's picture, packed 4:2:0, when asked for (`want_raw`).
     raw: Vec<u8>,
     raw_size: Option<(usize, usize)>,
-    /// Its samples span the full range (as CapturedFrame::full_range).
-    full_range: bool,
 }
 
 struct Shared {
@@ -106,7 +104,6 @@ impl LibcameraSource {
                 fresh: false,
                 raw: Vec::new(),
                 raw_size: None,
-                full_range: false,
             }),
             event: eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC)?,
             stop: AtomicBool::new(false),
@@ -200,15 +197,14 @@ impl FrameSource for LibcameraSource {
             slot.fresh = false;
             std::mem::swap(&mut slot.jpeg, &mut self.held);
             std::mem::swap(&mut slot.raw, &mut self.held_raw);
-            (slot.captured, slot.raw_size.take(), slot.full_range)
+            (slot.captured, slot.raw_size.take())
         };
-        let (captured, raw_size, full_range) = captured;
+        let (captured, raw_size) = captured;
         let raw = raw_size.and_then(|size| Raw::packed(&self.held_raw, size));
         sink(CapturedFrame {
             jpeg: &self.held,
             captured,
             raw,
-            full_range,
         });
         Ok(())
     }
@@ -296,7 +292,7 @@ impl Capture {
         };
         format!(
             "libcamera:{} ({}, libcamera {}): capturing {} {}x{} at up to {} fps, \
-             encoding JPEG 4:2:0 at quality {}{crop}",
+             encoding JPEG 4:2:0 at quality {} ({}){crop}",
             self.desc.id,
             if self.desc.model.is_empty() {
                 "unnamed"
@@ -308,7 +304,8 @@ impl Capture {
             f.width,
             f.height,
             settings.fps,
-            settings.quality
+            settings.quality,
+            crate::source::range_words(f.full_range)
         )
     }
 }
@@ -413,8 +410,6 @@ fn capture_frames(
     let mut reported = (0, 0, 0);
     let mut reported_at: Option<Mono> = None;
     let (format, out_size) = (cap.format.clone(), cap.out_size);
-    // RGB, encoded by libjpeg-turbo, spans the full range; YUV is video range.
-    let full_range = matches!(format.format.as_str(), "BGR888" | "RGB888");
     loop {
         if shared.stop.load(Ordering::Relaxed) {
             return None;
@@ -468,7 +463,6 @@ fn capture_frames(
                     std::mem::swap(&mut slot.jpeg, &mut work.out);
                     std::mem::swap(&mut slot.raw, &mut work.raw);
                     slot.raw_size = raw_size;
-                    slot.full_range = full_range;
                     slot.captured = captured;
                     slot.fresh = true;
                 }

@@ -5,7 +5,7 @@
 use anyhow::{Result, anyhow, bail};
 
 use super::ffi::{CompletedRequest, PixFormat};
-use crate::convert::{i420_plane_sizes, split_uv};
+use crate::convert::{Range, i420_plane_sizes, split_uv};
 use crate::source::Raw;
 use crate::source::jpeg::JpegEncoder;
 use crate::source::v4l2::m2m::{CameraBuffers, Dmabuf};
@@ -13,6 +13,8 @@ use crate::source::v4l2::m2m::{CameraBuffers, Dmabuf};
 /// Buffers reused from frame to frame.
 #[derive(Default)]
 pub struct Work {
+    /// The planes made full range, where they were not.
+    y: Vec<u8>,
     u: Vec<u8>,
     v: Vec<u8>,
     pub out: Vec<u8>,
@@ -21,7 +23,9 @@ pub struct Work {
 }
 
 /// Encodes the frame's planes as JPEG into `work.out`, cropped to `w` x `h`;
-/// the picture as 4:2:0 planes (None: RGB).
+/// the picture as 4:2:0 planes (None: RGB). Video-range samples (a
+/// pipeline that could not give sYCC) are made full range on the way,
+/// through a copy where the planes were used in place.
 pub fn encode<'a>(
     enc: &mut JpegEncoder,
     work: &'a mut Work,
@@ -33,6 +37,7 @@ pub fn encode<'a>(
     let rows = f.height;
     let p = &frame.planes;
     let short = |what: &str| anyhow!("{what}: short buffer");
+    let range = Range::of(f.full_range);
     match f.format.as_str() {
         "YUV420" => {
             let cs = stride / 2;
@@ -52,6 +57,26 @@ pub fn encode<'a>(
             let c_need = cs * (h / 2 - 1) + w / 2;
             if y.len() < stride * (h - 1) + w || u.len() < c_need || v.len() < c_need {
                 return Err(short("YUV420"));
+            }
+            if !range.is_full() {
+                // Made full range: a copy through the lookup, encoded
+                // from there.
+                let (cw, ch) = i420_plane_sizes(w, h)[1];
+                for (plane, src, from, pw, ph, chroma) in [
+                    (&mut work.y, y, stride, w, h, false),
+                    (&mut work.u, u, cs, cw, ch, true),
+                    (&mut work.v, v, cs, cw, ch, true),
+                ] {
+                    plane.resize(pw * ph, 0);
+                    range.copy_plane(chroma, src, from, pw, plane);
+                }
+                let planes = [&work.y[..], &work.u[..], &work.v[..]];
+                enc.encode_planes(planes, [w, cw, cw], w, h, &mut work.out)?;
+                return Ok(Some(Raw {
+                    planes,
+                    strides: [w, cw, cw],
+                    size: (w, h),
+                }));
             }
             // The planes one after another in one buffer, as a kernel
             // encoder reads them: it may read them there.
@@ -98,11 +123,20 @@ pub fn encode<'a>(
             }
             work.u.resize(cw * ch, 0);
             work.v.resize(cw * ch, 0);
-            split_uv(uv, stride, cw, ch, &mut work.u, &mut work.v);
-            enc.encode_planes([y, &work.u, &work.v], [stride, cw, cw], w, h, &mut work.out)?;
+            split_uv(uv, stride, (cw, ch), range, &mut work.u, &mut work.v);
+            // Luma where it lies unless it needs the lookup.
+            let (y, y_stride) = if range.is_full() {
+                (y, stride)
+            } else {
+                work.y.resize(w * h, 0);
+                range.copy_plane(false, y, stride, w, &mut work.y);
+                (&work.y[..], w)
+            };
+            let strides = [y_stride, cw, cw];
+            enc.encode_planes([y, &work.u, &work.v], strides, w, h, &mut work.out)?;
             Ok(Some(Raw {
                 planes: [y, &work.u, &work.v],
-                strides: [stride, cw, cw],
+                strides,
                 size: (w, h),
             }))
         }
@@ -165,6 +199,7 @@ mod tests {
             height: h,
             stride,
             format: name.into(),
+            full_range: true,
         };
         encode(
             &mut enc,
@@ -194,6 +229,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!(work.out, three);
+        // Video range (a pipeline that gave no sYCC): made full range, the
+        // same from both layouts, and not the picture as it came.
+        let video = |name: &str| PixFormat {
+            full_range: false,
+            ..fmt(name)
+        };
+        let planes = frame([&y, &u, &v], 3);
+        encode(&mut enc, &mut work, &video("YUV420"), (w, h), &planes).unwrap();
+        let stretched = work.out.clone();
+        assert_ne!(stretched, three);
+        let nv12 = frame([&y, &nv, &[]], 2);
+        encode(&mut enc, &mut work, &video("NV12"), (w, h), &nv12).unwrap();
+        assert_eq!(work.out, stretched);
         // Cropped to a multiple of 8 by the caller's size.
         encode(
             &mut enc,

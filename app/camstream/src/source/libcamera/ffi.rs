@@ -59,6 +59,7 @@ struct RawPixFormat {
     height: u32,
     stride: u32,
     format: [c_char; 16],
+    full_range: u32,
 }
 
 unsafe extern "C" {
@@ -200,6 +201,8 @@ pub struct PixFormat {
     pub stride: usize,
     /// libcamera's name: YUV420, NV12, BGR888 or RGB888.
     pub format: String,
+    /// Its samples span the full range (the colour space libcamera set).
+    pub full_range: bool,
 }
 
 /// An acquired camera; streaming once started. Closing (drop) stops it
@@ -260,6 +263,7 @@ impl Camera {
             height: i.height as usize,
             stride: i.stride as usize,
             format,
+            full_range: i.full_range != 0,
         }
     }
 

@@ -26,6 +26,7 @@
 
 #include <libcamera/camera.h>
 #include <libcamera/camera_manager.h>
+#include <libcamera/color_space.h>
 #include <libcamera/control_ids.h>
 #include <libcamera/controls.h>
 #include <libcamera/formats.h>
@@ -133,6 +134,9 @@ struct cs_lc_pix_format {
 	uint32_t height;
 	uint32_t stride;
 	char format[16];
+	/* Its samples span the full range (JFIF's), as the colour space the
+	 * pipeline settled on says; RGB always does. */
+	uint32_t full_range;
 };
 
 struct cs_lc_camera {
@@ -338,6 +342,9 @@ cs_lc_camera *cs_lc_open(cs_lc_manager *m, const char *id, uint32_t width, uint3
 		sc.size = Size(width, height);
 		if (buffers)
 			sc.bufferCount = buffers;
+		/* JPEG's colour space (full range): the Pi's ISP makes it;
+		 * a pipeline that cannot says what it makes instead. */
+		sc.colorSpace = ColorSpace::Sycc;
 		if (config->validate() == CameraConfiguration::Invalid)
 			continue;
 		if (sc.pixelFormat != pf)
@@ -369,6 +376,8 @@ void cs_lc_pix_format(const cs_lc_camera *c, cs_lc_pix_format *info)
 	info->height = sc.size.height;
 	info->stride = sc.stride;
 	snprintf(info->format, sizeof(info->format), "%s", sc.pixelFormat.toString().c_str());
+	bool rgb = sc.pixelFormat == formats::BGR888 || sc.pixelFormat == formats::RGB888;
+	info->full_range = rgb || (sc.colorSpace && sc.colorSpace->range == ColorSpace::Range::Full);
 }
 
 /* Sets control `id` (as cs_lc_describe lists it) when streaming starts.

@@ -152,7 +152,10 @@ impl Capture {
         let what = if select::is_jpeg(f.fourcc) {
             "sending the camera's JPEG".to_string()
         } else {
-            format!("encoding JPEG 4:2:0 at quality {quality}")
+            format!(
+                "encoding JPEG 4:2:0 at quality {quality} ({})",
+                crate::source::range_words(f.full_range)
+            )
         };
         let crop = if self.out_size != (f.width as usize, f.height as usize) {
             format!(" (cropped to {}x{})", self.out_size.0, self.out_size.1)

@@ -112,6 +112,10 @@ pub struct PixFormat {
     pub height: u32,
     pub bytesperline: u32,
     pub sizeimage: u32,
+    /// Its samples span the full range (JFIF's), as the driver says: by
+    /// its quantization, or by its colour space where that is left to it.
+    /// Else video range.
+    pub full_range: bool,
 }
 
 pub struct Device {
@@ -291,9 +295,34 @@ impl Device {
             f.fmt.pix.height = height;
             f.fmt.pix.pixelformat = fourcc;
             f.fmt.pix.field = V4L2_FIELD_NONE;
+            // Full range asked for, as a JPEG wants it, from a driver that
+            // says it can set it; what the driver gives is read back.
+            if self.sets_quantization(fourcc) {
+                f.fmt.pix.priv_ = V4L2_PIX_FMT_PRIV_MAGIC;
+                f.fmt.pix.flags = V4L2_PIX_FMT_FLAG_SET_CSC;
+                f.fmt.pix.quantization = V4L2_QUANTIZATION_FULL_RANGE;
+            }
             update::<VIDIOC_S_FMT, _>(self.fd(), &mut f)?;
         }
         Ok(pix(&f))
+    }
+
+    /// ENUM_FMT says the driver sets this capture format's quantization
+    /// as asked (V4L2_FMT_FLAG_CSC_QUANTIZATION).
+    fn sets_quantization(&self, fourcc: u32) -> bool {
+        for index in 0..64 {
+            let mut d: v4l2_fmtdesc = zeroed();
+            d.index = index;
+            d.type_ = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+            // SAFETY: VIDIOC_ENUM_FMT takes a v4l2_fmtdesc, as `update` asks.
+            if unsafe { update::<VIDIOC_ENUM_FMT, _>(self.fd(), &mut d) }.is_err() {
+                break;
+            }
+            if d.pixelformat == fourcc {
+                return d.flags & V4L2_FMT_FLAG_CSC_QUANTIZATION != 0;
+            }
+        }
+        false
     }
 
     /// Asks for `fps` frames a second; returns the rate the driver set, or
@@ -439,6 +468,21 @@ fn pix(f: &v4l2_format) -> PixFormat {
         height: p.height,
         bytesperline: p.bytesperline,
         sizeimage: p.sizeimage,
+        full_range: full_range(&p),
+    }
+}
+
+/// What V4L2_MAP_QUANTIZATION_DEFAULT says where the driver leaves the
+/// quantization to its colour space: full range for RGB and for the JPEG
+/// colour space, video range for other YUV.
+fn full_range(p: &v4l2_pix_format) -> bool {
+    let rgb = matches!(p.pixelformat, select::RGB24 | select::BGR24);
+    match p.quantization {
+        V4L2_QUANTIZATION_FULL_RANGE => true,
+        V4L2_QUANTIZATION_DEFAULT => {
+            rgb || p.colorspace == V4L2_COLORSPACE_JPEG || select::is_jpeg(p.pixelformat)
+        }
+        _ => false,
     }
 }
 

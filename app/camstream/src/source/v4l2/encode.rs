@@ -6,13 +6,15 @@ use anyhow::{Result, bail};
 use super::device::PixFormat;
 use super::m2m::{CameraBuffers, Dmabuf};
 use super::select::{BGR24, NV12, RGB24, UYVY, YUV420, YUYV, fourcc_name};
-use crate::convert::{Packed422, i420_plane_sizes, packed422_to_i420, split_uv};
+use crate::convert::{Packed422, Range, i420_plane_sizes, packed422_to_i420, split_uv};
 use crate::source::Raw;
 use crate::source::jpeg::JpegEncoder;
 
 /// Encodes a raw frame as JPEG into `out`; the picture as 4:2:0 planes
 /// (None: RGB). `camera`: the buffer `data` lies in, which a kernel
-/// encoder may read in place (YU12 only: what it takes).
+/// encoder may read in place (YU12 only: what it takes). Video-range
+/// samples are made full range on the way (JFIF's): where the planes are
+/// otherwise used as they are, that takes a copy through the lookup.
 pub(super) fn encode<'a>(
     enc: &mut JpegEncoder,
     planes: &'a mut [Vec<u8>; 3],
@@ -25,6 +27,7 @@ pub(super) fn encode<'a>(
     let stride = f.bytesperline as usize;
     let rows = f.height as usize;
     let sizes = i420_plane_sizes(w, h);
+    let range = Range::of(f.full_range);
     let need = |len: usize| -> Result<()> {
         if data.len() < len {
             bail!("short buffer: {} bytes, expected {len}", data.len());
@@ -33,11 +36,25 @@ pub(super) fn encode<'a>(
     };
     match f.fourcc {
         YUV420 => {
-            let (planes, strides) = yu12_planes(data, stride, rows)?;
-            enc.encode_from(planes, strides, w, h, camera, out)?;
+            let (camera_planes, strides) = yu12_planes(data, stride, rows)?;
+            if range.is_full() {
+                enc.encode_from(camera_planes, strides, w, h, camera, out)?;
+                return Ok(Some(Raw {
+                    planes: camera_planes,
+                    strides,
+                    size: (w, h),
+                }));
+            }
+            for (i, (p, (pw, ph))) in planes.iter_mut().zip(sizes).enumerate() {
+                p.resize(pw * ph, 0);
+                range.copy_plane(i > 0, camera_planes[i], strides[i], pw, p);
+            }
+            let planes: &'a [Vec<u8>; 3] = planes;
+            let [y, u, v] = planes;
+            enc.encode_i420([y, u, v], w, h, out)?;
             Ok(Some(Raw {
-                planes,
-                strides,
+                planes: [y, u, v],
+                strides: sizes.map(|p| p.0),
                 size: (w, h),
             }))
         }
@@ -48,14 +65,24 @@ pub(super) fn encode<'a>(
             for p in &mut planes[1..] {
                 p.resize(cw * ch, 0);
             }
-            let [_, u, v] = &mut *planes;
-            split_uv(&data[y_len..], stride, cw, ch, u, v);
-            let [_, u, v] = &*planes;
-            enc.encode_planes([&data[..y_len], u, v], [stride, cw, cw], w, h, out)?;
+            let [y, u, v] = &mut *planes;
+            split_uv(&data[y_len..], stride, (cw, ch), range, u, v);
+            // Luma is used where it lies unless it needs the lookup.
+            if !range.is_full() {
+                y.resize(w * h, 0);
+                range.copy_plane(false, &data[..y_len], stride, w, y);
+            }
             let planes: &'a [Vec<u8>; 3] = planes;
+            let (luma, y_stride): (&'a [u8], usize) = if range.is_full() {
+                (&data[..y_len], stride)
+            } else {
+                (&planes[0], w)
+            };
+            let strides = [y_stride, cw, cw];
+            enc.encode_planes([luma, &planes[1], &planes[2]], strides, w, h, out)?;
             Ok(Some(Raw {
-                planes: [&data[..y_len], &planes[1], &planes[2]],
-                strides: [stride, cw, cw],
+                planes: [luma, &planes[1], &planes[2]],
+                strides,
                 size: (w, h),
             }))
         }
@@ -70,7 +97,7 @@ pub(super) fn encode<'a>(
                 Packed422::Uyvy
             };
             let [y, u, v] = &mut *planes;
-            packed422_to_i420(data, stride, w, h, layout, [y, u, v]);
+            packed422_to_i420(data, stride, w, h, layout, range, [y, u, v]);
             let planes: &'a [Vec<u8>; 3] = planes;
             let [y, u, v] = planes;
             enc.encode_i420([y, u, v], w, h, out)?;
@@ -142,6 +169,7 @@ mod tests {
                 height: h as u32,
                 bytesperline: stride as u32,
                 sizeimage: len as u32,
+                full_range: false,
             };
             let mut enc =
                 JpegEncoder::new(80, 30, &crate::source::v4l2::m2m::Choice::Software).unwrap();

@@ -366,7 +366,6 @@ impl FrameSource for V4l2Source {
                         jpeg: data,
                         captured,
                         raw: None,
-                        full_range: true,
                     });
                     continue;
                 }
@@ -382,9 +381,6 @@ impl FrameSource for V4l2Source {
                     Ok(raw) => sink(CapturedFrame {
                         jpeg: &self.out,
                         captured,
-                        // RGB, encoded by libjpeg-turbo, has no 4:2:0
-                        // planes; YUV formats' samples are video range.
-                        full_range: raw.is_none(),
                         raw,
                     }),
                     Err(e) => {

@@ -41,6 +41,15 @@ pub const V4L2_FRMSIZE_TYPE_STEPWISE: u32 = 3;
 pub const V4L2_FRMIVAL_TYPE_DISCRETE: u32 = 1;
 
 pub const V4L2_FMT_FLAG_COMPRESSED: u32 = 0x0001;
+/// ENUM_FMT: the driver sets a capture format's quantization when asked.
+pub const V4L2_FMT_FLAG_CSC_QUANTIZATION: u32 = 0x0100;
+/// `v4l2_pix_format.priv` saying its extended fields (`flags` on) are set.
+pub const V4L2_PIX_FMT_PRIV_MAGIC: u32 = 0xfeed_cafe;
+/// The application asks for the colour fields it sets (quantization).
+pub const V4L2_PIX_FMT_FLAG_SET_CSC: u32 = 0x0002;
+pub const V4L2_QUANTIZATION_DEFAULT: u32 = 0;
+pub const V4L2_QUANTIZATION_FULL_RANGE: u32 = 1;
+pub const V4L2_COLORSPACE_JPEG: u32 = 7;
 
 pub const V4L2_BUF_FLAG_KEYFRAME: u32 = 0x0008;
 pub const V4L2_BUF_FLAG_ERROR: u32 = 0x0040;

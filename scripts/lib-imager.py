@@ -72,6 +72,10 @@ def entry(board: str, version: str, date: str, url: str, image: str, xz: str) ->
         "release_date": date,
         "architecture": "armv8",
         "devices": [tag],
+        # Imager's customisation dialog, its settings left on the boot
+        # partition as rpi-preseed.toml (Imager 2.0.11 and later), which the
+        # image's S03preseed applies at the first boot.
+        "init_format": "rpi-preseed",
     }
 
 

@@ -162,6 +162,9 @@ def test_the_imager_entry_is_the_files(release):
     assert entry["release_date"] == changelog_date(crate_version())
     assert crate_version() in entry["name"] and "Raspberry Pi 3" in entry["name"], entry
     assert entry["description"], entry
+    # Imager offers its customisation, in the format the image reads at the
+    # first boot (test_imager boots it with Imager's file).
+    assert entry["init_format"] == "rpi-preseed"
 
 
 # Imager's own schema of its OS list: rpi-imager 2.0.11's

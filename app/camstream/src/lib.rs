@@ -17,6 +17,7 @@ mod intake;
 mod latency;
 pub mod logger;
 mod normalize;
+pub mod preseed;
 pub mod privileges;
 /// Modules a client's bytes reach: nothing there may panic on them (the
 /// release build aborts on a panic, ending every viewer's stream).

@@ -1,7 +1,7 @@
 //! The camstream daemon: settings, then the server (main.rs of the library
 //! this binary is a thin shell around).
 
-use camstream::{check, config, encoders, logger, privileges, server, source};
+use camstream::{check, config, encoders, logger, preseed, privileges, server, source};
 
 use std::process::ExitCode;
 
@@ -78,6 +78,19 @@ fn run() -> anyhow::Result<()> {
                 "{}",
                 config::with_user("", &u, kept, *user_level)?.trim_end()
             ),
+        }
+        return Ok(());
+    }
+    if let Some(config::Command::Preseed { file, data }) = &opts.command {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        let plan =
+            preseed::plan(&text).map_err(|e| anyhow::anyhow!("{}: {e:#}", file.display()))?;
+        for done in preseed::apply(&plan, &preseed::Targets::under(data))? {
+            println!("{done}");
+        }
+        for skipped in &plan.not_applied {
+            println!("not applied: {skipped}");
         }
         return Ok(());
     }

@@ -271,6 +271,17 @@ pub enum Command {
         #[arg(long, value_name = "LEVEL")]
         user_level: Option<UserLevel>,
     },
+    /// Apply Raspberry Pi Imager's settings (its rpi-preseed.toml): the
+    /// host name, SSH keys and Wi-Fi into the camera's settings; prints
+    /// what was done and what the camera does not take. A bad value stops
+    /// it before anything is written (exit status 1)
+    Preseed {
+        /// The file Imager wrote, e.g. /boot/firmware/rpi-preseed.toml
+        file: PathBuf,
+        /// The camera's settings directory
+        #[arg(long, default_value = "/data/etc", value_name = "DIR")]
+        data: PathBuf,
+    },
     /// Receive one frame from an RTSP server (RTP over TCP: a JPEG, or an
     /// H.264 IDR picture) and decode it; exit status 0 if that works within
     /// the timeout, 1 at once on an answer trying again would not change

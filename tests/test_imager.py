@@ -51,7 +51,10 @@ def ssh(g: guest.Guest, tmp_path: Path, *args: str) -> subprocess.CompletedProce
                           capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("board", ["qemu_aarch64", "rpi3_64"])
+# The emulated Pi repeats the virt board's test (pytest -m slow): its
+# SD card and USB network under TCG are slow enough on a loaded machine
+# that CI runs the virt board's alone.
+@pytest.mark.parametrize("board", ["qemu_aarch64", pytest.param("rpi3_64", marks=pytest.mark.slow)])
 def test_imagers_settings_at_the_first_boot(board, tmp_path):
     guest.build(board)
     card = card_with(board, tmp_path, {"rpi-preseed.toml": PRESEED.read_bytes()})
@@ -75,7 +78,13 @@ def test_imagers_settings_at_the_first_boot(board, tmp_path):
         assert g.sh("ls -ln /data/etc/wpa_supplicant.conf").split()[0] == "-rw-------"
         # The name over mDNS, on the camera's own network.
         nic = g.sh("ip -o -4 addr show scope global | awk '{ print $2; exit }'").strip()
-        out = g.sh(f"mquery -i {nic} -l debug -w 3 -t 1 {NAME}.local 2>&1")
+        # Asked again (up to a minute) until mdnsd, started late in the
+        # boot, answers: the emulated Pi under load once took longer than
+        # one query's 3 s.
+        for _ in range(15):
+            out = g.sh(f"mquery -i {nic} -l debug -w 3 -t 1 {NAME}.local 2>&1")
+            if f"Got Answer: Name: {NAME}.local., Type: 1" in out:
+                break
         assert f"Got Answer: Name: {NAME}.local., Type: 1" in out, out
         # Root logs in with Imager's key; a password is never asked for.
         out = ssh(g, tmp_path, "root@127.0.0.1", "hostname")

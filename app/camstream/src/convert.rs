@@ -58,6 +58,23 @@ impl Range {
         self.luma[16] == 16
     }
 
+    /// A 4:2:0 picture `size` large (planes `strides` apart) into `dst`'s
+    /// planes, tightly packed, through the lookup; their strides.
+    pub fn copy_i420(
+        &self,
+        src: [&[u8]; 3],
+        strides: [usize; 3],
+        (w, h): (usize, usize),
+        dst: &mut [Vec<u8>; 3],
+    ) -> [usize; 3] {
+        let sizes = i420_plane_sizes(w, h);
+        for (i, (d, (pw, ph))) in dst.iter_mut().zip(sizes).enumerate() {
+            d.resize(pw * ph, 0);
+            self.copy_plane(i > 0, src[i], strides[i], pw, d);
+        }
+        sizes.map(|p| p.0)
+    }
+
     /// A plane's rows (`stride` bytes apart in `src`) into `dst`, tightly
     /// packed, `width` samples each, through the luma or chroma lookup.
     pub fn copy_plane(

@@ -19,6 +19,7 @@ pub mod logger;
 mod normalize;
 pub mod preseed;
 pub mod privileges;
+mod replace;
 /// Modules a client's bytes reach: nothing there may panic on them (the
 /// release build aborts on a panic, ending every viewer's stream).
 macro_rules! client_facing {

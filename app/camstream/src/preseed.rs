@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -314,8 +313,10 @@ pub fn apply(p: &Plan, t: &Targets) -> Result<Vec<String>> {
             }
         }
         if let Some(dir) = t.authorized_keys.parent() {
+            use std::os::unix::fs::PermissionsExt;
             std::fs::create_dir_all(dir)?;
-            set_mode(dir, 0o700)?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .with_context(|| format!("{}: chmod", dir.display()))?;
         }
         write_atomic(&t.authorized_keys, keys.as_bytes(), 0o600)?;
         done.push(format!(
@@ -374,34 +375,13 @@ fn set_key(text: &str, key: &str, value: &str) -> String {
     out
 }
 
-fn set_mode(path: &Path, mode: u32) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .with_context(|| format!("{}: chmod", path.display()))
-}
-
-/// `data` becomes `path`: written beside it (never readable by others),
-/// synced, renamed over it, its directory synced.
 fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = path.parent().context("no directory")?;
-    std::fs::create_dir_all(dir)?;
-    let new = path.with_extension("new");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&new)
-        .with_context(|| format!("{}: cannot write", new.display()))?;
-    f.write_all(data)?;
-    f.sync_all()?;
-    set_mode(&new, mode)?;
-    std::fs::rename(&new, path).with_context(|| format!("{}: cannot write", path.display()))?;
-    std::fs::File::open(dir)?.sync_all()?;
-    Ok(())
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    crate::replace::replace_file(path, data, |_| mode)
+        .with_context(|| format!("{}: cannot write", path.display()))
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

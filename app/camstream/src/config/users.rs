@@ -3,7 +3,7 @@
 //! as written.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use camstream_onvif::access::UserLevel;
@@ -147,8 +147,7 @@ pub fn set_user(
     onvif_password: Option<&str>,
     level: Option<UserLevel>,
 ) -> Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    use std::os::unix::fs::MetadataExt;
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -163,33 +162,12 @@ pub fn set_user(
         .ok()
         .and_then(|o| o.users)
         .is_some_and(|u| u.values().any(|h| h.onvif_password.is_some()));
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".new");
-    let tmp = PathBuf::from(tmp);
-    let write = || -> std::io::Result<()> {
-        // A leftover of an interrupted run may be anyone's to read: a new
-        // file (0600 until the mode below is set), never that one.
-        match std::fs::remove_file(&tmp) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        if let Ok(old) = std::fs::metadata(path) {
-            std::os::unix::fs::fchown(&f, Some(old.uid()), Some(old.gid()))?;
-            let mode = old.mode() & if holds_password { 0o600 } else { 0o7777 };
-            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        }
-        f.write_all(out.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-        std::fs::File::open(dir.unwrap_or(Path::new(".")))?.sync_all()
-    };
-    write().with_context(|| format!("cannot write config {}", path.display()))
+    // A new file is its owner's alone; an old one's mode is kept.
+    let mask = if holds_password { 0o600 } else { 0o7777 };
+    crate::replace::replace_file(path, out.as_bytes(), |old| {
+        old.map_or(0o600, |m| m.mode() & mask)
+    })
+    .with_context(|| format!("cannot write config {}", path.display()))
 }
 
 #[cfg(test)]

@@ -13,10 +13,9 @@ use crate::source::v4l2::m2m::{CameraBuffers, Dmabuf};
 /// Buffers reused from frame to frame.
 #[derive(Default)]
 pub struct Work {
-    /// The planes made full range, where they were not.
-    y: Vec<u8>,
-    u: Vec<u8>,
-    v: Vec<u8>,
+    /// 4:2:0 planes made here: NV12's chroma split, and planes made full
+    /// range where they were not.
+    planes: [Vec<u8>; 3],
     pub out: Vec<u8>,
     /// The picture, packed 4:2:0, when asked for.
     pub raw: Vec<u8>,
@@ -61,20 +60,13 @@ pub fn encode<'a>(
             if !range.is_full() {
                 // Made full range: a copy through the lookup, encoded
                 // from there.
-                let (cw, ch) = i420_plane_sizes(w, h)[1];
-                for (plane, src, from, pw, ph, chroma) in [
-                    (&mut work.y, y, stride, w, h, false),
-                    (&mut work.u, u, cs, cw, ch, true),
-                    (&mut work.v, v, cs, cw, ch, true),
-                ] {
-                    plane.resize(pw * ph, 0);
-                    range.copy_plane(chroma, src, from, pw, plane);
-                }
-                let planes = [&work.y[..], &work.u[..], &work.v[..]];
-                enc.encode_planes(planes, [w, cw, cw], w, h, &mut work.out)?;
+                let strides =
+                    range.copy_i420([y, u, v], [stride, cs, cs], (w, h), &mut work.planes);
+                let [y, u, v] = &work.planes;
+                enc.encode_planes([y, u, v], strides, w, h, &mut work.out)?;
                 return Ok(Some(Raw {
-                    planes,
-                    strides: [w, cw, cw],
+                    planes: [y, u, v],
+                    strides,
                     size: (w, h),
                 }));
             }
@@ -121,21 +113,23 @@ pub fn encode<'a>(
             if y.len() < stride * (h - 1) + w || uv.len() < stride * (ch - 1) + cw * 2 {
                 return Err(short("NV12"));
             }
-            work.u.resize(cw * ch, 0);
-            work.v.resize(cw * ch, 0);
-            split_uv(uv, stride, (cw, ch), range, &mut work.u, &mut work.v);
+            let [luma, u, v] = &mut work.planes;
+            u.resize(cw * ch, 0);
+            v.resize(cw * ch, 0);
+            split_uv(uv, stride, (cw, ch), range, u, v);
             // Luma where it lies unless it needs the lookup.
             let (y, y_stride) = if range.is_full() {
                 (y, stride)
             } else {
-                work.y.resize(w * h, 0);
-                range.copy_plane(false, y, stride, w, &mut work.y);
-                (&work.y[..], w)
+                luma.resize(w * h, 0);
+                range.copy_plane(false, y, stride, w, luma);
+                (&work.planes[0][..], w)
             };
             let strides = [y_stride, cw, cw];
-            enc.encode_planes([y, &work.u, &work.v], strides, w, h, &mut work.out)?;
+            let [_, u, v] = &work.planes;
+            enc.encode_planes([y, u, v], strides, w, h, &mut work.out)?;
             Ok(Some(Raw {
-                planes: [y, &work.u, &work.v],
+                planes: [y, u, v],
                 strides,
                 size: (w, h),
             }))

@@ -45,16 +45,13 @@ pub(super) fn encode<'a>(
                     size: (w, h),
                 }));
             }
-            for (i, (p, (pw, ph))) in planes.iter_mut().zip(sizes).enumerate() {
-                p.resize(pw * ph, 0);
-                range.copy_plane(i > 0, camera_planes[i], strides[i], pw, p);
-            }
+            let strides = range.copy_i420(camera_planes, strides, (w, h), planes);
             let planes: &'a [Vec<u8>; 3] = planes;
             let [y, u, v] = planes;
             enc.encode_i420([y, u, v], w, h, out)?;
             Ok(Some(Raw {
                 planes: [y, u, v],
-                strides: sizes.map(|p| p.0),
+                strides,
                 size: (w, h),
             }))
         }

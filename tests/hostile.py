@@ -829,10 +829,20 @@ class MjpegViewer:
         with camera.connect(camera.honest, "http") as s:
             s.sendall(f"GET /stream.mjpg HTTP/1.1\r\nHost: {camera.host}\r\n\r\n".encode())
             first = http_responses(s, 1, 5 * camera.patience)
-        challenge = auth_params(next(v for v in first[0][1]["www-authenticate"] if "MD5" in v))
+        offered = first[0][1]["www-authenticate"]
+        self.sock = camera.connect(camera.honest, "http")
+        if not any("MD5" in v for v in offered):
+            # Basic alone while a user is known by its password hash only.
+            basic = base64.b64encode(f"viewer:{PASSWORDS['viewer']}".encode()).decode()
+            self.sock.sendall(f"GET /stream.mjpg HTTP/1.1\r\nHost: {camera.host}\r\n"
+                              f"Authorization: Basic {basic}\r\n\r\n".encode())
+            self.sock.settimeout(0.5)
+            self.reader = threading.Thread(target=self._read, daemon=True)
+            self.reader.start()
+            return
+        challenge = auth_params(next(v for v in offered if "MD5" in v))
         p = {"username": "viewer", "realm": challenge["realm"], "nonce": challenge["nonce"], "uri": "/stream.mjpg",
              "algorithm": "MD5", "qop": "auth", "nc": "00000001", "cnonce": "5e5e5e5e"}
-        self.sock = camera.connect(camera.honest, "http")
         self.sock.sendall(
             f'GET /stream.mjpg HTTP/1.1\r\nHost: {camera.host}\r\nAuthorization: Digest username="viewer", '
             f'realm="{p["realm"]}", nonce="{p["nonce"]}", uri="/stream.mjpg", algorithm=MD5, qop=auth, '
@@ -962,6 +972,94 @@ def soap_flood(camera: Camera, seconds: float = 4) -> list[str]:
         for name, ended in (("H.264", h264.ended), ("MJPEG", mjpeg.ended)):
             if ended:
                 problems.append(f"the {name} viewer's connection ended: {ended}")
+    finally:
+        h264.close()
+        if mjpeg:
+            mjpeg.close()
+    return problems
+
+
+# Raspberry Pi Imager's user, known by its yescrypt hash until it signs in
+# (testdata/rpi-imager), and its password.
+IMAGER_USER = ("alice", "$y$jB5$moIJ2dp95xWKdB4BoYoRE/$d/e2JkVv/IKtmuzuSVMED9PeAJq2yB30KUQ/j9tQuA8",
+               "Correct horse 7")
+
+
+def hash_guesses(camera: Camera, seconds: float = 5) -> list[str]:
+    """With Imager's user still known by its hash: each attacker address
+    guesses its password over Basic, one request after another, for
+    `seconds`; an H.264 viewer (RTSP /h264) and an MJPEG viewer from the
+    honest address lose no frame meanwhile (the hash is checked beside the
+    event loop), every guess is answered (401, or 503 while checks are
+    queued), the checks go at about one a second, and afterwards the right
+    password signs in."""
+    problems: list[str] = []
+    h264_packets: list[tuple[float, int]] = []
+    h264 = Viewer(camera.connect(camera.honest, "rtsp"), camera.url.removesuffix("/stream") + "/h264", "viewer",
+                  patience=camera.patience)
+    h264.on_rtp = lambda now, packet: h264_packets.append((now, int.from_bytes(packet[2:4], "big")))
+    mjpeg = None
+    name = IMAGER_USER[0]
+
+    def get(source: str, password: str) -> str:
+        basic = base64.b64encode(f"{name}:{password}".encode()).decode()
+        try:
+            with camera.connect(source, "http", timeout=10 * camera.patience) as sock:
+                sock.sendall(f"GET /snapshot.jpg HTTP/1.1\r\nHost: {camera.host}\r\n"
+                             f"Authorization: Basic {basic}\r\n\r\n".encode())
+                got = http_responses(sock, 1, 10 * camera.patience)
+        except OSError as e:
+            return repr(e)
+        return got[0][0].split(" ", 2)[1] if got else "none"
+
+    try:
+        h264.play()
+        mjpeg = MjpegViewer(camera)
+        time.sleep(1)
+        statuses: dict[str, int] = {}
+        lock = threading.Lock()
+        start = time.monotonic()
+
+        def guess(source: str) -> None:
+            n = 0
+            while time.monotonic() < start + seconds:
+                n += 1
+                status = get(source, f"guess {source} {n}")
+                with lock:
+                    statuses[status] = statuses.get(status, 0) + 1
+
+        threads = [threading.Thread(target=guess, args=(a,)) for a in camera.attackers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60 * camera.patience)
+        end = time.monotonic()
+        print(f"{sum(statuses.values())} guesses from {len(camera.attackers)} addresses in {end - start:.1f} s, "
+              f"answered {statuses}")
+        if set(statuses) - {"401", "503"}:
+            problems.append(f"guesses answered {statuses}: each must get 401 (checked) or 503 (queue full)")
+        # Checked ones: at most one a second, and the queue's at the end.
+        if statuses.get("401", 0) > (end - start) + 6:
+            problems.append(f"{statuses.get('401')} guesses checked in {end - start:.1f} s: more than one a second")
+        time.sleep(0.5)
+        got, lost = frames_lost(list(mjpeg.frames), start, end, 1 << 64)
+        missed = packets_missed(list(h264_packets), start, end)
+        print(f"  MJPEG: {got} frames, {lost} lost; H.264: {missed} packets lost")
+        if got == 0 or lost or missed:
+            problems.append(f"while guesses were checked the MJPEG viewer got {got} frames and lost {lost}, "
+                            f"the H.264 viewer lost {missed} packets")
+        for what, ended in (("H.264", h264.ended), ("MJPEG", mjpeg.ended)):
+            if ended:
+                problems.append(f"the {what} viewer's connection ended: {ended}")
+        # Once the guessing stops, the right password gets in (a 503 is
+        # asked again, as a browser's reload would).
+        for _ in range(10):
+            status = get(camera.honest, IMAGER_USER[2])
+            if status != "503":
+                break
+            time.sleep(1)
+        if status != "200":
+            problems.append(f"the right password after the guesses: {status}, not 200")
     finally:
         h264.close()
         if mjpeg:

@@ -1,17 +1,21 @@
 """RTSP authentication: with users in the config, FFmpeg and GStreamer get
 in with the password and nobody without it; Digest with SHA-256 and MD5 as
-RFC 7616 and RFC 2617 compute it, Basic only when enabled."""
+RFC 7616 and RFC 2617 compute it, Basic only when enabled; the user
+Raspberry Pi Imager sets, known by its password hash until it signs in."""
 
 from __future__ import annotations
 
 import base64
+import re
+import shutil
 import subprocess
 import threading
 import time
 
 import pytest
+import requests
 
-from helpers import BIN, gst_launch, gst_stopped_cleanly, live555_frames, run
+from helpers import BIN, ROOT, gst_launch, gst_stopped_cleanly, live555_frames, run
 from rtsp import Client, auth_params, digest_response
 
 USER, PASSWORD = "viewer", "correct horse battery"
@@ -235,3 +239,74 @@ def test_the_health_check_answers_with_the_stored_digests(camstream, config, tmp
     p = check("--config", str(empty), "check", "--timeout", "600", cs.url)
     assert p.returncode == 1 and "not tried again: DESCRIBE answered 401: the server wants a password" in p.stderr, \
         p.stderr
+
+
+IMAGER_PRESEED = ROOT / "tests/testdata/rpi-imager/rpi-imager-2.0.11.1-rpi-preseed.toml"
+IMAGER_USER, IMAGER_PASSWORD = "alice", "Correct horse 7"
+
+
+def test_imagers_user_signs_in_once_in_chromium_then_everywhere(camstream, tmp_path):
+    """The user Raspberry Pi Imager sets (its own rpi-preseed.toml, applied
+    by `camstream preseed` as the image does at the first boot) is known by
+    Imager's yescrypt hash only. The page asks for it with Basic alone;
+    Chromium signs in with the password; a wrong one is refused; from then
+    on Digest clients (FFmpeg over RTSP, requests over HTTP) take the same
+    password, and after a restart too (the digests learnt are kept)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    data = tmp_path / "etc"
+    p = subprocess.run([str(BIN), "preseed", str(IMAGER_PRESEED), "--data", str(data)], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 0 and 'camstream user "alice" (level user)' in p.stdout, p
+    config = data / "camstream.toml"
+    assert "password_hash = \"$y$" in config.read_text()
+    cs = camstream("--config", str(config), "--width", "320", "--height", "240")
+    cs.wait_for('user "alice" is known by a password hash')
+    snapshot = f"{cs.http}/snapshot.jpg"
+    r = requests.get(snapshot, timeout=10)
+    assert r.status_code == 401 and r.raw.headers.getlist("WWW-Authenticate") == ['Basic realm="camstream"'], \
+        r.headers
+    assert requests.get(snapshot, auth=(IMAGER_USER, "Correct horse 8"), timeout=30).status_code == 401
+    cs.wait_for("HTTP: a wrong password")
+    chromium = shutil.which("chromium")
+    assert chromium, "Debian's chromium is missing: run ci/test, which installs it"
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            page = browser.new_context(
+                http_credentials={"username": IMAGER_USER, "password": IMAGER_PASSWORD}).new_page()
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            response = page.goto(cs.http + "/")
+            assert response.status == 200
+            expect(page.locator("#rate")).to_have_text(re.compile(r"frames/s$"), timeout=15000)
+            state = page.locator("#state").text_content()
+        finally:
+            browser.close()
+    assert state == "streaming" and not errors, (state, errors)
+    cs.wait_for('user "alice" signed in with its password hash')
+    # Digest from now on, as for any user: the page offers it again.
+    r = requests.get(snapshot, timeout=10)
+    assert len(r.raw.headers.getlist("WWW-Authenticate")) == 3, r.headers
+    r = requests.get(snapshot, auth=requests.auth.HTTPDigestAuth(IMAGER_USER, IMAGER_PASSWORD), timeout=10)
+    assert r.status_code == 200 and r.content[:2] == b"\xff\xd8"
+
+    def probe(port: int) -> str:
+        url = f"rtsp://{IMAGER_USER}:Correct%20horse%207@127.0.0.1:{port}/stream"
+        return run(["ffprobe", "-v", "error", "-rtsp_transport", "tcp", "-show_entries", "stream=codec_name",
+                    "-of", "csv=p=0", url], timeout=60).stdout.decode().strip()
+
+    assert probe(cs.port) == "mjpeg"
+    kept = (data / "camstream.digests.toml").read_text()
+    assert "[users.alice]" in kept and IMAGER_PASSWORD not in kept, kept
+    assert oct((data / "camstream.digests.toml").stat().st_mode & 0o777) == "0o600"
+    # After a restart: Digest at once, no sign-in on the page first.
+    cs.stop()
+    cs = camstream("--config", str(config), "--width", "320", "--height", "240")
+    assert probe(cs.port) == "mjpeg"
+    # A new password from Imager (a new hash) voids the digests kept.
+    config.write_text(config.read_text().replace("d/e2JkVv", "d/e2JkVw"))
+    cs.stop()
+    cs = camstream("--config", str(config), "--width", "320", "--height", "240")
+    r = requests.get(f"{cs.http}/snapshot.jpg", timeout=10)
+    assert r.raw.headers.getlist("WWW-Authenticate") == ['Basic realm="camstream"'], r.headers

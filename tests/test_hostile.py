@@ -64,11 +64,24 @@ def namespaces():
         yield ns
 
 
-@pytest.fixture
-def camera(namespaces, camstream, tmp_path) -> NamespaceCamera:
+def users(tmp_path, extra: str = ""):
     config = tmp_path / "camstream.toml"
     config.write_bytes(b"".join(run([str(BIN), "passwd", user], input=(password + "\n").encode(), timeout=10).stdout
-                                for user, password in hostile.PASSWORDS.items()))
+                                for user, password in hostile.PASSWORDS.items()) + extra.encode())
+    return config
+
+
+@pytest.fixture
+def camera(namespaces, camstream, tmp_path) -> NamespaceCamera:
+    config = users(tmp_path)
+    return NamespaceCamera(namespaces, camstream("--config", str(config), netns=namespaces.cam, host=CAM))
+
+
+@pytest.fixture
+def camera_with_imagers_user(namespaces, camstream, tmp_path) -> NamespaceCamera:
+    """As `camera`, with Raspberry Pi Imager's user too, not signed in yet."""
+    name, hash_, _ = hostile.IMAGER_USER
+    config = users(tmp_path, f'[users.{name}]\npassword_hash = "{hash_}"\nuser_level = "user"\n')
     return NamespaceCamera(namespaces, camstream("--config", str(config), netns=namespaces.cam, host=CAM))
 
 
@@ -109,3 +122,7 @@ def test_one_password_does_not_fill_the_rtsp_port(camera):
 
 def test_a_soap_flood_costs_viewers_no_frame(camera):
     check(hostile.soap_flood(camera))
+
+
+def test_password_hash_guesses_cost_viewers_no_frame(camera_with_imagers_user):
+    check(hostile.hash_guesses(camera_with_imagers_user))

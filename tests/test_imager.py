@@ -3,9 +3,11 @@ rpi-preseed.toml Imager 2.0.11.1 writes on the card's boot partition (made
 by Imager's own generator: testdata/rpi-imager/README.md), our sdcard.img
 with it booted under QEMU, on the virt board and the emulated Raspberry Pi
 3. At the first boot the camera takes the host name (answered over mDNS),
-the SSH key (root logs in with it; a password never) and the Wi-Fi network
-(wpa_supplicant's file: no radio here), deletes the file, and says what it
-does not take. A file with a wrong value is kept and nothing applied."""
+the SSH key (root logs in with it; a password never), the Wi-Fi network
+(wpa_supplicant's file: no radio here) and the user, whose password the
+camera then asks for (Imager's hash checked at the first sign-in, then
+Digest for RTSP too), deletes the file, and says what it does not take. A
+file with a wrong value is kept and nothing applied."""
 
 from __future__ import annotations
 
@@ -15,9 +17,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import requests
 
 import guest
-from helpers import ROOT
+from helpers import ROOT, run
 
 IMAGER = ROOT / "tests/testdata/rpi-imager"
 PRESEED = IMAGER / "rpi-imager-2.0.11.1-rpi-preseed.toml"
@@ -67,7 +70,6 @@ def test_imagers_settings_at_the_first_boot(board, tmp_path):
         assert "Applying Raspberry Pi Imager's settings: OK" in console, console
         # What the camera does not take, said where the one setting it up
         # looks.
-        assert 'preseed: not applied: user "alice" and its password: SSH logs in as root' in console, console
         assert 'preseed: not applied: locale.timezone = "Europe/London"' in console, console
         assert g.sh("hostname").strip() == NAME
         # The file is gone from the boot partition: it held the Wi-Fi key.
@@ -86,6 +88,24 @@ def test_imagers_settings_at_the_first_boot(board, tmp_path):
             if f"Got Answer: Name: {NAME}.local., Type: 1" in out:
                 break
         assert f"Got Answer: Name: {NAME}.local., Type: 1" in out, out
+        # The stream has a password from the first boot: Imager's user's.
+        # The page asks with Basic alone until it signs in once (its hash
+        # checked beside the loop); then Digest, for RTSP too.
+        assert 'camstream user "alice" (level user)' in g.sh("logread | grep preseed")
+        snapshot = f"http://127.0.0.1:{g.http_port}/snapshot.jpg"
+        r = requests.get(snapshot, timeout=30)
+        assert r.status_code == 401 and r.raw.headers.getlist("WWW-Authenticate") == ['Basic realm="camstream"'], \
+            r.headers
+        assert requests.get(snapshot, auth=("alice", "Correct horse 8"), timeout=60).status_code == 401
+        r = requests.get(snapshot, auth=("alice", "Correct horse 7"), timeout=60)
+        assert r.status_code == 200 and r.content[:2] == b"\xff\xd8", r.status_code
+        url = f"rtsp://alice:Correct%20horse%207@127.0.0.1:{g.rtsp_port}/stream"
+        out = run(["ffprobe", "-v", "error", "-rtsp_transport", "tcp", "-show_entries", "stream=codec_name",
+                   "-of", "csv=p=0", url], timeout=120).stdout.decode().strip()
+        assert out == "mjpeg", out
+        # The digests learnt are kept in the one file the daemon may write.
+        assert g.sh("ls -ln /data/etc/camstream.digests.toml").split()[0] == "-rw-------"
+        assert "[users.alice]" in g.sh("cat /data/etc/camstream.digests.toml")
         # Root logs in with Imager's key; a password is never asked for.
         out = ssh(g, tmp_path, "root@127.0.0.1", "hostname")
         assert out.returncode == 0 and out.stdout.strip() == NAME, out

@@ -1,5 +1,8 @@
 //! RTSP authentication, as RTSP borrows it from HTTP: Digest with MD5
-//! (RFC 2617) and SHA-256 (RFC 7616), Basic (RFC 7617) only when enabled.
+//! (RFC 2617) and SHA-256 (RFC 7616), Basic (RFC 7617) only when enabled,
+//! or for users set from a password hash (Raspberry Pi Imager's): such a
+//! user is known by name alone until a Basic sign-in's password is checked
+//! against the hash (by the caller, off the event loop) and learnt here.
 //!
 //! No I/O and no clock of its own: the server passes the request's method,
 //! its Authorization header and the time, and gets a verdict and the
@@ -116,12 +119,22 @@ pub enum Verdict<'a> {
     Challenge,
     /// Answer 400: an Authorization header that cannot be read.
     Malformed(&'static str),
+    /// Basic credentials for a user known only by a password hash: the
+    /// caller checks `password` against it (a slow hash: off the event
+    /// loop) and, if it matches, [`Auth::learn`]s the user.
+    Verify { name: &'a str, password: String },
 }
 
 pub struct Auth {
     realm: String,
     users: Vec<User>,
     basic: bool,
+    /// Users set from a password hash: Basic is taken from them, enabled
+    /// or not (their first sign-in must be Basic, and browsers keep
+    /// sending what worked).
+    basic_users: Vec<String>,
+    /// Those of them not learnt yet: known by name only.
+    pending: Vec<String>,
     key: [u8; 32],
     nonce_lifetime: u64,
 }
@@ -145,9 +158,38 @@ impl Auth {
             realm: realm.to_string(),
             users,
             basic,
+            basic_users: Vec::new(),
+            pending: Vec::new(),
             key,
             nonce_lifetime,
         }
+    }
+
+    /// Users set from a password hash: `learnt` (with their digests, as
+    /// kept from an earlier sign-in) and `pending` (by name).
+    pub fn with_hashed(mut self, learnt: Vec<User>, pending: Vec<String>) -> Auth {
+        self.basic_users = learnt
+            .iter()
+            .map(|u| u.name.clone())
+            .chain(pending.iter().cloned())
+            .collect();
+        self.users.extend(learnt);
+        self.pending = pending;
+        self
+    }
+
+    /// A pending user whose password matched its hash: known by its
+    /// digests from now on, for Digest as for Basic.
+    pub fn learn(&mut self, user: User) {
+        if let Some(i) = self.pending.iter().position(|n| *n == user.name) {
+            self.pending.swap_remove(i);
+            self.users.push(user);
+        }
+    }
+
+    /// Whether a user is known only by a password hash still.
+    pub fn is_pending(&self, name: &str) -> bool {
+        self.pending.iter().any(|n| n == name)
     }
 
     #[cfg(test)]
@@ -213,10 +255,21 @@ impl Auth {
                 )
             })
             .collect();
-        if self.basic {
+        if self.basic || !self.basic_users.is_empty() {
             v.push(format!("Basic realm=\"{}\"", self.realm));
         }
         v
+    }
+
+    /// The challenges for a person's client (a browser): while a user is
+    /// known only by a password hash, Basic alone, as a browser offered
+    /// Digest too would answer with Digest, which no hash can check.
+    pub fn sign_in_challenges(&self, now: u64, stale: bool) -> Vec<String> {
+        if self.pending.is_empty() {
+            self.challenges(now, stale)
+        } else {
+            vec![format!("Basic realm=\"{}\"", self.realm)]
+        }
     }
 
     /// Checks a request's Authorization header (`None`: there was none);
@@ -245,7 +298,7 @@ impl Auth {
                 None => Verdict::Malformed("unreadable Digest parameters"),
             }
         } else if scheme.eq_ignore_ascii_case("Basic") {
-            if self.basic {
+            if self.basic || !self.basic_users.is_empty() {
                 self.basic(rest.trim())
             } else {
                 Verdict::Challenge
@@ -265,7 +318,18 @@ impl Auth {
         let Some((name, password)) = text.split_once(':') else {
             return Verdict::Malformed("Basic credentials without ':'");
         };
-        let Some(user) = self.users.iter().find(|u| u.name == name) else {
+        if let Some(name) = self.pending.iter().find(|n| *n == name) {
+            return Verdict::Verify {
+                name,
+                password: password.to_string(),
+            };
+        }
+        // While a user is pending, a browser is offered Basic alone: every
+        // user's Basic is taken then.
+        let Some(user) = self.users.iter().find(|u| {
+            u.name == name
+                && (self.basic || !self.pending.is_empty() || self.basic_users.contains(&u.name))
+        }) else {
             return Verdict::Challenge;
         };
         let ha1 =
@@ -787,6 +851,49 @@ mod tests {
         assert_eq!(
             auth(true).challenges(0, false).last().unwrap(),
             "Basic realm=\"camstream\""
+        );
+    }
+
+    #[test]
+    fn a_user_set_from_a_hash_signs_in_by_basic_once() {
+        let mut a = auth(false).with_hashed(Vec::new(), vec!["alice".into()]);
+        let h = format!("Basic {}", STANDARD.encode("alice:Correct horse 7"));
+        // Known by name: the password goes to the caller to check.
+        assert_eq!(
+            a.check("GET", Some(&url()), None, Some(&h), 0),
+            Verdict::Verify {
+                name: "alice",
+                password: "Correct horse 7".into()
+            }
+        );
+        // A browser is offered Basic alone; RTSP clients Digest as well.
+        assert_eq!(
+            a.sign_in_challenges(0, false),
+            vec!["Basic realm=\"camstream\"".to_string()]
+        );
+        assert_eq!(a.challenges(0, false).len(), 3);
+        // Every user's Basic is taken while a browser is offered Basic
+        // alone; not after.
+        let admin = format!("Basic {}", STANDARD.encode("admin:s3cret"));
+        assert_eq!(
+            a.check("GET", Some(&url()), None, Some(&admin), 0),
+            Verdict::User("admin")
+        );
+        a.learn(User::from_password("alice", "camstream", "Correct horse 7"));
+        assert!(!a.is_pending("alice"));
+        assert_eq!(
+            a.check("GET", Some(&url()), None, Some(&h), 0),
+            Verdict::User("alice")
+        );
+        let wrong = format!("Basic {}", STANDARD.encode("alice:guess"));
+        assert_eq!(
+            a.check("GET", Some(&url()), None, Some(&wrong), 0),
+            Verdict::Challenge
+        );
+        assert_eq!(a.sign_in_challenges(0, false).len(), 3);
+        assert_eq!(
+            a.check("GET", Some(&url()), None, Some(&admin), 0),
+            Verdict::Challenge
         );
     }
 

@@ -113,10 +113,23 @@ fn run() -> anyhow::Result<()> {
                 config::REALM,
                 password,
             )),
-            None => cfg.users.into_iter().next(),
+            // A user set from Imager's hash has digests once it signed in.
+            None => cfg
+                .users
+                .iter()
+                .chain(cfg.hashed_users.iter().filter_map(|h| h.learnt.as_ref()))
+                .next()
+                .cloned(),
         };
         let url = target.url;
-        let seen = check::run(&url, user.as_ref(), std::time::Duration::from_secs(timeout))?;
+        let seen = check::run(&url, user.as_ref(), std::time::Duration::from_secs(timeout))
+            .map_err(|e| match cfg.hashed_users.first() {
+                Some(h) if user.is_none() => e.context(format!(
+                    "user {:?} is known by its password hash only until it signs in once on the camera's page",
+                    h.name
+                )),
+                _ => e,
+            })?;
         println!(
             "{url}: {}x{} frame, {} bytes ({}), after {} ms",
             seen.width,
@@ -164,7 +177,14 @@ fn run() -> anyhow::Result<()> {
             http.port()
         );
     }
-    match (cfg.users.len(), cfg.anonymous) {
+    if let Some(h) = cfg.hashed_users.iter().find(|h| h.learnt.is_none()) {
+        log::info!(
+            "user {:?} is known by a password hash (Raspberry Pi Imager's): \
+             it signs in once on http://CAMERA/, then RTSP and ONVIF take its password too",
+            h.name
+        );
+    }
+    match (cfg.users.len() + cfg.hashed_users.len(), cfg.anonymous) {
         (0, false) => log::warn!(
             "no user is set: only clients on this machine may stream \
              (add one with `camstream passwd NAME`, or anonymous = true on a trusted network)"

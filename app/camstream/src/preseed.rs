@@ -1,6 +1,8 @@
 //! What Raspberry Pi Imager's OS customisation leaves on the boot partition
 //! (`rpi-preseed.toml`, its `init_format` "rpi-preseed", Imager 2.0.11 and
-//! later) made the camera's own settings: the host name, SSH keys, Wi-Fi.
+//! later) made the camera's own settings: the host name, SSH keys, Wi-Fi,
+//! and the user, who becomes a camstream user (level "user") known by
+//! Imager's password hash until its first sign-in (docs/SECURITY.md).
 //! Data, not a script: read with the TOML parser the config uses, checked
 //! whole before anything is written (`camstream preseed`, run by the
 //! image's S03preseed at the first boot). The field names follow rpi-imager's
@@ -37,6 +39,7 @@ struct System {
 struct User {
     name: Option<String>,
     password: Option<String>,
+    password_encrypted: Option<bool>,
     #[serde(flatten)]
     other: Other,
 }
@@ -79,7 +82,17 @@ pub struct Plan {
     pub ssh_keys: Vec<String>,
     /// The network as wpa_supplicant takes it, and the country.
     pub wifi: Option<(String, Option<String>)>,
+    /// The camstream user and its password, as Imager gave it.
+    pub user: Option<(String, Password)>,
     pub not_applied: Vec<String>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Password {
+    /// crypt(3)'s (yescrypt): the digests are learnt at the first sign-in.
+    Hash(String),
+    /// In the clear (password_encrypted = false): digests made at once.
+    Clear(String),
 }
 
 /// Checks the whole file; an error names the field and what it may be.
@@ -107,18 +120,32 @@ pub fn plan(text: &str) -> Result<Plan> {
     if let Some(u) = file.user {
         for key in u.other.keys() {
             // Unix groups and sudo: the camera has one login, root's.
-            if !matches!(
-                key.as_str(),
-                "password_encrypted" | "groups" | "passwordless_sudo"
-            ) {
+            if !matches!(key.as_str(), "groups" | "passwordless_sudo") {
                 not_applied.push(format!("user.{key}: not a setting this camera has"));
             }
         }
-        if let Some(name) = u.name {
-            not_applied.push(format!(
-                "user {name:?}{}: SSH logs in as root with the keys; a camstream user's password is set with camstream-password.txt (README)",
-                if u.password.is_some() { " and its password" } else { "" }
-            ));
+        match (u.name, u.password) {
+            (Some(name), _) if !crate::config::valid_user_name(&name) => bail!(
+                "user.name = {name:?}: a user name has 1-64 characters, none of them ':', '\"', '\\' or control"
+            ),
+            (Some(name), Some(password)) => {
+                let password = if u.password_encrypted.unwrap_or(false) {
+                    if let Err(why) = crate::config::crypt::check(&password) {
+                        bail!("user.password: {why}");
+                    }
+                    Password::Hash(password)
+                } else if password.is_empty() {
+                    bail!("user.password: empty");
+                } else {
+                    Password::Clear(password)
+                };
+                p.user = Some((name, password));
+            }
+            (Some(name), None) => not_applied.push(format!(
+                "user {name:?} without a password: not a camstream user (set one with camstream-password.txt, README)"
+            )),
+            (None, Some(_)) => bail!("user.password without user.name"),
+            (None, None) => {}
         }
     }
     if let Some(s) = file.ssh {
@@ -270,6 +297,9 @@ pub struct Targets {
     pub network_default: PathBuf,
     pub authorized_keys: PathBuf,
     pub wpa_supplicant: PathBuf,
+    /// camstream's config, and the image's copy it is made from.
+    pub config: PathBuf,
+    pub config_default: PathBuf,
 }
 
 impl Targets {
@@ -279,6 +309,8 @@ impl Targets {
             network_default: PathBuf::from("/etc/network.conf"),
             authorized_keys: data_etc.join("ssh/authorized_keys"),
             wpa_supplicant: data_etc.join("wpa_supplicant.conf"),
+            config: data_etc.join("camstream.toml"),
+            config_default: PathBuf::from(crate::config::DEFAULT_CONFIG),
         }
     }
 }
@@ -343,6 +375,28 @@ pub fn apply(p: &Plan, t: &Targets) -> Result<Vec<String>> {
         done.push(format!(
             "Wi-Fi network added to {}",
             t.wpa_supplicant.display()
+        ));
+    }
+    if let Some((name, password)) = &p.user {
+        // The image's commented config first, as S50camstream seeds it.
+        if !t.config.exists() {
+            let seed = std::fs::read_to_string(&t.config_default).unwrap_or_default();
+            write_atomic(&t.config, seed.as_bytes(), 0o640)?;
+        }
+        let level = Some(camstream_onvif::access::UserLevel::User);
+        match password {
+            Password::Hash(hash) => {
+                crate::config::set_hashed_user(&t.config, name, hash, level)?;
+            }
+            Password::Clear(clear) => {
+                let user =
+                    camstream_rtsp::auth::User::from_password(name, crate::config::REALM, clear);
+                crate::config::set_user(&t.config, &user, None, level)?;
+            }
+        }
+        done.push(format!(
+            "camstream user {name:?} (level user) in {}",
+            t.config.display()
         ));
     }
     Ok(done)
@@ -410,13 +464,22 @@ mod tests {
         );
         assert_eq!(country.as_deref(), Some("GB"));
         let notes = p.not_applied.join("\n");
-        assert!(notes.contains("user \"alice\" and its password"), "{notes}");
+        assert_eq!(
+            p.user,
+            Some((
+                "alice".to_string(),
+                Password::Hash(
+                    "$y$jB5$moIJ2dp95xWKdB4BoYoRE/$d/e2JkVv/IKtmuzuSVMED9PeAJq2yB30KUQ/j9tQuA8"
+                        .into()
+                )
+            ))
+        );
         assert!(
             notes.contains("locale.timezone = \"Europe/London\""),
             "{notes}"
         );
         assert!(notes.contains("locale.keymap"), "{notes}");
-        assert_eq!(p.not_applied.len(), 3, "{notes}");
+        assert_eq!(p.not_applied.len(), 2, "{notes}");
     }
 
     #[test]
@@ -436,6 +499,13 @@ mod tests {
         assert!(err("[wlan]\nssid = \"a\"\npassword = \"12345678\\n\"").contains("printable"));
         // Other types than the field's.
         assert!(!err("[system]\nhostname = 4").is_empty());
+        // A hash the camera cannot check (sha512crypt), or none.
+        assert!(
+            err("[user]\nname = \"a\"\npassword = \"$6$s$h\"\npassword_encrypted = true")
+                .starts_with("user.password: not a yescrypt hash")
+        );
+        assert!(err("[user]\nname = \"a:b\"\npassword = \"x\"").starts_with("user.name"));
+        assert!(err("[user]\npassword = \"x\"").contains("without user.name"));
     }
 
     #[test]
@@ -458,6 +528,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let mut t = Targets::under(&dir);
         t.network_default = dir.join("default.conf");
+        t.config_default = dir.join("default.toml");
+        std::fs::write(&t.config_default, "# the image's config\nfps = 15\n").unwrap();
         std::fs::write(
             &t.network_default,
             "# comment\nhostname =\ninterface = eth0\n",
@@ -482,6 +554,35 @@ mod tests {
             (0o600, 0o600)
         );
         assert_eq!(mode(t.authorized_keys.parent().unwrap()), 0o700);
+        // The user in the image's config, known by Imager's hash, level user.
+        let cfg = std::fs::read_to_string(&t.config).unwrap();
+        assert!(
+            cfg.starts_with(
+                "# the image's config\nfps = 15\n\n[users.alice]\npassword_hash = \"$y$jB5$"
+            ),
+            "{cfg}"
+        );
+        assert!(cfg.contains("user_level = \"user\""), "{cfg}");
+        let c = crate::config::Config::from_options(toml::from_str(&cfg).unwrap()).unwrap();
+        assert_eq!((c.users.len(), c.hashed_users.len()), (0, 1));
+        // A password in the clear becomes digests at once.
+        let clear = plan("[user]\nname = \"alice\"\npassword = \"pw\"\n").unwrap();
+        apply(&clear, &t).unwrap();
+        let c = crate::config::Config::from_options(
+            toml::from_str(&std::fs::read_to_string(&t.config).unwrap()).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            (c.users.clone(), c.hashed_users.len()),
+            (
+                vec![camstream_rtsp::auth::User::from_password(
+                    "alice",
+                    crate::config::REALM,
+                    "pw"
+                )],
+                0
+            )
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

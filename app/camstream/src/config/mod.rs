@@ -41,6 +41,8 @@ macro_rules! default {
     (listen) => { "0.0.0.0" };
 }
 
+pub mod crypt;
+pub mod digests;
 mod file;
 mod options;
 mod users;
@@ -58,7 +60,9 @@ use crate::source::{self, SourceSpec};
 
 pub use file::DEFAULT_CONFIG;
 pub use options::{Command, H264Options, Options, StreamsOptions, SubOptions, UserHashes};
-pub use users::{REALM, set_user, valid_user_name, with_user};
+pub use users::{
+    HashedUser, REALM, set_hashed_user, set_user, valid_user_name, with_hashed_user, with_user,
+};
 
 /// The validated settings the daemon runs with.
 #[derive(Debug, Clone)]
@@ -89,6 +93,12 @@ pub struct Config {
     /// Who may stream; empty: this machine's clients, or anyone if
     /// `anonymous`.
     pub users: Vec<User>,
+    /// Users set from a password hash (Raspberry Pi Imager's), with the
+    /// digests learnt at a sign-in where they were kept.
+    pub hashed_users: Vec<HashedUser>,
+    /// Where those digests are kept (beside the config file; none without
+    /// one).
+    pub digests_file: Option<std::path::PathBuf>,
     pub basic_auth: bool,
     pub nonce_lifetime: u32,
     pub anonymous: bool,
@@ -359,6 +369,17 @@ impl Config {
             None => cli,
         };
         Config::from_options(opts)
+            .map(|mut c| {
+                // The digests learnt for users set from a password hash.
+                if let Some(path) = &path {
+                    let kept = digests::path_for(path);
+                    if !c.hashed_users.is_empty() {
+                        digests::read(&kept, &mut c.hashed_users);
+                    }
+                    c.digests_file = Some(kept);
+                }
+                c
+            })
             .and_then(|c| check(&c).map(|()| c))
             .map_err(|e| {
                 let Some(b) = e.downcast_ref::<BadValue>() else {
@@ -445,6 +466,10 @@ impl Config {
             ));
         }
         let fps = ranged!(fps, 1, 120)?;
+        let (users, hashed_users) = users::from_table(o.users.clone())?;
+        if users.is_empty() && hashed_users.is_empty() && o.basic_auth == Some(true) {
+            bail!("basic_auth = true needs users (see `camstream passwd`)");
+        }
         Ok(Config {
             source: source::Settings {
                 spec: SourceSpec::parse(o.source.as_deref().unwrap_or(default!(source)))?,
@@ -494,13 +519,9 @@ impl Config {
                 .flatten()
                 .map(|(n, h)| (n.clone(), h.user_level.unwrap_or(UserLevel::Administrator)))
                 .collect(),
-            users: {
-                let u = users::from_table(o.users)?;
-                if u.is_empty() && o.basic_auth == Some(true) {
-                    bail!("basic_auth = true needs users (see `camstream passwd`)");
-                }
-                u
-            },
+            users,
+            hashed_users,
+            digests_file: None,
             basic_auth: o.basic_auth.unwrap_or(default!(basic_auth)),
             nonce_lifetime: ranged!(nonce_lifetime, 30, 86_400)?,
             anonymous: o.anonymous.unwrap_or(default!(anonymous)),

@@ -23,10 +23,13 @@ use crate::source::controls::{ControlSetting, Value};
                   Sections of the file:\n  \
                   [users.NAME]   who may stream: the password's digests, as\n                 \
                   `camstream passwd NAME` prints them (and sets them with\n                 \
-                  --config), and user_level: \"user\" (watches), \"operator\" (also\n                 \
-                  changes the encoders over ONVIF) or \"administrator\" (the\n                 \
-                  default); with no user, only this machine's clients may\n                 \
-                  stream, unless anonymous = true\n  \
+                  --config), or password_hash (a yescrypt hash, as Raspberry\n                 \
+                  Pi Imager gives it: checked at the first sign-in over HTTP,\n                 \
+                  then the digests are learnt), and user_level: \"user\"\n                 \
+                  (watches), \"operator\" (also changes the encoders over\n                 \
+                  ONVIF) or \"administrator\" (the default); with no user,\n                 \
+                  only this machine's clients may stream, unless\n                 \
+                  anonymous = true\n  \
                   [streams.sub]  the detection sub-stream (rtsp://CAMERA/sub, ONVIF's second\n                 \
                   profile): width, height, fps, codec (\"jpeg\" with quality, or\n                 \
                   \"h264\" with bitrate, gop, encoder as below), or\n                 \
@@ -198,15 +201,18 @@ pub struct SubOptions {
     pub encoder: Option<String>,
 }
 
-/// A user's password digests, H(name:camstream:password), lower-case hex;
-/// and, for a user who uses ONVIF, the password itself (ONVIF's
-/// UsernameToken digest cannot be checked from a stored digest); and what
-/// the user may do (ONVIF's user level; none: administrator).
+/// A user's password digests, H(name:camstream:password), lower-case hex,
+/// or a crypt(3) password hash instead (Raspberry Pi Imager's: the digests
+/// are learnt at the first sign-in); and, for a user who uses ONVIF, the
+/// password itself (ONVIF's UsernameToken digest cannot be checked from a
+/// stored digest); and what the user may do (ONVIF's user level; none:
+/// administrator).
 #[derive(Deserialize, Debug, Clone, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct UserHashes {
-    pub md5: String,
-    pub sha256: String,
+    pub md5: Option<String>,
+    pub sha256: Option<String>,
+    pub password_hash: Option<String>,
     pub onvif_password: Option<String>,
     #[serde(default, deserialize_with = "user_level")]
     pub user_level: Option<UserLevel>,

@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use camstream_onvif::access::UserLevel;
 use camstream_rtsp::auth::User;
 
+use super::crypt;
 use super::file::parse_file;
 use super::{Config, Options, UserHashes};
 
@@ -24,25 +25,63 @@ pub fn valid_user_name(name: &str) -> bool {
         && !name.chars().any(char::is_control)
 }
 
-/// The users `[users.NAME]` tables give, checked.
-pub(super) fn from_table(table: Option<BTreeMap<String, UserHashes>>) -> Result<Vec<User>> {
+/// A user known by a crypt(3) password hash (`password_hash`), with the
+/// digests learnt at an earlier sign-in if they were kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HashedUser {
+    pub name: String,
+    pub hash: String,
+    pub learnt: Option<User>,
+}
+
+/// The users `[users.NAME]` tables give, checked: those with digests, and
+/// those with a password hash.
+pub(super) fn from_table(
+    table: Option<BTreeMap<String, UserHashes>>,
+) -> Result<(Vec<User>, Vec<HashedUser>)> {
     let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
-    table
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(name, h)| {
-            if !valid_user_name(&name) {
-                bail!("users.{name:?}: a user name has 1-64 characters, none of them ':', '\"', '\\' or control");
+    let mut users = Vec::new();
+    let mut hashed = Vec::new();
+    for (name, h) in table.unwrap_or_default() {
+        if !valid_user_name(&name) {
+            bail!(
+                "users.{name:?}: a user name has 1-64 characters, none of them ':', '\"', '\\' or control"
+            );
+        }
+        if h.onvif_password.as_deref().is_some_and(str::is_empty) {
+            bail!(
+                "users.{name}: onvif_password is empty (set it with `camstream passwd {name} --onvif`)"
+            );
+        }
+        match (h.md5, h.sha256, h.password_hash) {
+            (Some(md5), Some(sha256), None) => {
+                if !hex(&md5, 32) || !hex(&sha256, 64) {
+                    bail!(
+                        "users.{name}: md5 must be 32 and sha256 64 hex digits (as `camstream passwd {name}` prints them)"
+                    );
+                }
+                users.push(User {
+                    name,
+                    md5: md5.to_ascii_lowercase(),
+                    sha256: sha256.to_ascii_lowercase(),
+                });
             }
-            if !hex(&h.md5, 32) || !hex(&h.sha256, 64) {
-                bail!("users.{name}: md5 must be 32 and sha256 64 hex digits (as `camstream passwd {name}` prints them)");
+            (None, None, Some(hash)) => {
+                if let Err(why) = crypt::check(&hash) {
+                    bail!("users.{name}: password_hash: {why}");
+                }
+                hashed.push(HashedUser {
+                    name,
+                    hash,
+                    learnt: None,
+                });
             }
-            if h.onvif_password.as_deref().is_some_and(str::is_empty) {
-                bail!("users.{name}: onvif_password is empty (set it with `camstream passwd {name} --onvif`)");
-            }
-            Ok(User { name, md5: h.md5.to_ascii_lowercase(), sha256: h.sha256.to_ascii_lowercase() })
-        })
-        .collect()
+            _ => bail!(
+                "users.{name}: give md5 and sha256 (as `camstream passwd {name}` prints them), or password_hash alone"
+            ),
+        }
+    }
+    Ok((users, hashed))
 }
 
 /// A config file's text with `user`'s table set (added, or replacing the one
@@ -53,6 +92,41 @@ pub fn with_user(
     text: &str,
     user: &User,
     onvif_password: Option<&str>,
+    level: Option<UserLevel>,
+) -> Result<String> {
+    // A password kept for ONVIF is the old one's: replaced or dropped; so
+    // is a password hash the digests now stand for.
+    let mut set = vec![("md5", user.md5.as_str()), ("sha256", user.sha256.as_str())];
+    let mut drop = vec!["password_hash"];
+    match onvif_password {
+        Some(p) => set.push(("onvif_password", p)),
+        None => drop.push("onvif_password"),
+    }
+    with_table(text, &user.name, &set, &drop, level)
+}
+
+/// As [`with_user`], for a user known by a crypt(3) password hash
+/// (Raspberry Pi Imager's): its digests are learnt at its first sign-in.
+pub fn with_hashed_user(
+    text: &str,
+    name: &str,
+    hash: &str,
+    level: Option<UserLevel>,
+) -> Result<String> {
+    with_table(
+        text,
+        name,
+        &[("password_hash", hash)],
+        &["md5", "sha256", "onvif_password"],
+        level,
+    )
+}
+
+fn with_table(
+    text: &str,
+    name: &str,
+    set: &[(&str, &str)],
+    drop: &[&str],
     level: Option<UserLevel>,
 ) -> Result<String> {
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -66,31 +140,21 @@ pub fn with_user(
     let Some(users) = users.as_table_like_mut() else {
         bail!("users is not a table of [users.NAME] tables");
     };
-    if let Some(t) = users
-        .get_mut(&user.name)
-        .and_then(|t| t.as_table_like_mut())
-    {
+    if let Some(t) = users.get_mut(name).and_then(|t| t.as_table_like_mut()) {
         // Where it is, with its comments.
-        set_value(t, "md5", &user.md5);
-        set_value(t, "sha256", &user.sha256);
-        // A password kept for ONVIF is the old one's: replaced or dropped.
-        match onvif_password {
-            Some(p) => {
-                set_value(t, "onvif_password", p);
-            }
-            None => {
-                t.remove("onvif_password");
-            }
+        for (key, value) in set {
+            set_value(t, key, value);
+        }
+        for key in drop {
+            t.remove(key);
         }
         if let Some(level) = level {
             set_value(t, "user_level", &level.to_string());
         }
     } else {
         let mut t = toml_edit::Table::new();
-        t["md5"] = toml_edit::value(&user.md5);
-        t["sha256"] = toml_edit::value(&user.sha256);
-        if let Some(p) = onvif_password {
-            t["onvif_password"] = toml_edit::value(p);
+        for (key, value) in set {
+            t[*key] = toml_edit::value(*value);
         }
         if let Some(level) = level {
             t["user_level"] = toml_edit::value(level.to_string());
@@ -107,7 +171,7 @@ pub fn with_user(
         t.decor_mut().set_prefix(end);
         doc.set_trailing("");
         let users = doc["users"].as_table_like_mut().expect("checked above");
-        users.insert(&user.name, toml_edit::Item::Table(t));
+        users.insert(name, toml_edit::Item::Table(t));
     }
     let mut out = doc.to_string();
     if !out.ends_with('\n') {
@@ -147,6 +211,21 @@ pub fn set_user(
     onvif_password: Option<&str>,
     level: Option<UserLevel>,
 ) -> Result<()> {
+    rewrite(path, |text| with_user(text, user, onvif_password, level))
+}
+
+/// As [`set_user`], for a user known by a password hash
+/// ([`with_hashed_user`]).
+pub fn set_hashed_user(
+    path: &Path,
+    name: &str,
+    hash: &str,
+    level: Option<UserLevel>,
+) -> Result<()> {
+    rewrite(path, |text| with_hashed_user(text, name, hash, level))
+}
+
+fn rewrite(path: &Path, edit: impl FnOnce(&str) -> Result<String>) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -155,9 +234,8 @@ pub fn set_user(
     };
     // Its mistakes as the daemon would say them (the file's line, the key).
     parse_file(path, &text)?;
-    let out = with_user(&text, user, onvif_password, level)
-        .with_context(|| format!("config {}", path.display()))?;
-    // This user's or another's (with_user checked that it parses).
+    let out = edit(&text).with_context(|| format!("config {}", path.display()))?;
+    // This user's or another's (the edit checked that it parses).
     let holds_password = toml::from_str::<Options>(&out)
         .ok()
         .and_then(|o| o.users)

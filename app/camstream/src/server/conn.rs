@@ -218,6 +218,8 @@ pub struct After {
     /// Connections that named a user for the first time: the loop checks
     /// the user's count (max_connections_per_user).
     pub authenticated: Vec<ConnId>,
+    /// Sign-ins whose password must be checked against a hash first.
+    pub verify: Vec<super::verifier::Job>,
 }
 
 pub struct Closed {

@@ -12,6 +12,7 @@ use super::admission::{self, Refusal};
 use super::conn::{self, Conn, ConnId, Kind, Port};
 use super::http::{Handoff, Http};
 use super::rtsp::Rtsp;
+use super::verifier::Outcome;
 use super::{READS_PER_TURN, Server, TCP_SEND_BUFFER, onvif, report, transport};
 use crate::clock::Mono;
 use crate::latency::InputKind;
@@ -138,6 +139,7 @@ impl Server {
                     }
                     handoff = self.handoff(ci, h);
                 }
+                self.check_passwords();
                 kind
             }
             None => return self.settle(),
@@ -148,6 +150,48 @@ impl Server {
 
     /// What HTTP handed over: a tunnel's half to RTSP; /metrics and ONVIF
     /// answered here, then HTTP's next request.
+    /// Sign-ins the HTTP side parked for a password hash: to the checker,
+    /// or answered at once when it is busy.
+    fn check_passwords(&mut self) {
+        for job in std::mem::take(&mut self.after.verify) {
+            let refused = match &mut self.verifier {
+                Some(v) => v.ask(job).err(),
+                None => Some(job),
+            };
+            if let Some(job) = refused {
+                self.answer_parked(job.ci, Outcome::Busy);
+            }
+        }
+    }
+
+    /// Checks the checker finished: each user that matched is learnt,
+    /// then each request that waited goes on or is refused.
+    pub(super) fn passwords_checked(&mut self) {
+        let Some(v) = &mut self.verifier else {
+            return;
+        };
+        for (user, waiting) in v.done() {
+            let outcome = match user {
+                Some(u) => {
+                    self.gate.learn(u);
+                    Outcome::Matched
+                }
+                None => Outcome::Wrong,
+            };
+            for ci in waiting {
+                self.answer_parked(ci, outcome);
+            }
+        }
+    }
+
+    fn answer_parked(&mut self, ci: ConnId, outcome: Outcome) {
+        let mut handoff = self.http.verified(ci, outcome, &mut ctx!(self));
+        while let Some(h) = handoff {
+            handoff = self.handoff(ci, h);
+        }
+        self.check_passwords();
+    }
+
     fn handoff(&mut self, ci: ConnId, h: Handoff) -> Option<Handoff> {
         match h {
             Handoff::TunnelGet { cookie, user } => {

@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 
-use camstream_rtsp::auth::{Auth, Verdict};
+use camstream_rtsp::auth::{Auth, User, Verdict};
 use rtsp_types::Url;
 
 use crate::clock::Mono;
@@ -25,14 +25,23 @@ fn now() -> u64 {
 impl Gate {
     /// `key`: random bytes the nonces are signed with.
     pub fn new(cfg: &Config, key: [u8; 32]) -> Gate {
+        let hashed = &cfg.hashed_users;
         Gate {
-            auth: (!cfg.users.is_empty()).then(|| {
+            auth: (!cfg.users.is_empty() || !hashed.is_empty()).then(|| {
                 Auth::new(
                     config::REALM,
                     cfg.users.clone(),
                     cfg.basic_auth,
                     key,
                     u64::from(cfg.nonce_lifetime),
+                )
+                .with_hashed(
+                    hashed.iter().filter_map(|h| h.learnt.clone()).collect(),
+                    hashed
+                        .iter()
+                        .filter(|h| h.learnt.is_none())
+                        .map(|h| h.name.clone())
+                        .collect(),
                 )
             }),
             anonymous: cfg.anonymous,
@@ -58,6 +67,21 @@ impl Gate {
     ) -> Option<Verdict<'a>> {
         let auth = self.auth.as_ref()?;
         Some(auth.check(method, uri, presentation, header, now()))
+    }
+
+    /// A user known by a password hash whose password matched it.
+    pub fn learn(&mut self, user: User) {
+        if let Some(a) = &mut self.auth {
+            a.learn(user);
+        }
+    }
+
+    /// The WWW-Authenticate values of a 401 for a person's client (the
+    /// page): Basic alone while a user is known by a password hash only.
+    pub fn sign_in_challenges(&self, stale: bool) -> Vec<String> {
+        self.auth
+            .as_ref()
+            .map_or_else(Vec::new, |a| a.sign_in_challenges(now(), stale))
     }
 
     /// The WWW-Authenticate values of a 401 (none without users).

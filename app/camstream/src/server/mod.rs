@@ -31,6 +31,7 @@ mod report;
 mod rtsp;
 mod signals;
 mod transport;
+pub mod verifier;
 
 use std::io;
 use std::net::SocketAddr;
@@ -69,6 +70,8 @@ const ADDRESS_CHANGES: Token = Token(8);
 /// The producers' (media::Producers): one of their workers finished a
 /// frame. One waker for all of them, as mio allows one per poll.
 const PRODUCERS: Token = Token(9);
+/// The password hash checker (verifier): a check is over.
+const VERIFIER: Token = Token(10);
 
 /// How long a connection closing after an error may take to drain.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -124,6 +127,8 @@ pub struct Server {
     onvif: Onvif,
     /// What is made of the main stream's frames (media::Producers).
     producers: Producers,
+    /// Checks passwords against hashes, when users are set from one.
+    verifier: Option<verifier::Verifier>,
     /// WS-Discovery, when ONVIF is on.
     discovery: Option<onvif::discovery::Discovery>,
     source: Option<Box<dyn FrameSource>>,
@@ -164,6 +169,7 @@ impl Server {
             http,
             onvif: Onvif::default(),
             producers: Producers::default(),
+            verifier: None,
             discovery: None,
             source: None,
             camera_mode: String::new(),
@@ -175,6 +181,8 @@ impl Server {
         let r = server.poll.registry();
         let done = std::sync::Arc::new(mio::Waker::new(r, PRODUCERS)?);
         server.producers = Producers::start(&server.cfg, &mut server.fanout, &done);
+        let checked = std::sync::Arc::new(mio::Waker::new(r, VERIFIER)?);
+        server.verifier = verifier::Verifier::start(&server.cfg, checked);
         server.discovery = onvif::discovery::start(&server.cfg, r, DISCOVERY, ADDRESS_CHANGES);
         let r = server.poll.registry();
         server.listeners.register(r, LISTENER, HTTP_LISTENER)?;
@@ -253,6 +261,7 @@ impl Server {
                 }
                 // Each takes what its worker finished, if anything.
                 PRODUCERS => self.producers.done(&mut self.fanout),
+                VERIFIER => self.passwords_checked(),
                 SOURCE => self.source_readable()?,
                 SIGNAL => {
                     log::info!("stopping");

@@ -10,65 +10,89 @@ use super::super::conn::ConnId;
 use super::super::ctx::Ctx;
 use super::{Http, Request, conn_mut};
 
+/// The gate's answer to a request.
+pub(super) enum Gated {
+    /// It may go on: `None` without users, else the user it named.
+    Pass(Option<String>),
+    /// Refused, the refusal written.
+    Refused,
+    /// Basic credentials of a user known by a password hash only: to be
+    /// checked off the loop before the request goes on.
+    Verify { name: String, password: String },
+}
+
 impl Http {
     /// The same gate as RTSP's. Writes the refusal (403, 401 with the
-    /// challenges, 400) and returns None when the request may not go on;
-    /// else who passed: `Some(None)` without users, `Some(Some(user))`.
+    /// challenges, 400) when the request may not go on. `may_verify`:
+    /// whether the request can wait for a password hash to be checked
+    /// (else that is refused as wrong credentials are).
     pub(super) fn gate(
         &mut self,
         ci: ConnId,
         req: &Request,
         head_only: bool,
         close: bool,
+        may_verify: bool,
         ctx: &mut Ctx<'_>,
-    ) -> Option<Option<String>> {
-        let peer = ctx.conns.get(ci)?.peer;
+    ) -> Gated {
+        let Some(peer) = ctx.conns.get(ci).map(|c| c.peer) else {
+            return Gated::Refused;
+        };
         if !ctx.gate.open_to(peer) {
             ctx.admission
                 .refused(peer, "HTTP request refused: 403", Refusal::NoUserSet);
-            write_text(
-                &mut conn_mut(ctx, ci)?.ctrl,
-                403,
-                "no user is set, so only this machine's clients are served (see `camstream passwd`)",
-                head_only,
-                close,
-            );
-            return None;
+            if let Some(conn) = conn_mut(ctx, ci) {
+                write_text(
+                    &mut conn.ctrl,
+                    403,
+                    "no user is set, so only this machine's clients are served (see `camstream passwd`)",
+                    head_only,
+                    close,
+                );
+            }
+            return Gated::Refused;
         }
         let verdict = digest(ctx, req).map(|v| match v {
             Verdict::User(u) => Ok(u.to_string()),
             Verdict::Expired(_) => Err(Ok(true)),
             Verdict::Challenge => Err(Ok(false)),
-            Verdict::Malformed(why) => Err(Err(why)),
+            Verdict::Verify { name, password } => Err(Err(Ok((name.to_string(), password)))),
+            Verdict::Malformed(why) => Err(Err(Err(why))),
         });
-        let conn = ctx.conns.get_mut(ci)?;
+        let Some(conn) = ctx.conns.get_mut(ci) else {
+            return Gated::Refused;
+        };
         let stale = match verdict {
             None => {
                 conn.passed(None);
-                return Some(None);
+                return Gated::Pass(None);
             }
             Some(Ok(user)) => {
                 conn.stale_nonce = false;
                 if conn.passed(Some(&user)) {
                     ctx.after.authenticated.push(ci);
                 }
-                return Some(Some(user));
+                return Gated::Pass(Some(user));
             }
             Some(Err(Ok(stale))) => stale,
-            Some(Err(Err(why))) => {
+            Some(Err(Err(Ok((name, password))))) if may_verify => {
+                return Gated::Verify { name, password };
+            }
+            Some(Err(Err(Ok(_)))) => false,
+            Some(Err(Err(Err(why)))) => {
                 log::info!("{}: HTTP: {why}", conn.peer);
                 write_text(&mut conn.ctrl, 400, why, head_only, close);
-                return None;
+                return Gated::Refused;
             }
         };
         conn.stale_nonce = stale;
         write_challenge(
             &mut conn.ctrl,
-            &ctx.gate.challenges(stale),
+            &ctx.gate.sign_in_challenges(stale),
             head_only,
             close,
         );
-        None
+        Gated::Refused
     }
 }
 

@@ -25,6 +25,7 @@ use super::conn::{CTRL_HIGH_WATER, Conn, ConnId, Conns};
 use super::ctx::Ctx;
 use crate::fanout::{Fanout, Label, SharedFrame, SubscriberId};
 use super::onvif;
+use auth::{Gated, write_challenge};
 use crate::table::Secondary;
 use crate::clock::Mono;
 
@@ -43,6 +44,13 @@ enum State {
     Mjpeg(mjpeg::Mjpeg),
     /// A SOAP request to an ONVIF service, waiting for its `len`-byte body.
     Soap { req: Box<Request>, len: usize },
+    /// A request waiting for its user's password to be checked against
+    /// the user's password hash (off the loop: server::verifier).
+    Verifying {
+        req: Box<Request>,
+        head_only: bool,
+        close: bool,
+    },
 }
 
 /// A JPEG being written: an MJPEG part (its header, the file, CRLF) or a
@@ -195,7 +203,9 @@ impl Http {
                     conn.inbuf.clear();
                     return None;
                 }
-                State::Snapshot { .. } | State::Soap { .. } => return None,
+                State::Snapshot { .. } | State::Soap { .. } | State::Verifying { .. } => {
+                    return None;
+                }
                 State::Requests => {}
             }
             // After `Connection: close` (or a body not read), nothing more
@@ -287,9 +297,9 @@ impl Http {
             // right; without, each request inside is checked.
             let user = match req.authorization {
                 None => None,
-                Some(_) => match self.gate(ci, &req, false, true, ctx) {
-                    Some(user) => user,
-                    None => {
+                Some(_) => match self.gate(ci, &req, false, true, false, ctx) {
+                    Gated::Pass(user) => user,
+                    Gated::Refused | Gated::Verify { .. } => {
                         if let Some(c) = ctx.conns.get_mut(ci) {
                             c.closing = Some(Mono::now());
                         }
@@ -346,7 +356,25 @@ impl Http {
             conn.closing = Some(Mono::now());
             return None;
         }
-        self.gate(ci, &req, head_only, close, ctx)?;
+        match self.gate(ci, &req, head_only, close, true, ctx) {
+            Gated::Pass(_) => {}
+            Gated::Refused => return None,
+            Gated::Verify { name, password } => {
+                let peer = ctx.conns.get(ci)?.peer.ip();
+                ctx.after.verify.push(crate::server::verifier::Job {
+                    ci,
+                    peer,
+                    name,
+                    password,
+                });
+                self.conns.get_mut(ci)?.state = State::Verifying {
+                    req: Box::new(req),
+                    head_only,
+                    close,
+                };
+                return None;
+            }
+        }
         match req.path.as_str() {
             "/snapshot.jpg" => self.snapshot(ci, head_only, ctx),
             "/stream.mjpg" => self.start_mjpeg(ci, req.fps.as_deref(), head_only, ctx),
@@ -354,6 +382,59 @@ impl Http {
             _ => status::page(&mut conn_mut(ctx, ci)?.ctrl, head_only, close),
         }
         None
+    }
+
+    /// The password of the request `ci` waits with was checked against
+    /// its user's hash: the request goes on (the user is known now), or is
+    /// refused. Its connection's next requests are taken after it.
+    pub fn verified(
+        &mut self,
+        ci: ConnId,
+        outcome: crate::server::verifier::Outcome,
+        ctx: &mut Ctx<'_>,
+    ) -> Option<Handoff> {
+        use crate::server::verifier::Outcome;
+        let h = self.conns.get_mut(ci)?;
+        if !matches!(h.state, State::Verifying { .. }) {
+            return None;
+        }
+        let State::Verifying {
+            req,
+            head_only,
+            close,
+        } = std::mem::take(&mut h.state)
+        else {
+            unreachable!("matched above");
+        };
+        ctx.after.resume.push(ci);
+        let handoff = match outcome {
+            Outcome::Matched => self.route(ci, *req, head_only, close, false, ctx),
+            Outcome::Wrong => {
+                let challenges = ctx.gate.sign_in_challenges(false);
+                let conn = conn_mut(ctx, ci)?;
+                log::info!("{}: HTTP: a wrong password", conn.peer);
+                write_challenge(
+                    &mut conn.ctrl,
+                    &challenges,
+                    head_only,
+                    close,
+                );
+                None
+            }
+            Outcome::Busy => {
+                let conn = conn_mut(ctx, ci)?;
+                write_text(
+                    &mut conn.ctrl,
+                    503,
+                    "other sign-ins are being checked: try again in a few seconds",
+                    head_only,
+                    close,
+                );
+                None
+            }
+        };
+        self.flush(ci, ctx);
+        handoff
     }
 
     /// Writes /metrics' answer, `text` from the event loop.

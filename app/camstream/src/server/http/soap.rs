@@ -90,7 +90,12 @@ impl Http {
                     HttpAuth::User
                 }
                 Some(Verdict::Expired(_)) => HttpAuth::Missing { stale: true },
-                Some(Verdict::Challenge) => HttpAuth::Missing { stale: false },
+                // A password hash is checked off the loop for the page's
+                // routes; ONVIF's request asks again (then as UsernameToken
+                // or Digest, once the user's digests are learnt).
+                Some(Verdict::Challenge | Verdict::Verify { .. }) => {
+                    HttpAuth::Missing { stale: false }
+                }
                 Some(Verdict::Malformed(why)) => HttpAuth::Malformed(why),
             }
         };

@@ -346,6 +346,14 @@ impl Rtsp {
                 }
             }
             Verdict::Challenge => (None, false),
+            // Its hash is checked where a person signs in (the HTTP page),
+            // not here: the digests are learnt there.
+            Verdict::Verify { name, .. } => {
+                log::info!(
+                    "{peer}: user {name:?} has a password hash only until it signs in once on the camera's page (HTTP)"
+                );
+                (None, false)
+            }
             Verdict::Malformed(why) => {
                 log::info!("{peer}: {why}");
                 return Err(StatusCode::BadRequest);

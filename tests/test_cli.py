@@ -78,6 +78,8 @@ def test_config_mistakes(tmp_path):
          "2:1: streams.sub.size: unknown field `size`, expected one of `enabled`, `width`, `height`, `fps`, "
          "`codec`, `quality`, `bitrate`, `gop`, `encoder`"),
         ('[users.viewer]\nmd5 = "00"\n', "1:1: users.viewer: missing field `sha256`"),
+        ('[users.viewer]\npassword_hash = "$y$jB5$s$h"\nmd5 = "00"\n',
+         "1:1: users.viewer: password_hash and md5/sha256 both given: a user has one or the other"),
         ("fps = 10\nfps = 12\n", "2:1: fps: duplicate key"),
         ("[controls]\nbrightness = 1\n  brightness = 2\n", "3:3: controls.brightness: duplicate key"),
         ("[streams.sub]\nfps = 1\n[streams.sub]\n", "3:10: streams.sub: duplicate key"),
@@ -103,6 +105,11 @@ def test_config_mistakes(tmp_path):
          "3:7: streams.sub.fps = 15: must be from 1 to the main stream's rate, 10"),
         ('encoder = "/dev/video99"\n', '1:11: encoder = "/dev/video99": no such device (`camstream encoders` lists the '
          'kernel\'s encoders; "auto" takes one if there is one)'),
+        # A password hash this camera cannot check, or would spend 1 TiB on.
+        ('[users.viewer]\npassword_hash = "$6$s$h"\n', '2:17: users.viewer.password_hash = "$6$s$h": not a yescrypt '
+         'hash ($y$...: what Raspberry Pi Imager and mkpasswd write)'),
+        ('[users.viewer]\npassword_hash = "$y$jR5$s$h"\n', '2:17: users.viewer.password_hash = "$y$jR5$s$h": '
+         'yescrypt parameters "jR5" ask for 1048576 MiB per sign-in: at most 64 MiB'),
     ]:
         cfg.write_text(text)
         assert fails("--config", str(cfg)) == f"camstream: error: config {cfg}:{error}", text

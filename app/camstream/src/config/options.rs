@@ -208,14 +208,46 @@ pub struct SubOptions {
 /// stored digest); and what the user may do (ONVIF's user level; none:
 /// administrator).
 #[derive(Deserialize, Debug, Clone, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "UserTable")]
 pub struct UserHashes {
     pub md5: Option<String>,
     pub sha256: Option<String>,
     pub password_hash: Option<String>,
     pub onvif_password: Option<String>,
-    #[serde(default, deserialize_with = "user_level")]
     pub user_level: Option<UserLevel>,
+}
+
+/// A `[users.NAME]` table as written; [`UserHashes`] once it names one
+/// form of the password (its mistakes said at the table's line).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UserTable {
+    md5: Option<String>,
+    sha256: Option<String>,
+    password_hash: Option<String>,
+    onvif_password: Option<String>,
+    #[serde(default, deserialize_with = "user_level")]
+    user_level: Option<UserLevel>,
+}
+
+impl TryFrom<UserTable> for UserHashes {
+    type Error = &'static str;
+
+    fn try_from(t: UserTable) -> Result<UserHashes, &'static str> {
+        match (&t.md5, &t.sha256, &t.password_hash) {
+            (Some(_), Some(_), None) | (None, None, Some(_)) => Ok(UserHashes {
+                md5: t.md5,
+                sha256: t.sha256,
+                password_hash: t.password_hash,
+                onvif_password: t.onvif_password,
+                user_level: t.user_level,
+            }),
+            (Some(_), None, None) => Err("missing field `sha256`"),
+            (None, Some(_), None) => Err("missing field `md5`"),
+            (None, None, None) => Err("missing fields `md5` and `sha256` (or `password_hash`)"),
+            _ => Err("password_hash and md5/sha256 both given: a user has one or the other"),
+        }
+    }
 }
 
 /// `user_level = "operator"`: one of ONVIF's levels, by name.

@@ -68,7 +68,11 @@ pub(super) fn from_table(
             }
             (None, None, Some(hash)) => {
                 if let Err(why) = crypt::check(&hash) {
-                    bail!("users.{name}: password_hash: {why}");
+                    return Err(super::bad(
+                        &format!("users.{name}.password_hash"),
+                        format!("{hash:?}"),
+                        why,
+                    ));
                 }
                 hashed.push(HashedUser {
                     name,
@@ -76,9 +80,8 @@ pub(super) fn from_table(
                     learnt: None,
                 });
             }
-            _ => bail!(
-                "users.{name}: give md5 and sha256 (as `camstream passwd {name}` prints them), or password_hash alone"
-            ),
+            // UserHashes' deserializer takes no other combination.
+            _ => bail!("users.{name}: md5 and sha256, or password_hash alone"),
         }
     }
     Ok((users, hashed))

@@ -148,8 +148,6 @@ impl Server {
         self.stalls.record(kind, start.elapsed());
     }
 
-    /// What HTTP handed over: a tunnel's half to RTSP; /metrics and ONVIF
-    /// answered here, then HTTP's next request.
     /// Sign-ins the HTTP side parked for a password hash: to the checker,
     /// or answered at once when it is busy.
     fn check_passwords(&mut self) {
@@ -192,6 +190,8 @@ impl Server {
         self.check_passwords();
     }
 
+    /// What HTTP handed over: a tunnel's half to RTSP; /metrics and ONVIF
+    /// answered here, then HTTP's next request.
     fn handoff(&mut self, ci: ConnId, h: Handoff) -> Option<Handoff> {
         match h {
             Handoff::TunnelGet { cookie, user } => {

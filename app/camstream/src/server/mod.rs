@@ -67,11 +67,10 @@ const REPORT_SIGNAL: Token = Token(5);
 const HTTP_LISTENER: Token = Token(6);
 const DISCOVERY: Token = Token(7);
 const ADDRESS_CHANGES: Token = Token(8);
-/// The producers' (media::Producers): one of their workers finished a
-/// frame. One waker for all of them, as mio allows one per poll.
-const PRODUCERS: Token = Token(9);
-/// The password hash checker (verifier): a check is over.
-const VERIFIER: Token = Token(10);
+/// The worker threads': one of the producers' (media::Producers) finished
+/// a frame, or the password hash checker (verifier) a check. One waker for
+/// all of them, as mio allows one per poll.
+const WORKERS: Token = Token(9);
 
 /// How long a connection closing after an error may take to drain.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -179,10 +178,9 @@ impl Server {
             cfg,
         };
         let r = server.poll.registry();
-        let done = std::sync::Arc::new(mio::Waker::new(r, PRODUCERS)?);
+        let done = std::sync::Arc::new(mio::Waker::new(r, WORKERS)?);
         server.producers = Producers::start(&server.cfg, &mut server.fanout, &done);
-        let checked = std::sync::Arc::new(mio::Waker::new(r, VERIFIER)?);
-        server.verifier = verifier::Verifier::start(&server.cfg, checked);
+        server.verifier = verifier::Verifier::start(&server.cfg, done);
         server.discovery = onvif::discovery::start(&server.cfg, r, DISCOVERY, ADDRESS_CHANGES);
         let r = server.poll.registry();
         server.listeners.register(r, LISTENER, HTTP_LISTENER)?;
@@ -260,8 +258,10 @@ impl Server {
                     }
                 }
                 // Each takes what its worker finished, if anything.
-                PRODUCERS => self.producers.done(&mut self.fanout),
-                VERIFIER => self.passwords_checked(),
+                WORKERS => {
+                    self.producers.done(&mut self.fanout);
+                    self.passwords_checked();
+                }
                 SOURCE => self.source_readable()?,
                 SIGNAL => {
                     log::info!("stopping");

@@ -188,6 +188,7 @@ impl Auth {
     }
 
     /// Whether a user is known only by a password hash still.
+    #[cfg(test)]
     pub fn is_pending(&self, name: &str) -> bool {
         self.pending.iter().any(|n| n == name)
     }

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use camstream_rtsp::auth::User;
 use serde::Deserialize;
 
-use super::users::HashedUser;
+use super::users::{HashedUser, digests_well_formed};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -43,12 +43,11 @@ pub fn path_for(config: &Path) -> PathBuf {
 /// learnt from the hash the config has now.
 pub fn apply(text: &str, hashed: &mut [HashedUser]) -> Result<(), String> {
     let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
-    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
     for h in hashed.iter_mut() {
         let Some(e) = file.users.get(&h.name) else {
             continue;
         };
-        if e.password_hash == h.hash && hex(&e.md5, 32) && hex(&e.sha256, 64) {
+        if e.password_hash == h.hash && digests_well_formed(&e.md5, &e.sha256) {
             h.learnt = Some(User {
                 name: h.name.clone(),
                 md5: e.md5.to_ascii_lowercase(),

@@ -25,6 +25,13 @@ pub fn valid_user_name(name: &str) -> bool {
         && !name.chars().any(char::is_control)
 }
 
+/// Whether `md5` and `sha256` are digests as `camstream passwd` writes
+/// them: 32 and 64 hex digits.
+pub(super) fn digests_well_formed(md5: &str, sha256: &str) -> bool {
+    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+    hex(md5, 32) && hex(sha256, 64)
+}
+
 /// A user known by a crypt(3) password hash (`password_hash`), with the
 /// digests learnt at an earlier sign-in if they were kept.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,7 +46,6 @@ pub struct HashedUser {
 pub(super) fn from_table(
     table: Option<BTreeMap<String, UserHashes>>,
 ) -> Result<(Vec<User>, Vec<HashedUser>)> {
-    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
     let mut users = Vec::new();
     let mut hashed = Vec::new();
     for (name, h) in table.unwrap_or_default() {
@@ -55,7 +61,7 @@ pub(super) fn from_table(
         }
         match (h.md5, h.sha256, h.password_hash) {
             (Some(md5), Some(sha256), None) => {
-                if !hex(&md5, 32) || !hex(&sha256, 64) {
+                if !digests_well_formed(&md5, &sha256) {
                     bail!(
                         "users.{name}: md5 must be 32 and sha256 64 hex digits (as `camstream passwd {name}` prints them)"
                     );

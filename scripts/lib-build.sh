@@ -9,7 +9,7 @@
 
 # Builds the release binary of camstream (linked against libturbojpeg).
 build_camstream() {
-    need_packages gcc libc6-dev pkg-config libturbojpeg0-dev
+    need_packages gcc libc6-dev pkg-config libturbojpeg0-dev libssl-dev
     ensure_rust
     (cd "$ROOT/app" && cargo build --release --locked -p camstream)
 }
@@ -29,7 +29,7 @@ cargo_aarch64() {
     # recommends it). libcamera: the Pi's Camera Modules (and vimc in the
     # tests); linked dynamically, as its C++ library is.
     need_packages rustc-web cargo-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu \
-        g++-aarch64-linux-gnu libc6-dev:arm64 libturbojpeg0-dev:arm64 libcamera-dev:arm64 \
+        g++-aarch64-linux-gnu libc6-dev:arm64 libturbojpeg0-dev:arm64 libcamera-dev:arm64 libssl-dev:arm64 \
         pkgconf ca-certificates >&2
     (
         cd "$ROOT/app" || exit
@@ -43,13 +43,14 @@ cargo_aarch64() {
 }
 
 # camstream for aarch64 linked statically (glibc and libjpeg-turbo inside,
-# no libcamera: V4L2 cameras only), which runs on any aarch64 Linux, such
-# as a firmware image built from an older tree (scripts/soak). Its own
-# target directory: other flags than build_camstream_aarch64's. Prints its path.
+# no libcamera: V4L2 cameras only; no WebRTC, whose OpenSSL an older image
+# may lack), which runs on any aarch64 Linux, such as a firmware image
+# built from an older tree (scripts/soak). Its own target directory: other
+# flags than build_camstream_aarch64's. Prints its path.
 build_camstream_aarch64_static() {
     AARCH64_TARGET_DIR="$ROOT/output/target-static" \
         CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static" \
-        cargo_aarch64 build --release --locked -p camstream >&2
+        cargo_aarch64 build --release --locked -p camstream --no-default-features --features h264 >&2
     echo "$ROOT/output/target-static/aarch64-unknown-linux-gnu/release/camstream"
 }
 
@@ -158,4 +159,60 @@ build_busybox_aarch64() (
         rm -rf "$b"
     fi
     echo "$out"
+)
+
+# Mozilla's OpenH264 plugin (GMP) for Debian's Firefox ESR, which offers
+# H.264 over WebRTC only with it, and downloads Cisco's build at its first
+# start: here it is built from Debian's sources, openh264's own (its
+# module/ is the plugin) and the plugin API's headers from Firefox ESR's
+# source. Both come through the archive's signed Sources index (bookworm's,
+# in a private apt configuration), each file checked against its SHA256.
+# Prints the plugin's directory: Firefox's MOZ_GMP_PATH.
+firefox_openh264() (
+    set -eu
+    gmp=$ROOT/output/firefox-gmp
+    dir=$(find "$gmp/gmp-gmpopenh264" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | head -n 1) || true
+    if [ -n "$dir" ] && [ -f "$dir/libgmpopenh264.so" ]; then
+        echo "$dir"
+        exit 0
+    fi
+    need_packages curl xz-utils make g++ nasm >&2
+    work=$ROOT/output/firefox-gmp-src
+    rm -rf "$work" "$gmp"
+    mkdir -p "$work/apt/lists/partial" "$work/apt/cache/archives/partial"
+    echo "deb-src ${DEBIAN_MIRROR:-http://deb.debian.org/debian} bookworm main" >"$work/apt/sources.list"
+    gmp_apt() {
+        apt-get -q -o Dir::Etc::SourceList="$work/apt/sources.list" -o Dir::Etc::SourceParts=/nonexistent \
+            -o Dir::State::Lists="$work/apt/lists" -o Dir::Cache="$work/apt/cache" "$@"
+    }
+    gmp_apt update >/dev/null
+    # 'URL' file size SHA256:hash, for each source's upstream tarball.
+    gmp_apt source --print-uris openh264 firefox-esr | grep -E "^'[^']*/(openh264|firefox-esr)_[^']*\.orig\.tar\.xz'" |
+        while read -r url file _size sum; do
+            url=${url#\'}
+            url=${url%\'}
+            curl -sSfL -o "$work/$file" "$url"
+            echo "${sum#SHA256:}  $work/$file" | sha256sum -c --quiet - >&2
+        done
+    tar -xJf "$work"/openh264_*.orig.tar.xz -C "$work"
+    src=$(ls -d "$work"/openh264-*/)
+    # The headers sit near the tarball's start: tar stops there.
+    mkdir -p "$src/gmp-api"
+    tar -xJf "$work"/firefox-esr_*.orig.tar.xz -C "$src/gmp-api" --strip-components=5 --wildcards \
+        --occurrence=1 \
+        '*/dom/media/gmp/gmp-api/gmp-entrypoints.h' '*/dom/media/gmp/gmp-api/gmp-errors.h' \
+        '*/dom/media/gmp/gmp-api/gmp-platform.h' '*/dom/media/gmp/gmp-api/gmp-storage.h' \
+        '*/dom/media/gmp/gmp-api/gmp-video-codec.h' '*/dom/media/gmp/gmp-api/gmp-video-decode.h' \
+        '*/dom/media/gmp/gmp-api/gmp-video-encode.h' '*/dom/media/gmp/gmp-api/gmp-video-frame-encoded.h' \
+        '*/dom/media/gmp/gmp-api/gmp-video-frame-i420.h' '*/dom/media/gmp/gmp-api/gmp-video-frame.h' \
+        '*/dom/media/gmp/gmp-api/gmp-video-host.h' '*/dom/media/gmp/gmp-api/gmp-video-plane.h'
+    make -C "$src" -j"$(nproc)" plugin >"$work/build.log" 2>&1 || { tail -n 40 "$work/build.log" >&2 && exit 1; }
+    # Firefox reads <dir>/gmpopenh264.info and loads <dir>/libgmpopenh264.so;
+    # the directory's parent must be called gmp-gmpopenh264.
+    version=$(sed -n 's/^Version: *//p' "$src/gmpopenh264.info")
+    dir=$gmp/gmp-gmpopenh264/$version
+    mkdir -p "$dir"
+    cp -L "$src/libgmpopenh264.so" "$src/gmpopenh264.info" "$dir/"
+    rm -rf "$work"
+    echo "$dir"
 )

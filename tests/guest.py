@@ -125,10 +125,11 @@ class Guest:
         arguments (devices)."""
         self.rtsp_port = free_port()
         self.http_port = free_port()
+        self.webrtc_port = free_port(socket.SOCK_DGRAM)
         self.ssh_port = free_port() if ssh else None
         self.qmp_path = f"/tmp/camstream-qmp-{self.rtsp_port}.sock"
         args = ["--no-build", "--board", board, "--port", str(self.rtsp_port),
-                "--http-port", str(self.http_port), "--memory", memory]
+                "--http-port", str(self.http_port), "--webrtc-port", str(self.webrtc_port), "--memory", memory]
         args += ["--ssh-port", str(self.ssh_port)] if ssh else []
         args += ["--host-port", str(host_port)] if host_port else []
         args += ["--password-needed"] if password_needed else []
@@ -202,7 +203,7 @@ class Guest:
     def url(self) -> str:
         return f"rtsp://127.0.0.1:{self.rtsp_port}/stream"
 
-    def expect_nudging(self, pattern: str, timeout: float) -> None:
+    def expect_nudging(self, pattern: str, timeout: float, nudge: str = "\x11 \x7f") -> None:
         """`expect`, but a console silent for 20 s is nudged: a few times
         the guest's console went silent for minutes (right after busy loops,
         or a process killed) and came back with the next command line. The
@@ -213,7 +214,11 @@ class Guest:
         120 s, a command line did). Neither reaches a
         command: the terminal takes ^Q itself, and the space is erased by
         the line discipline (a command running) or by the shell's line
-        editing (at the prompt)."""
+        editing (at the prompt). Once a command has ended and only its
+        prompt is awaited, `run` nudges with an empty line instead: the
+        space is echoed and erased all the same while the prompt itself
+        stays lost (seen once in 120 s after busy loops were killed),
+        where an empty line gets a new prompt."""
         deadline = time.monotonic() + timeout
         while True:
             heard = len(self.console)
@@ -226,7 +231,7 @@ class Guest:
                 if len(self.console) == heard:
                     print(f"guest console: nothing for 20 s while waiting for {pattern!r}; nudged",
                           file=sys.stderr, flush=True)
-                    self.p.send("\x11 \x7f")
+                    self.p.send(nudge)
                     self.nudges += 1
 
     def run(self, command: str, timeout: float = 120) -> tuple[int, str]:
@@ -235,7 +240,7 @@ class Guest:
         self.p.sendline(f"{command}; echo \"__rc=$?\"")
         self.expect_nudging(r"__rc=(\d+)\r*\n", timeout)
         out, rc = self.p.before, int(self.p.match.group(1))
-        self.expect_nudging(PROMPT, 120)
+        self.expect_nudging(PROMPT, 120, nudge="\x11\r")
         # Drop the echoed command line, and whatever the console printed
         # before it (a daemon's line to /dev/console can come between the
         # prompt and the echo).

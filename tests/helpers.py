@@ -347,3 +347,64 @@ def colour_bars(frames: list[bytes], w: int, bars_h: int, each_row: bool = False
 def bars_off(got: list[tuple[int, int, int]], want: list[tuple[int, int, int]]) -> int:
     """The largest difference of any bar's R, G or B from its true value."""
     return max(abs(a - b) for g, t in zip(got, want, strict=True) for a, b in zip(g, t, strict=True))
+
+
+def bench_module():
+    """scripts/bench as a module: its builds of the peers (go2rtc,
+    mediamtx) and of the Go they are built with."""
+    import importlib.util
+    import sys
+    from importlib.machinery import SourceFileLoader
+
+    loader = SourceFileLoader("bench", str(ROOT / "scripts/bench"))
+    bench = importlib.util.module_from_spec(importlib.util.spec_from_loader("bench", loader))
+    sys.modules["bench"] = bench  # its dataclasses look their module up
+    loader.exec_module(bench)
+    return bench
+
+
+def go2rtc() -> Path:
+    """go2rtc's binary, built from the Go module proxy as scripts/bench
+    builds it (once per machine: kept in Go's module cache)."""
+    return bench_module().build_peer("go2rtc")
+
+
+def go2rtc_relay(conf: Path, source: str) -> tuple[subprocess.Popen, int]:
+    """go2rtc relaying `source` as its stream `cam`, served over RTSP on
+    127.0.0.1 (and nothing else listening); the process and its RTSP port.
+    Its log is the process's output."""
+    port, api = free_port(), free_port()
+    conf.write_text(f"""log:
+  level: warn
+api:
+  listen: "127.0.0.1:{api}"
+rtsp:
+  listen: "127.0.0.1:{port}"
+webrtc:
+  listen: ""
+srtp:
+  listen: ""
+rtmp:
+  listen: ""
+streams:
+  cam: "{source}"
+""")
+    p = subprocess.Popen([str(go2rtc()), "-c", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return p, port
+
+
+def go2rtc_decode(conf: Path, source: str, size: tuple[int, int], frames: int = 30) -> tuple[list[bytes], str]:
+    """go2rtc relaying `source`, and FFmpeg decoding `frames` pictures of
+    what it serves over RTSP: the pictures (grey, `size`; none if FFmpeg's
+    output is not whole pictures), and what FFmpeg and go2rtc said."""
+    relay, port = go2rtc_relay(conf, source)
+    try:
+        out = subprocess.run(["ffmpeg", "-v", "error", "-rtsp_transport", "tcp", "-i",
+                              f"rtsp://127.0.0.1:{port}/cam", "-frames:v", str(frames), "-f", "rawvideo",
+                              "-pix_fmt", "gray", "-"], capture_output=True, timeout=60)
+    finally:
+        relay.terminate()
+        log = relay.communicate(timeout=10)[0].decode(errors="replace")
+    said = out.stderr.decode(errors="replace") + log
+    one = size[0] * size[1]
+    return (split(out.stdout, one) if len(out.stdout) % one == 0 else []), said

@@ -136,6 +136,40 @@ def test_snapshot_and_mjpeg_over_http_from_the_host(firmware, tmp_path):
     assert (w, h) == ("1280", "720") and int(n) >= 10, out
 
 
+def test_webrtc_to_the_hosts_chromium(firmware):
+    """The page's WebRTC view in the host's Chromium, through the ports
+    scripts/qemu forwards: the offer over HTTP, the media over the
+    forwarded port, which the guest offers as its candidate
+    (127.0.0.1:PORT, told by scripts/qemu). QEMU drops the guest's UDP to
+    the host, so this is ICE-TCP: the browser connects to the camera's
+    passive TCP candidate. The emulated CPU encodes fewer than the
+    camera's 30 frames/s; what counts is that frames come and decode."""
+    import shutil
+
+    from playwright.sync_api import expect, sync_playwright
+
+    chromium = shutil.which("chromium")
+    assert chromium, "Debian's chromium is missing: run ci/test, which installs it"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            assert page.goto(f"http://127.0.0.1:{firmware.http_port}/").status == 200
+            expect(page.locator("#receiving")).to_have_text(
+                re.compile(r"^receiving WebRTC H\.264 1280x720, [\d.]+ frames/s"), timeout=60000)
+            count = "() => document.getElementById('video').getVideoPlaybackQuality().totalVideoFrames"
+            first = page.evaluate(count)
+            time.sleep(5)
+            rate = (page.evaluate(count) - first) / 5
+            shown = page.locator("#receiving").text_content()
+        finally:
+            browser.close()
+    figure(f"WebRTC from the firmware under QEMU to the host's Chromium: {rate:.1f} frames/s decoded ({shown})")
+    assert rate >= 2, shown
+    log = firmware.sh("logread | grep 'WebRTC session' | tail -n 3")
+    assert re.search(r"WebRTC session \w+ connected \(10\.0\.2\.2:\d+ over Tcp\)", log), log
+
+
 def test_init_script_stops_and_starts(firmware):
     firmware.sh(f"{SERVICE} stop")
     assert firmware.sh("pidof camstream", check=False).strip() == ""

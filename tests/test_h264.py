@@ -7,18 +7,15 @@ sub-stream in H.264 (`codec = "h264"`) at its own size and rate."""
 from __future__ import annotations
 
 import base64
-import importlib.util
 import math
 import re
 import subprocess
-import sys
 import time
-from importlib.machinery import SourceFileLoader
 
 import pytest
 import requests
 
-from helpers import ROOT, Media, free_port, gst_launch, run, split
+from helpers import Media, go2rtc_decode, gst_launch, run, split
 from rtsp import Client
 from test_auth import PASSWORD, USER, config, with_user  # noqa: F401 (config: a fixture)
 
@@ -259,38 +256,9 @@ def test_go2rtc_relays_h264_it_pulled_with_the_password(camstream, config, tmp_p
     """go2rtc (v1.9.14, built from the Go module proxy as the benchmark
     builds it) pulls /h264 with the user's password (its RTSP client speaks
     TCP) and serves it again; FFmpeg decodes what go2rtc serves."""
-    loader = SourceFileLoader("bench", str(ROOT / "scripts/bench"))
-    bench = importlib.util.module_from_spec(importlib.util.spec_from_loader("bench", loader))
-    sys.modules["bench"] = bench  # its dataclasses look their module up
-    loader.exec_module(bench)
-    go2rtc = bench.build_peer("go2rtc")
     cs = camstream("--config", str(config), "--width", str(W), "--height", str(H))
-    port, api = free_port(), free_port()
-    conf = tmp_path / "go2rtc.yaml"
-    conf.write_text(f"""log:
-  level: warn
-api:
-  listen: "127.0.0.1:{api}"
-rtsp:
-  listen: "127.0.0.1:{port}"
-webrtc:
-  listen: ""
-srtp:
-  listen: ""
-rtmp:
-  listen: ""
-streams:
-  cam: "{with_user(h264_url(cs))}"
-""")
-    relay = subprocess.Popen([str(go2rtc), "-c", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        out = subprocess.run(["ffmpeg", "-v", "error", "-rtsp_transport", "tcp", "-i",
-                              f"rtsp://127.0.0.1:{port}/cam", "-frames:v", "30", "-f", "rawvideo",
-                              "-pix_fmt", "gray", "-"], capture_output=True, timeout=60)
-    finally:
-        relay.terminate()
-        log = relay.communicate(timeout=10)[0].decode(errors="replace")
-    assert len(split(out.stdout, W * H)) == 30, (out.stderr.decode(), log)
+    pictures, said = go2rtc_decode(tmp_path / "go2rtc.yaml", with_user(h264_url(cs)), (W, H))
+    assert len(pictures) == 30, said
     assert any("session " in line and "RTP/AVP/TCP" in line for line in cs.lines), cs.log()
 
 

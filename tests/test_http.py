@@ -467,7 +467,9 @@ def test_status_page_in_chromium(camstream, config, tmp_path):
             page = browser.new_context(http_credentials={"username": USER, "password": PASSWORD}).new_page()
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
-            response = page.goto(cs.http + "/")
+            # MJPEG by the address (the page's default is WebRTC:
+            # test_webrtc.py).
+            response = page.goto(cs.http + "/?mode=mjpeg")
             assert response.status == 200
             # (Not wait_for_function: the page's CSP allows no eval, rightly.)
             expect(page.locator("#rate")).to_have_text(re.compile(r"frames/s$"), timeout=15000)
@@ -503,7 +505,8 @@ def test_status_page_opened_with_credentials_in_its_url(camstream, config):
     """The page opened as http://USER:PASSWORD@CAMERA/, as people type it:
     Chromium refuses fetch() of a URL with credentials, which a relative URL
     on such a page resolves to; the page's own requests go to its origin,
-    so the URLs and figures still fill in, without the credentials."""
+    so the URLs and figures still fill in and the WHEP offer is made,
+    without the credentials."""
     from playwright.sync_api import expect, sync_playwright
 
     chromium = shutil.which("chromium")
@@ -519,6 +522,7 @@ def test_status_page_opened_with_credentials_in_its_url(camstream, config):
             response = page.goto(f"http://{USER}:{PASSWORD}@127.0.0.1:{cs.http_port}/")
             assert response.status == 200
             expect(page.locator("#rate")).to_have_text(re.compile(r"frames/s$"), timeout=15000)
+            expect(page.locator("#clients")).to_have_text(re.compile("WEBRTC"), timeout=15000)
             texts = {i: page.locator(f"#{i}").text_content() for i in
                      ("error", "url-rtsp", "url-mjpeg", "url-snapshot", "url-metrics", "state", "clients")}
         finally:
@@ -529,7 +533,8 @@ def test_status_page_opened_with_credentials_in_its_url(camstream, config):
     assert texts["url-snapshot"] == f"{cs.http}/snapshot.jpg", texts
     assert texts["url-metrics"] == f"{cs.http}/metrics", texts
     assert texts["state"] == "streaming", texts
-    assert "1 HTTP over mjpeg" in texts["clients"], texts
+    # The picture plays over WebRTC: its offer passed the gate too.
+    assert "1 WEBRTC over udp" in texts["clients"], texts
     assert not errors, errors
 
 

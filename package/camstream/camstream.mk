@@ -12,7 +12,9 @@ CAMSTREAM_SUBDIR = app/camstream
 # OpenH264 (the openh264-sys2 crate's copy of it) is compiled in.
 CAMSTREAM_LICENSE = MIT, BSD-2-Clause (OpenH264)
 CAMSTREAM_LICENSE_FILES = LICENSE
-CAMSTREAM_DEPENDENCIES = jpeg
+# OpenSSL: WebRTC's DTLS and SRTP (str0m links it through openssl-sys,
+# which asks Buildroot's pkg-config for it).
+CAMSTREAM_DEPENDENCIES = jpeg host-pkgconf openssl
 CAMSTREAM_OVERRIDE_SRCDIR_RSYNC_EXCLUSIONS = \
 	--exclude=/output --exclude=/app/target --exclude=/app/fuzz
 
@@ -40,18 +42,18 @@ CAMSTREAM_CARGO_ENV = \
 	TURBOJPEG_DYNAMIC=1 \
 	CARGO_PROFILE_RELEASE_LTO=true \
 	CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
-	CARGO_PROFILE_RELEASE_OPT_LEVEL=3
+	CARGO_PROFILE_RELEASE_OPT_LEVEL=3 \
+	PKG_CONFIG_ALLOW_CROSS=1
 
 # The libcamera frame source (the Pi's Camera Modules) when the image has
 # libcamera: build.rs compiles its C++ shim with the target's CXX and asks
 # Buildroot's pkg-config (which knows the staging directory) what to link.
 ifeq ($(BR2_PACKAGE_LIBCAMERA),y)
-CAMSTREAM_DEPENDENCIES += host-pkgconf libcamera
+CAMSTREAM_DEPENDENCIES += libcamera
 CAMSTREAM_CARGO_BUILD_OPTS += --features libcamera
 # cargo install builds again: without the feature it would install a
 # camstream without libcamera.
 CAMSTREAM_CARGO_INSTALL_OPTS += --features libcamera
-CAMSTREAM_CARGO_ENV += PKG_CONFIG_ALLOW_CROSS=1
 endif
 
 # The daemon's own user: started as root, camstream binds its ports, opens

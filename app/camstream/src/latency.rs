@@ -133,15 +133,22 @@ pub enum InputKind {
     Http,
     Onvif,
     Metrics,
+    /// A WHEP offer: its SDP read and answered, a WebRTC session made.
+    Whep,
+    /// A datagram or TCP packet a WebRTC session took: an ICE check, a
+    /// DTLS handshake's flight (its key exchange and signature), RTCP.
+    WebRtc,
 }
 
 impl InputKind {
-    pub const ALL: [InputKind; 5] = [
+    pub const ALL: [InputKind; 7] = [
         InputKind::Rtsp,
         InputKind::Tunnel,
         InputKind::Http,
         InputKind::Onvif,
         InputKind::Metrics,
+        InputKind::Whep,
+        InputKind::WebRtc,
     ];
 
     pub fn name(self) -> &'static str {
@@ -151,6 +158,8 @@ impl InputKind {
             InputKind::Http => "http",
             InputKind::Onvif => "onvif",
             InputKind::Metrics => "metrics",
+            InputKind::Whep => "whep",
+            InputKind::WebRtc => "webrtc",
         }
     }
 }

@@ -176,6 +176,13 @@ fn run() -> anyhow::Result<()> {
             "HTTP on http://{host}:{}/: snapshot.jpg, stream.mjpg, metrics, RTSP over HTTP",
             http.port()
         );
+        if let (Some(udp), Some(_)) = (server.webrtc_port(), &cfg.h264) {
+            log::info!(
+                "WebRTC (WHEP) on http://{host}:{}/whep/{}, media on port {udp} (UDP, and TCP where UDP does not pass)",
+                http.port(),
+                server::H264_PATH
+            );
+        }
     }
     if let Some(h) = cfg.hashed_users.iter().find(|h| h.learnt.is_none()) {
         log::info!(

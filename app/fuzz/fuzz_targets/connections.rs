@@ -109,8 +109,10 @@ fn bind(http_port: u16) -> anyhow::Result<Server> {
         .collect();
     // Credentials the target can write without a challenge first.
     cfg.basic_auth = true;
-    // No worker thread per iteration.
+    // No worker thread per iteration (WebRTC's answerer is one; its offers
+    // are the whep_offer target's).
     cfg.sub = None;
+    cfg.webrtc = false;
     Server::bind(
         cfg,
         StreamInfo {

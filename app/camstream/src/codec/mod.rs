@@ -61,7 +61,9 @@ impl Unit<'_> {
 pub trait Records {
     /// One RTP packet, its header then its payload.
     fn packet(&mut self, header: &[u8], payload: &[u8]);
-    /// The unit as a file HTTP clients get (a JPEG's), emptied first.
+    /// The unit as a file: a JPEG's (what HTTP clients get), an H.264
+    /// access unit's Annex B bytes (what WebRTC's packetizer takes);
+    /// emptied by its writer.
     fn file(&mut self) -> &mut Vec<u8>;
 }
 
@@ -171,11 +173,27 @@ impl Packetizer {
                 (true, lay_out(p.packetize(jpeg, timestamp), out))
             }
             (Packetizer::H264(p), Unit::H264(au)) => {
-                (au.idr, lay_out(p.packetize(au, timestamp), out))
+                let octets = lay_out(p.packetize(au, timestamp), out);
+                annex_b(out.file(), au, p.parameter_sets());
+                (au.idr, octets)
             }
             _ => (false, 0),
         }
     }
+}
+
+/// An access unit as an Annex B byte stream (what WebRTC's packetizer
+/// takes), the latest parameter sets first where an IDR picture came
+/// without them, as the RTP packets carry them.
+fn annex_b(file: &mut Vec<u8>, au: &AccessUnit<'_>, sets: Option<(&[u8], &[u8])>) {
+    file.clear();
+    if let (true, None, Some((sps, pps))) = (au.idr, au.sps, sets) {
+        for set in [sps, pps] {
+            file.extend_from_slice(&[0, 0, 0, 1]);
+            file.extend_from_slice(set);
+        }
+    }
+    file.extend_from_slice(au.data);
 }
 
 /// Each packet into `out`; the payload bytes.

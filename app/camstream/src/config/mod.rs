@@ -35,6 +35,8 @@ macro_rules! default {
     (nonce_lifetime) => { 600 };
     (anonymous) => { false };
     (onvif) => { true };
+    (webrtc) => { true };
+    (webrtc_port) => { 0 };
     (path) => { "stream" };
     (log_level) => { "info" };
     (source) => { "testpattern" };
@@ -59,7 +61,9 @@ use crate::source::v4l2::m2m::Choice;
 use crate::source::{self, SourceSpec};
 
 pub use file::DEFAULT_CONFIG;
-pub use options::{Command, H264Options, Options, StreamsOptions, SubOptions, UserHashes};
+pub use options::{
+    Command, H264Options, MotionOptions, Options, StreamsOptions, SubOptions, UserHashes,
+};
 pub use users::{
     HashedUser, REALM, set_hashed_user, set_user, valid_user_name, with_hashed_user, with_user,
 };
@@ -103,10 +107,18 @@ pub struct Config {
     pub nonce_lifetime: u32,
     pub anonymous: bool,
     pub onvif: bool,
+    /// WebRTC (WHEP) on the HTTP port, its media on UDP `webrtc_port`
+    /// (0: a free one), with `webrtc_candidates` offered besides the
+    /// camera's own addresses.
+    pub webrtc: bool,
+    pub webrtc_port: u16,
+    pub webrtc_candidates: Vec<std::net::SocketAddr>,
     /// None: `[streams.sub]` says enabled = false.
     pub sub: Option<SubSettings>,
     /// None: `[streams.h264]` says enabled = false.
     pub h264: Option<H264Settings>,
+    /// `[motion]`: None unless enabled.
+    pub motion: Option<MotionSettings>,
     /// The users given a password for ONVIF (`camstream passwd --onvif`):
     /// name, password.
     pub onvif_passwords: Vec<(String, String)>,
@@ -215,6 +227,81 @@ fn sub_settings(o: SubOptions, main: (u32, u32, u32)) -> Result<Option<SubSettin
         quality,
         h264,
     }))
+}
+
+/// Motion detection: the detector's settings, and how many pictures a
+/// second it looks at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MotionSettings {
+    pub detector: camstream_motion::Settings,
+    pub fps: u32,
+}
+
+fn motion_settings(o: MotionOptions, main_fps: u32) -> Result<Option<MotionSettings>> {
+    if o.enabled != Some(true) {
+        return Ok(None);
+    }
+    let seconds = |key: &str, v: Option<f32>, default: u32, max: f32| -> Result<u32> {
+        match v {
+            None => Ok(default),
+            Some(s) if (0.0..=max).contains(&s) => Ok((s * 1000.0).round() as u32),
+            Some(s) => Err(bad(key, s, format!("must be from 0 to {max} seconds"))),
+        }
+    };
+    let ignore = o
+        .ignore
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| match r[..] {
+            [x, y, w, h]
+                if [x, y, x + w, y + h].iter().all(|v| (0.0..=1.0).contains(v))
+                    && w > 0.0
+                    && h > 0.0 =>
+            {
+                Ok(camstream_motion::Rect { x, y, w, h })
+            }
+            [..] if r.len() == 4 => Err(bad(
+                "motion.ignore",
+                format!("{r:?}"),
+                "a region must be inside the picture: x, y, width and height are fractions of it (0 to 1)",
+            )),
+            _ => Err(bad(
+                "motion.ignore",
+                format!("{r:?}"),
+                "each region is [x, y, width, height], fractions of the picture",
+            )),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let detector = camstream_motion::Settings {
+        sensitivity: in_range("motion.sensitivity", o.sensitivity.unwrap_or(50), 1, 100)?,
+        min_area: match o.min_area {
+            None => 1.0,
+            Some(a) if a > 0.0 && a <= 100.0 => a,
+            Some(a) => {
+                return Err(bad(
+                    "motion.min_area",
+                    a,
+                    "must be more than 0 and at most 100 (per cent)",
+                ));
+            }
+        },
+        min_duration_ms: seconds("motion.min_duration", o.min_duration, 500, 60.0)?,
+        hold_ms: seconds("motion.hold", o.hold, 3000, 600.0)?,
+        ignore,
+    };
+    if detector.ignore.len() > 16 {
+        return Err(bad(
+            "motion.ignore",
+            format!("{} regions", detector.ignore.len()),
+            "at most 16",
+        ));
+    }
+    // The detector's own check, which the above makes pass.
+    detector
+        .check()
+        .map_err(|e| bad("motion", "", e.to_string()))?;
+    let fps = in_range("motion.fps", o.fps.unwrap_or(5.min(main_fps)), 1, main_fps)?;
+    Ok(Some(MotionSettings { detector, fps }))
 }
 
 /// The H.264 stream's settings (it is the main stream's frames, encoded
@@ -465,6 +552,18 @@ impl Config {
                 "must differ from rtsp_port (or be 0: no HTTP)",
             ));
         }
+        if let Some(c) = o
+            .webrtc_candidates
+            .iter()
+            .flatten()
+            .find(|c| c.port() == 0 || c.ip().is_unspecified())
+        {
+            return Err(bad(
+                "webrtc_candidates",
+                format!("{c:?}"),
+                "each is an address and port a browser can reach the camera's webrtc_port at",
+            ));
+        }
         let fps = ranged!(fps, 1, 120)?;
         let (users, hashed_users) = users::from_table(o.users.clone())?;
         if users.is_empty() && hashed_users.is_empty() && o.basic_auth == Some(true) {
@@ -526,6 +625,9 @@ impl Config {
             nonce_lifetime: ranged!(nonce_lifetime, 30, 86_400)?,
             anonymous: o.anonymous.unwrap_or(default!(anonymous)),
             onvif: o.onvif.unwrap_or(default!(onvif)),
+            webrtc: o.webrtc.unwrap_or(default!(webrtc)),
+            webrtc_port: o.webrtc_port.unwrap_or(default!(webrtc_port)),
+            webrtc_candidates: o.webrtc_candidates.clone().unwrap_or_default(),
             sub: sub_settings(
                 o.streams.clone().and_then(|s| s.sub).unwrap_or_default(),
                 (width, height, fps),
@@ -544,6 +646,7 @@ impl Config {
                     }
                 }
             },
+            motion: motion_settings(o.motion.clone().unwrap_or_default(), fps)?,
         })
     }
 }
@@ -634,7 +737,7 @@ pub(super) mod tests {
         std::fs::write(&dir, "fps = 10\nrtsp_prot = 1\n").unwrap();
         let one_line = read_file(&dir).unwrap_err().to_string();
         std::fs::remove_file(&dir).unwrap();
-        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `encoder`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `http_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `max_connections_per_user`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`, `anonymous`, `onvif`, `streams`"), "{one_line}");
+        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `encoder`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `http_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `max_connections_per_user`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`, `anonymous`, `onvif`, `webrtc`, `webrtc_port`, `webrtc_candidates`, `streams`, `motion`"), "{one_line}");
         assert!(!one_line.contains('\n'));
         assert!(e.contains("unknown field `rtsp_prot`"), "{e}");
         let e = parse("fps = \"fast\"").unwrap_err().to_string();
@@ -648,6 +751,33 @@ pub(super) mod tests {
         assert!(Config::from_options(o).is_err());
         let o = parse("source = \"webcam\"").unwrap();
         assert!(Config::from_options(o).is_err());
+    }
+
+    #[test]
+    fn motion_is_off_unless_enabled_and_its_defaults() {
+        assert_eq!(
+            Config::from_options(parse("").unwrap()).unwrap().motion,
+            None
+        );
+        let c =
+            Config::from_options(parse("fps = 3\n[motion]\nenabled = true\n").unwrap()).unwrap();
+        assert_eq!(
+            c.motion,
+            Some(MotionSettings {
+                detector: camstream_motion::Settings::default(),
+                fps: 3,
+            })
+        );
+        let c = Config::from_options(
+            parse("[motion]\nenabled = true\nhold = 10\nignore = [[0.5, 0, 0.5, 1]]\n").unwrap(),
+        )
+        .unwrap()
+        .motion
+        .unwrap();
+        assert_eq!(
+            (c.detector.hold_ms, c.detector.ignore.len(), c.fps),
+            (10_000, 1, 5)
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! for both ([`Options`]), not yet checked; and the commands besides
 //! serving.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use camstream_onvif::access::UserLevel;
@@ -160,10 +160,39 @@ pub struct Options {
     #[arg(long, value_name = "BOOL", help = concat!("ONVIF: device and media services on the HTTP port and WS-Discovery on UDP 3702, for NVRs to find and add the camera [default: ", default!(onvif), "]"))]
     pub onvif: Option<bool>,
 
+    #[arg(long, value_name = "BOOL", help = concat!("WebRTC: the H.264 stream to browsers and players that ask with WHEP (POST to /whep/h264 on the HTTP port) [default: ", default!(webrtc), "]"))]
+    pub webrtc: Option<bool>,
+
+    #[arg(long, value_name = "PORT", help = concat!("Port WebRTC's media uses, UDP and TCP (where UDP does not pass); 0 picks a free one (set one to forward it through a NAT) [default: ", default!(webrtc_port), "]"))]
+    pub webrtc_port: Option<u16>,
+
+    /// An address (ADDRESS:PORT) WebRTC offers besides the camera's own, for browsers that reach it through a NAT or port forwarding (repeatable; in the file: a list)
+    #[arg(long = "webrtc-candidate", value_name = "ADDRESS:PORT")]
+    pub webrtc_candidates: Option<Vec<SocketAddr>>,
+
     /// Streams besides the main one, in the file only: `[streams.sub]`, the
     /// detection sub-stream (rtsp://CAMERA/sub, ONVIF's second profile).
     #[arg(skip)]
     pub streams: Option<StreamsOptions>,
+
+    /// Motion detection, in the file only: `[motion]`.
+    #[arg(skip)]
+    pub motion: Option<MotionOptions>,
+}
+
+/// `[motion]`: whether the camera looks for motion, how sensitively, for
+/// how long, and where not (`ignore`: `[x, y, width, height]` lists in
+/// fractions of the picture).
+#[derive(Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MotionOptions {
+    pub enabled: Option<bool>,
+    pub sensitivity: Option<u8>,
+    pub min_area: Option<f32>,
+    pub min_duration: Option<f32>,
+    pub hold: Option<f32>,
+    pub fps: Option<u32>,
+    pub ignore: Option<Vec<Vec<f32>>>,
 }
 
 #[derive(Deserialize, Debug, Clone, Default, PartialEq, Eq)]
@@ -408,7 +437,11 @@ impl Options {
             nonce_lifetime: self.nonce_lifetime.or(other.nonce_lifetime),
             anonymous: self.anonymous.or(other.anonymous),
             onvif: self.onvif.or(other.onvif),
+            webrtc: self.webrtc.or(other.webrtc),
+            webrtc_port: self.webrtc_port.or(other.webrtc_port),
+            webrtc_candidates: self.webrtc_candidates.or(other.webrtc_candidates),
             streams: self.streams.or(other.streams),
+            motion: self.motion.or(other.motion),
         }
     }
 }

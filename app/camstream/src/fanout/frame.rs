@@ -22,8 +22,8 @@ struct Buffers {
     wire: Vec<u8>,
     /// Start of each record in `wire`, then `wire.len()`.
     records: Vec<u32>,
-    /// The frame as a JPEG file (RFC 2435 Appendix B headers); empty for
-    /// H.264.
+    /// The frame as a file: a JPEG file (RFC 2435 Appendix B headers), or
+    /// an H.264 access unit in Annex B.
     jpeg: Vec<u8>,
 }
 
@@ -166,6 +166,13 @@ impl SharedFrame {
 
     /// The frame as a JPEG file.
     pub fn jpeg(&self) -> &[u8] {
+        &self.bufs.jpeg
+    }
+
+    /// An H.264 frame's access unit in Annex B, parameter sets before an
+    /// IDR picture.
+    #[cfg_attr(not(feature = "webrtc"), allow(dead_code))]
+    pub fn annex_b(&self) -> &[u8] {
         &self.bufs.jpeg
     }
 

@@ -319,6 +319,13 @@ impl Fanout {
         std::mem::take(&mut self.stream_mut(id).key_wanted)
     }
 
+    /// A client asked for a key frame (WebRTC's PLI or FIR): the stream's
+    /// encoder is asked, within its limit of one forced a second.
+    #[cfg_attr(not(feature = "webrtc"), allow(dead_code))]
+    pub fn want_key(&mut self, id: StreamId) {
+        self.stream_mut(id).key_wanted = true;
+    }
+
     pub fn subscribe(&mut self, s: Subscription) -> SubscriberId {
         let limit = s.queue.unwrap_or(self.queue).max(1);
         let id = self.subscribers.insert(Subscriber {

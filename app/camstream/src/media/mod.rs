@@ -7,7 +7,9 @@
 //! server knowing which.
 
 mod h264;
+pub use h264::PATH as H264_PATH;
 mod i420;
+pub mod motion;
 mod substream;
 mod worker;
 
@@ -83,6 +85,9 @@ pub trait Producer {
 #[derive(Default)]
 pub struct Producers {
     list: Vec<Box<dyn Producer>>,
+    /// Motion detection (`[motion]`), which takes the main stream's
+    /// pictures as they do but makes no stream.
+    pub motion: Option<motion::Motion>,
 }
 
 impl Producers {
@@ -94,8 +99,15 @@ impl Producers {
             substream::start(cfg, fanout, done).map(|p| Box::new(p) as _),
             h264::start(cfg, fanout, done).map(|p| Box::new(p) as _),
         ];
+        let motion = cfg.motion.clone().and_then(|m| {
+            let main = fanout.stream(crate::fanout::StreamId::MAIN).info;
+            motion::Motion::start(m, main, done)
+                .map_err(|e| log::warn!("no motion detection: {e:#}"))
+                .ok()
+        });
         Producers {
             list: list.into_iter().flatten().collect(),
+            motion,
         }
     }
 
@@ -109,6 +121,9 @@ impl Producers {
 
     pub fn picture(&mut self, pic: &MainPicture<'_>, fanout: &mut Fanout) {
         self.each().for_each(|p| p.picture(pic, fanout));
+        if let Some(m) = &mut self.motion {
+            m.picture(pic);
+        }
     }
 
     pub fn wants_raw(&self) -> bool {
@@ -117,6 +132,9 @@ impl Producers {
 
     pub fn done(&mut self, fanout: &mut Fanout) {
         self.each().for_each(|p| p.done(fanout));
+        if let Some(m) = &mut self.motion {
+            m.done();
+        }
     }
 
     /// Every producer, for what each makes.

@@ -136,6 +136,7 @@ impl Server {
                             kind = InputKind::Tunnel
                         }
                         Handoff::Metrics { .. } => {}
+                        Handoff::Whep(_) => kind = InputKind::Whep,
                     }
                     handoff = self.handoff(ci, h);
                 }
@@ -182,6 +183,15 @@ impl Server {
         }
     }
 
+    /// An offer answered off the loop: its request's answer, then the
+    /// connection's next requests.
+    #[cfg_attr(not(feature = "webrtc"), allow(dead_code))]
+    pub(super) fn whep_answered(&mut self, ci: ConnId, answer: super::http::WhepAnswer) {
+        let ctx = &mut ctx!(self);
+        self.http.whep_answer(ci, answer, ctx);
+        ctx.resume(ci);
+    }
+
     fn answer_parked(&mut self, ci: ConnId, outcome: Outcome) {
         let mut handoff = self.http.verified(ci, outcome, &mut ctx!(self));
         while let Some(h) = handoff {
@@ -217,11 +227,31 @@ impl Server {
                     rtsp_port: self.rtsp_addr().map_or(self.cfg.rtsp_port, |a| a.port()),
                     http_port: self.http_addr().map_or(self.cfg.http_port, |a| a.port()),
                     discovery: self.discovery.is_some(),
+                    webrtc: self.webrtc_figures(),
+                    motion: self.producers.motion.as_ref().map(|m| super::http::metrics::MotionFigures {
+                        moving: m.moving,
+                        level: m.level,
+                        started: m.started,
+                        stopped: m.stopped,
+                        pictures: m.pictures,
+                        cpu_seconds: m.cpu.as_secs_f64(),
+                    }),
                 });
                 let ctx = &mut ctx!(self);
                 self.http.metrics(ci, &text, head_only, close, ctx);
                 self.http.input(ci, ctx)
             }
+            Handoff::Whep(w) => match self.whep(ci, w) {
+                Some(answer) => {
+                    let ctx = &mut ctx!(self);
+                    self.http.whep_answer(ci, answer, ctx);
+                    self.http.input(ci, ctx)
+                }
+                None => {
+                    self.http.whep_parked(ci);
+                    None
+                }
+            },
             Handoff::Onvif(req) => {
                 let answer = self.onvif.handle(
                     &req,

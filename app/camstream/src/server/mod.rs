@@ -24,6 +24,7 @@ mod conn;
 mod ctx;
 mod gate;
 mod host;
+mod ifaces;
 mod http;
 mod listen;
 mod onvif;
@@ -32,6 +33,9 @@ mod rtsp;
 mod signals;
 mod transport;
 pub mod verifier;
+// Public for the whep_offer fuzz target (webrtc::peer_connection).
+#[cfg(feature = "webrtc")]
+pub mod webrtc;
 
 use std::io;
 use std::net::SocketAddr;
@@ -68,9 +72,14 @@ const HTTP_LISTENER: Token = Token(6);
 const DISCOVERY: Token = Token(7);
 const ADDRESS_CHANGES: Token = Token(8);
 /// The worker threads': one of the producers' (media::Producers) finished
-/// a frame, or the password hash checker (verifier) a check. One waker for
-/// all of them, as mio allows one per poll.
+/// a frame, the password hash checker (verifier) a check, or WebRTC's
+/// answerer an offer. One waker for all of them, as mio allows one per
+/// poll.
 const WORKERS: Token = Token(9);
+/// WebRTC's UDP socket, shared by its sessions, and its TCP listener
+/// (ICE-TCP's passive candidates).
+const WEBRTC: Token = Token(10);
+const WEBRTC_TCP: Token = Token(11);
 
 /// How long a connection closing after an error may take to drain.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -83,6 +92,9 @@ const READS_PER_TURN: usize = 16;
 /// stale frames in the kernel; with it, the bounded per-client queue is what
 /// decides, and a slow client gets fresh whole frames.
 const TCP_SEND_BUFFER: usize = 256 << 10;
+
+/// The H.264 stream's path: rtsp://CAMERA/h264, and WHEP's /whep/h264.
+pub use crate::media::H264_PATH;
 
 /// Whether the event loop goes on after a turn.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -128,6 +140,9 @@ pub struct Server {
     producers: Producers,
     /// Checks passwords against hashes, when users are set from one.
     verifier: Option<verifier::Verifier>,
+    /// WebRTC's sessions (WHEP), when it is on.
+    #[cfg(feature = "webrtc")]
+    webrtc: Option<webrtc::WebRtc>,
     /// WS-Discovery, when ONVIF is on.
     discovery: Option<onvif::discovery::Discovery>,
     source: Option<Box<dyn FrameSource>>,
@@ -169,6 +184,8 @@ impl Server {
             onvif: Onvif::default(),
             producers: Producers::default(),
             verifier: None,
+            #[cfg(feature = "webrtc")]
+            webrtc: None,
             discovery: None,
             source: None,
             camera_mode: String::new(),
@@ -179,6 +196,10 @@ impl Server {
         };
         let r = server.poll.registry();
         let done = std::sync::Arc::new(mio::Waker::new(r, WORKERS)?);
+        #[cfg(feature = "webrtc")]
+        {
+            server.webrtc = webrtc::WebRtc::bind(&server.cfg, &mut server.fanout, done.clone())?;
+        }
         server.producers = Producers::start(&server.cfg, &mut server.fanout, &done);
         server.verifier = verifier::Verifier::start(&server.cfg, done);
         server.discovery = onvif::discovery::start(&server.cfg, r, DISCOVERY, ADDRESS_CHANGES);
@@ -186,6 +207,10 @@ impl Server {
         server.listeners.register(r, LISTENER, HTTP_LISTENER)?;
         server.rtsp.register(r, RTP, RTCP)?;
         server.signals.register(r, SIGNAL, REPORT_SIGNAL)?;
+        #[cfg(feature = "webrtc")]
+        if let Some(w) = &mut server.webrtc {
+            w.register(r, WEBRTC, WEBRTC_TCP)?;
+        }
         Ok(server)
     }
 
@@ -197,6 +222,11 @@ impl Server {
         self.listeners.http_addr()
     }
 
+    /// WebRTC's UDP port, when WebRTC is on.
+    pub fn webrtc_port(&self) -> Option<u16> {
+        self.webrtc_figures().map(|w| w.port)
+    }
+
     /// Serves until SIGINT or SIGTERM, or until the source fails.
     pub fn run(mut self, mut source: Box<dyn FrameSource>) -> Result<()> {
         source.register(self.poll.registry(), SOURCE)?;
@@ -206,8 +236,9 @@ impl Server {
         let mut events = Events::with_capacity(256);
         let mut next_tick = Mono::now();
         loop {
-            let timeout = if self.after.resume.is_empty() {
-                next_tick.saturating_sub(Mono::now())
+            let timeout = if self.after.resume.is_empty() && !self.webrtc_unread() {
+                let tick = next_tick.saturating_sub(Mono::now());
+                self.webrtc_due().map_or(tick, |d| d.min(tick))
             } else {
                 Duration::ZERO
             };
@@ -261,8 +292,11 @@ impl Server {
                 WORKERS => {
                     self.producers.done(&mut self.fanout);
                     self.passwords_checked();
+                    self.offers_answered();
                 }
                 SOURCE => self.source_readable()?,
+                WEBRTC => self.webrtc_readable(),
+                WEBRTC_TCP => self.webrtc_tcp_acceptable(),
                 SIGNAL => {
                     log::info!("stopping");
                     if let Some(d) = &mut self.discovery {
@@ -279,6 +313,9 @@ impl Server {
                     // A closed connection's events name its generation,
                     // and find nothing: not the next one in its slot.
                     let Some(ci) = conn::of_token(token) else {
+                        // Or one of WebRTC's TCP connections.
+                        self.webrtc_tcp_ready(token);
+                        self.wake_subscribers();
                         continue;
                     };
                     if ev.is_writable() {
@@ -291,6 +328,7 @@ impl Server {
             }
             self.wake_subscribers();
         }
+        self.webrtc_turn();
         for ci in std::mem::take(&mut self.after.resume) {
             // What is already in its buffer first: a complete request is
             // answered without waiting for another byte.
@@ -350,6 +388,8 @@ impl Server {
                     self.flush(ci);
                 } else if let Some(si) = rtsp::session_of_token(t) {
                     self.rtsp.session_woken(si, &mut self.fanout);
+                } else {
+                    self.webrtc_woken(t);
                 }
             }
             self.ready = ready;
@@ -364,6 +404,10 @@ impl Server {
             self.source = Some(source);
         }
         self.http.housekeeping(now, &mut ctx!(self));
+        #[cfg(feature = "webrtc")]
+        if let Some(w) = &mut self.webrtc {
+            w.housekeeping(now, &mut self.fanout);
+        }
         let deadlines = [
             CLOSE_GRACE,
             Duration::from_secs(u64::from(self.cfg.request_timeout)),
@@ -407,6 +451,10 @@ impl Server {
     fn shutdown(&mut self) {
         self.reports.stopping(&mut self.fanout);
         self.rtsp.shutdown(&mut ctx!(self));
+        #[cfg(feature = "webrtc")]
+        if let Some(w) = &mut self.webrtc {
+            w.shutdown(&mut self.fanout);
+        }
         for ci in self.conns.ids() {
             // Best effort: whatever fits in the socket buffer now.
             self.flush(ci);
@@ -419,6 +467,10 @@ impl Server {
     pub fn audit(&self) -> Result<(), String> {
         self.rtsp.audit(&self.conns, &self.fanout)?;
         self.http.audit(&self.conns)?;
+        #[cfg(feature = "webrtc")]
+        if let Some(w) = &self.webrtc {
+            w.audit(&self.fanout)?;
+        }
         let mut per_ip = std::collections::HashMap::new();
         for (_, c) in self.conns.iter() {
             *per_ip.entry(c.peer.ip()).or_insert(0) += 1;
@@ -427,5 +479,195 @@ impl Server {
             return Err("admission's count of connections per address is off".into());
         }
         Ok(())
+    }
+}
+
+/// The loop's side of WebRTC: its socket, its sessions' timers and frames,
+/// and WHEP's requests. Without the feature there are no sessions, and an
+/// offer is answered that WebRTC is not built in.
+impl Server {
+    #[cfg(feature = "webrtc")]
+    fn webrtc_readable(&mut self) {
+        if let Some(w) = &mut self.webrtc {
+            w.readable(&mut self.fanout);
+        }
+        self.webrtc_input_times();
+    }
+
+    /// What each packet a session took held the loop.
+    #[cfg(feature = "webrtc")]
+    fn webrtc_input_times(&mut self) {
+        if let Some(w) = &mut self.webrtc {
+            for d in w.take_input_times() {
+                self.stalls.record(crate::latency::InputKind::WebRtc, d);
+            }
+        }
+    }
+
+    #[cfg(feature = "webrtc")]
+    fn webrtc_tcp_acceptable(&mut self) {
+        if let Some(w) = &mut self.webrtc {
+            w.tcp_acceptable(self.poll.registry());
+        }
+    }
+
+    #[cfg(feature = "webrtc")]
+    fn webrtc_tcp_ready(&mut self, t: Token) {
+        if let (Some(w), Some(id)) = (&mut self.webrtc, webrtc::tcp_of_token(t)) {
+            w.tcp_ready(id, &mut self.fanout);
+        }
+        self.webrtc_input_times();
+    }
+
+    /// Datagrams left for this turn, and the sessions' timers that are due.
+    #[cfg(feature = "webrtc")]
+    fn webrtc_turn(&mut self) {
+        if let Some(w) = &mut self.webrtc {
+            w.read_left(&mut self.fanout);
+            w.timeouts(&mut self.fanout);
+        }
+        self.webrtc_input_times();
+        self.wake_subscribers();
+    }
+
+    #[cfg(feature = "webrtc")]
+    fn webrtc_unread(&self) -> bool {
+        self.webrtc.as_ref().is_some_and(|w| w.unread())
+    }
+
+    #[cfg(feature = "webrtc")]
+    fn webrtc_due(&self) -> Option<Duration> {
+        self.webrtc.as_ref().and_then(|w| w.next_due())
+    }
+
+    #[cfg(feature = "webrtc")]
+    fn webrtc_woken(&mut self, t: Token) {
+        if let (Some(w), Some(si)) = (&mut self.webrtc, webrtc::of_token(t)) {
+            w.woken(si, &mut self.fanout);
+        }
+    }
+
+    /// A WHEP request's answer; None: the offer is being answered off the
+    /// loop, and its request waits (Self::offers_answered).
+    #[cfg(feature = "webrtc")]
+    fn whep(&mut self, ci: conn::ConnId, w: http::Whep) -> Option<http::WhepAnswer> {
+        use http::{Whep, WhepAnswer};
+        let Some(rtc) = &mut self.webrtc else {
+            return Some(WhepAnswer::Refused(404, "WebRTC is off (webrtc = false)".into()));
+        };
+        match w {
+            Whep::Offer {
+                stream,
+                sdp,
+                user,
+                peer,
+                local,
+            } => {
+                let o = webrtc::OfferRequest {
+                    path: stream.clone(),
+                    sdp,
+                    peer,
+                    local,
+                    user,
+                };
+                rtc.offer(ci, o, &mut self.fanout, &self.cfg)
+                    .map(|a| whep_answer(a, &stream))
+            }
+            Whep::Delete {
+                resource,
+                user,
+                peer,
+            } => {
+                Some(
+                    if rtc.delete(&resource, user.as_deref(), peer.ip(), &mut self.fanout) {
+                        WhepAnswer::Deleted
+                    } else {
+                        WhepAnswer::Refused(404, "no such WebRTC session of yours".into())
+                    },
+                )
+            }
+        }
+    }
+
+    /// Its port and counts, for /metrics.
+    #[cfg(feature = "webrtc")]
+    fn webrtc_figures(&self) -> Option<http::metrics::WebRtcFigures> {
+        let w = self.webrtc.as_ref()?;
+        let c = w.counts();
+        Some(http::metrics::WebRtcFigures {
+            port: w.port(),
+            sessions: w.sessions(),
+            started: c.sessions_started,
+            connected: c.sessions_connected,
+            key_frame_requests: c.key_frame_requests,
+            datagrams_unmatched: c.datagrams_unmatched,
+        })
+    }
+
+    #[cfg(not(feature = "webrtc"))]
+    fn webrtc_figures(&self) -> Option<http::metrics::WebRtcFigures> {
+        None
+    }
+
+    #[cfg(not(feature = "webrtc"))]
+    fn webrtc_readable(&mut self) {}
+
+    #[cfg(not(feature = "webrtc"))]
+    fn webrtc_tcp_acceptable(&mut self) {}
+
+    #[cfg(not(feature = "webrtc"))]
+    fn webrtc_tcp_ready(&mut self, _: Token) {}
+
+    #[cfg(not(feature = "webrtc"))]
+    fn webrtc_turn(&mut self) {}
+
+    #[cfg(not(feature = "webrtc"))]
+    fn webrtc_unread(&self) -> bool {
+        false
+    }
+
+    #[cfg(not(feature = "webrtc"))]
+    fn webrtc_due(&self) -> Option<Duration> {
+        None
+    }
+
+    #[cfg(not(feature = "webrtc"))]
+    fn webrtc_woken(&mut self, _: Token) {}
+
+    /// Offers the answerer answered: each waiting request gets its answer
+    /// and goes on with its connection's next.
+    #[cfg(feature = "webrtc")]
+    fn offers_answered(&mut self) {
+        let Some(w) = &mut self.webrtc else {
+            return;
+        };
+        let conns = &self.conns;
+        let done = w.answered(&mut self.fanout, |ci| conns.get(ci).is_some());
+        for (ci, answer) in done {
+            // Its stream's path: the H.264 stream's, the one WHEP serves.
+            let answer = whep_answer(answer, H264_PATH);
+            self.whep_answered(ci, answer);
+        }
+    }
+
+    #[cfg(not(feature = "webrtc"))]
+    fn whep(&mut self, _: conn::ConnId, _: http::Whep) -> Option<http::WhepAnswer> {
+        Some(http::WhepAnswer::Refused(404, "this camstream is built without WebRTC".into()))
+    }
+
+    #[cfg(not(feature = "webrtc"))]
+    fn offers_answered(&mut self) {}
+}
+
+/// The WebRTC part's answer as HTTP writes it.
+#[cfg(feature = "webrtc")]
+fn whep_answer(a: webrtc::Answer, stream: &str) -> http::WhepAnswer {
+    match a {
+        webrtc::Answer::Created { sdp, resource } => http::WhepAnswer::Created {
+            sdp,
+            stream: stream.to_string(),
+            resource,
+        },
+        webrtc::Answer::Refused(status, why) => http::WhepAnswer::Refused(status, why),
     }
 }

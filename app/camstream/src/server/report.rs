@@ -39,6 +39,10 @@ pub struct Parts<'a> {
     pub http_port: u16,
     /// WS-Discovery answers and announces (ONVIF on, a socket it could open).
     pub discovery: bool,
+    /// WebRTC's figures, when it is on.
+    pub webrtc: Option<metrics::WebRtcFigures>,
+    /// Motion detection's, when it is on.
+    pub motion: Option<metrics::MotionFigures>,
 }
 
 impl Reports {
@@ -136,6 +140,9 @@ impl Reports {
             intake: p.fanout.intake_counts(),
             rtsp: delivery("rtsp"),
             http: delivery("http"),
+            webrtc: delivery("webrtc"),
+            webrtc_figures: p.webrtc,
+            motion: p.motion,
             sessions_udp: p.rtsp.sessions_udp,
             sessions_tcp: p.rtsp.sessions_tcp,
             sessions_tunnelled: p.rtsp.sessions_tunnelled,

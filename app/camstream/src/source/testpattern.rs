@@ -1,7 +1,9 @@
 //! `testpattern`: colour bars, a scrolling ramp, a bouncing box that changes
 //! colour, and the frame number and UTC time, drawn straight into 4:2:0
 //! planes and encoded with libjpeg-turbo on a worker thread, so the event
-//! loop never waits for the encoder. No camera needed.
+//! loop never waits for the encoder. No camera needed. SIGUSR2 stops the
+//! ramp and the box, and starts them again: a picture with motion and one
+//! without, on demand (motion detection's tests).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,7 +12,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow};
-use mio::{Registry, Token, Waker};
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use mio::unix::SourceFd;
+use mio::{Interest, Registry, Token};
+use rustix::event::{EventfdFlags, eventfd};
 
 use super::{CapturedFrame, FrameSource, Raw, StreamInfo};
 use crate::clock::Mono;
@@ -28,6 +34,11 @@ pub struct TestPattern {
     worker: Option<JoinHandle<Result<()>>>,
     /// Frames come with their planes too (someone watches H.264).
     want_raw: Arc<AtomicBool>,
+    /// Signalled by the worker for each frame.
+    event: Option<Arc<OwnedFd>>,
+    /// The ramp and the box stand still (SIGUSR2 turns it over).
+    still: Arc<AtomicBool>,
+    signal: Option<signal_hook::SigId>,
 }
 
 /// A frame's buffers, handed to the event loop and back.
@@ -43,7 +54,7 @@ impl TestPattern {
     pub fn new(info: StreamInfo, quality: u8) -> Result<TestPattern> {
         // Fail at start-up, not in the thread, if libjpeg-turbo is unusable.
         let mut p = Pattern::new(usize::from(info.width), usize::from(info.height));
-        p.render(0, 0);
+        p.render(0, 0, 0);
         let mut enc = Encoder::new(quality)?;
         let mut out = Vec::new();
         enc.encode_i420(p.planes(), p.w, p.h, &mut out)?;
@@ -54,7 +65,18 @@ impl TestPattern {
             recycle: None,
             worker: None,
             want_raw: Arc::new(AtomicBool::new(false)),
+            event: None,
+            still: Arc::new(AtomicBool::new(false)),
+            signal: None,
         })
+    }
+}
+
+impl Drop for TestPattern {
+    fn drop(&mut self) {
+        if let Some(id) = self.signal.take() {
+            signal_hook::low_level::unregister(id);
+        }
     }
 }
 
@@ -75,14 +97,31 @@ impl FrameSource for TestPattern {
     }
 
     fn register(&mut self, registry: &Registry, token: Token) -> std::io::Result<()> {
-        let waker = Arc::new(Waker::new(registry, token)?);
+        // An eventfd rather than a mio Waker: mio allows one Waker per
+        // poll, and the loop's worker threads have it.
+        let event = Arc::new(eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC)?);
+        registry.register(&mut SourceFd(&event.as_raw_fd()), token, Interest::READABLE)?;
+        self.event = Some(event.clone());
         let (frame_tx, frame_rx) = sync_channel(BUFFERS);
         let (recycle_tx, recycle_rx) = sync_channel(BUFFERS);
         let (info, quality) = (self.info, self.quality);
         let want_raw = self.want_raw.clone();
+        let still = self.still.clone();
+        let flip = self.still.clone();
+        // SAFETY: the handler only flips an atomic, which is
+        // async-signal-safe.
+        self.signal = Some(unsafe {
+            signal_hook::low_level::register(signal_hook::consts::SIGUSR2, move || {
+                flip.fetch_xor(true, Ordering::Relaxed);
+            })
+        }?);
         let worker = std::thread::Builder::new()
             .name("testpattern".into())
-            .spawn(move || run(info, quality, waker, frame_tx, recycle_rx, &want_raw))?;
+            .spawn(move || {
+                run(
+                    info, quality, &event, frame_tx, recycle_rx, &want_raw, &still,
+                )
+            })?;
         self.frames = Some(frame_rx);
         self.recycle = Some(recycle_tx);
         self.worker = Some(worker);
@@ -93,6 +132,10 @@ impl FrameSource for TestPattern {
         let (Some(frames), Some(recycle)) = (&self.frames, &self.recycle) else {
             return Ok(());
         };
+        if let Some(event) = &self.event {
+            let mut count = [0u8; 8];
+            let _ = rustix::io::read(&**event, &mut count);
+        }
         // At most the frames that exist: if sending a frame ever took longer
         // than the frame period, looping until the channel is empty would
         // never return to the event loop. The rest wake it again.
@@ -125,10 +168,11 @@ impl FrameSource for TestPattern {
 fn run(
     info: StreamInfo,
     quality: u8,
-    waker: Arc<Waker>,
+    event: &OwnedFd,
     frames: SyncSender<(Frame, Mono)>,
     recycle: Receiver<Frame>,
     want_raw: &AtomicBool,
+    still: &AtomicBool,
 ) -> Result<()> {
     let mut pattern = Pattern::new(usize::from(info.width), usize::from(info.height));
     let mut encoder = Encoder::new(quality)?;
@@ -142,6 +186,8 @@ fn run(
     };
     let mut next = start;
     let mut n = 0u64;
+    // What the ramp and the box have moved: frames not standing still.
+    let mut moved = 0u64;
     loop {
         let now = Mono::now();
         if next > now {
@@ -160,7 +206,10 @@ fn run(
             let wall = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .unwrap_or_default();
-            pattern.render(n, wall.as_millis() as u64);
+            if !still.load(Ordering::Relaxed) {
+                moved += 1;
+            }
+            pattern.render(n, moved, wall.as_millis() as u64);
             encoder.encode_i420(pattern.planes(), pattern.w, pattern.h, &mut buf.jpeg)?;
             buf.raw_size = None;
             if want_raw.load(Ordering::Relaxed) {
@@ -177,12 +226,32 @@ fn run(
             if frames.send((buf, next)).is_err() {
                 return Ok(()); // the daemon is shutting down
             }
-            waker.wake()?;
+            rustix::io::write(event, &1u64.to_ne_bytes())?;
         }
         n += 1;
         k += 1;
         next = due(start, k);
     }
+}
+
+/// Cells of the clock strip: white, 32 bits, black.
+pub const STRIP_CELLS: usize = 34;
+
+/// Where the clock strip is in a `w` x `h` picture: its left edge, top,
+/// and each cell's width and height (even, so chroma lines up); None if
+/// the picture is too small for one.
+pub fn strip_geometry(w: usize, h: usize) -> Option<(usize, usize, usize, usize)> {
+    let cell_w = (w / STRIP_CELLS) & !1;
+    let cell_h = (h / 40).max(8) & !1;
+    if cell_w < 4 || h < 4 * cell_h {
+        return None;
+    }
+    Some((
+        ((w - cell_w * STRIP_CELLS) / 2) & !1,
+        (h - cell_h) & !1,
+        cell_w,
+        cell_h,
+    ))
 }
 
 /// The picture, in 4:2:0 planes.
@@ -250,7 +319,8 @@ impl Pattern {
         [&self.planes[0], &self.planes[1], &self.planes[2]]
     }
 
-    fn render(&mut self, n: u64, utc_ms: u64) {
+    /// Frame `n` with the ramp and the box where `moved` frames took them.
+    fn render(&mut self, n: u64, moved: u64, utc_ms: u64) {
         let (w, h, cw) = (self.w, self.h, self.cw);
         // Colour bars on top; neutral chroma under them for the ramp.
         for (i, (p, row)) in self.planes.iter_mut().zip(&self.bar_rows).enumerate() {
@@ -268,7 +338,7 @@ impl Pattern {
         }
 
         // A luma ramp scrolling left under the bars.
-        let shift = (n as usize * 8) % w;
+        let shift = (moved as usize * 8) % w;
         for y in self.bars_h..h {
             let row = &mut self.planes[0][y * w..(y + 1) * w];
             for (x, px) in row.iter_mut().enumerate() {
@@ -283,9 +353,9 @@ impl Pattern {
             let t = t % (2 * span);
             if t < span { t } else { 2 * span - t }
         };
-        let bx = bounce(n as usize * 6, w.saturating_sub(size)) & !1;
-        let by = bounce(n as usize * 4, h.saturating_sub(size)) & !1;
-        let angle = (n % 120) as f32 * std::f32::consts::TAU / 120.0;
+        let bx = bounce(moved as usize * 6, w.saturating_sub(size)) & !1;
+        let by = bounce(moved as usize * 4, h.saturating_sub(size)) & !1;
+        let angle = (moved % 120) as f32 * std::f32::consts::TAU / 120.0;
         let (u, v) = (128.0 + 100.0 * angle.cos(), 128.0 + 100.0 * angle.sin());
         self.fill(bx, by, size, size, (179, u as u8, v as u8));
 
@@ -330,6 +400,28 @@ impl Pattern {
                     }
                 }
             }
+        }
+        self.clock_strip(utc_ms);
+    }
+
+    /// The capture's wall-clock time where a program can read it from any
+    /// decoded frame: a strip along the bottom of [`STRIP_CELLS`] cells, a
+    /// white one, the 32 low bits of the UTC time in milliseconds (most
+    /// significant first; white 1, black 0), a black one. A page compares
+    /// it with its own clock for the latency glass to glass
+    /// (scripts/bench-latency); blocks this large survive any encoder.
+    fn clock_strip(&mut self, utc_ms: u64) {
+        let Some((x0, y, cell_w, cell_h)) = strip_geometry(self.w, self.h) else {
+            return;
+        };
+        for i in 0..STRIP_CELLS {
+            let on = match i {
+                0 => true,
+                i if i == STRIP_CELLS - 1 => false,
+                b => utc_ms >> (32 - b) & 1 == 1,
+            };
+            let luma = if on { 235 } else { 16 };
+            self.fill(x0 + i * cell_w, y, cell_w, cell_h, (luma, 128, 128));
         }
     }
 
@@ -392,16 +484,39 @@ mod tests {
     #[test]
     fn frames_differ_and_encode() {
         let mut p = Pattern::new(320, 240);
-        p.render(0, 0);
+        p.render(0, 0, 0);
         let a = p.planes[0].clone();
-        p.render(1, 40);
+        p.render(1, 1, 40);
         assert_ne!(a, p.planes[0], "the picture moves");
         // Tiny and odd-ish sizes must not panic (clipping).
         for (w, h) in [(16, 16), (18, 2000), (2000, 18)] {
             let mut p = Pattern::new(w, h);
             for n in 0..300 {
-                p.render(n, n * 33);
+                p.render(n, n, n * 33);
             }
         }
+    }
+
+    #[test]
+    fn the_clock_strip_reads_back_after_jpeg() {
+        // As a page reads it: the middle of each cell's middle row, the
+        // threshold halfway between the white and the black cell.
+        let (w, h) = (1280, 720);
+        let mut p = Pattern::new(w, h);
+        let utc_ms = 1_764_400_000_123u64;
+        p.render(7, 7, utc_ms);
+        let mut jpeg = Vec::new();
+        Encoder::new(80)
+            .unwrap()
+            .encode_i420(p.planes(), w, h, &mut jpeg)
+            .unwrap();
+        let img = turbojpeg::decompress(&jpeg, turbojpeg::PixelFormat::GRAY).unwrap();
+        let (x0, y, cw, ch) = strip_geometry(w, h).unwrap();
+        let luma =
+            |i: usize| i32::from(img.pixels[(y + ch / 2) * img.pitch + x0 + i * cw + cw / 2]);
+        let threshold = (luma(0) + luma(STRIP_CELLS - 1)) / 2;
+        assert!(luma(0) - luma(STRIP_CELLS - 1) > 150);
+        let read = (1..STRIP_CELLS - 1).fold(0u64, |v, i| v << 1 | u64::from(luma(i) > threshold));
+        assert_eq!(read, utc_ms & 0xffff_ffff);
     }
 }

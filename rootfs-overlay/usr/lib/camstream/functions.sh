@@ -12,7 +12,7 @@ conf_get() {
 }
 
 # qemu_setting NAME: what scripts/qemu tells the guest (url, anonymous,
-# ntp, watchdog, modules): over QEMU's firmware config on the virt board, as
+# ntp, webrtc, watchdog, modules): over QEMU's firmware config on the virt board, as
 # camstream.qemu.NAME=VALUE on the kernel command line on the emulated Pi
 # (it has no firmware config; scripts/qemu stands in for the Pi's firmware,
 # which passes cmdline.txt). Empty on a real board.

@@ -101,6 +101,32 @@ pub struct StreamFigures<'a> {
     pub payload_bytes: u64,
 }
 
+/// WebRTC's port and counts.
+#[derive(Default, Clone, Copy)]
+pub struct WebRtcFigures {
+    pub port: u16,
+    /// Sessions now, connected or connecting.
+    pub sessions: usize,
+    pub started: u64,
+    pub connected: u64,
+    /// PLI and FIR from browsers.
+    pub key_frame_requests: u64,
+    /// Datagrams no session took.
+    pub datagrams_unmatched: u64,
+}
+
+/// Motion detection's state and counts.
+#[derive(Default, Clone, Copy)]
+pub struct MotionFigures {
+    pub moving: bool,
+    /// The share of the picture the last picture looked at changed, 0-1.
+    pub level: f32,
+    pub started: u64,
+    pub stopped: u64,
+    pub pictures: u64,
+    pub cpu_seconds: f64,
+}
+
 /// Everything /metrics shows, gathered from the parts that count it.
 pub struct Figures<'a> {
     pub path: &'a str,
@@ -120,6 +146,11 @@ pub struct Figures<'a> {
     pub intake: &'a Intake,
     pub rtsp: Delivery,
     pub http: Delivery,
+    pub webrtc: Delivery,
+    /// WebRTC's figures, when it is on.
+    pub webrtc_figures: Option<WebRtcFigures>,
+    /// Motion detection's, when it is on.
+    pub motion: Option<MotionFigures>,
     pub sessions_udp: usize,
     pub sessions_tcp: usize,
     pub sessions_tunnelled: usize,
@@ -178,12 +209,15 @@ pub fn text(f: &Figures<'_>) -> String {
         f.streams.iter().map(|s| [("path", s.path)]).collect();
     let rtsp = [("protocol", "rtsp")];
     let http = [("protocol", "http")];
+    let webrtc = [("protocol", "webrtc")];
+    let w = f.webrtc_figures.unwrap_or_default();
+    let webrtc_port = f.webrtc_figures.map_or(String::new(), |w| w.port.to_string());
     let onvif = if f.onvif { "true" } else { "false" };
     let discovery = if f.discovery { "true" } else { "false" };
     let mut families = vec![
         gauges(
             "camstream_info",
-            "The daemon: its version, stream paths, ports, stream size and whether ONVIF and WS-Discovery are on (value 1).",
+            "The daemon: its version, stream paths, ports, stream size whether ONVIF and WS-Discovery are on, and WebRTC's UDP port when it is on (value 1).",
             &[(
                 &[
                     ("version", env!("CARGO_PKG_VERSION")),
@@ -191,6 +225,7 @@ pub fn text(f: &Figures<'_>) -> String {
                     ("sub_path", f.sub_path),
                     ("onvif", onvif),
                     ("discovery", discovery),
+                    ("webrtc_port", &webrtc_port),
                     ("rtsp_port", &rtsp_port),
                     ("http_port", &http_port),
                     ("width", &width),
@@ -267,7 +302,7 @@ pub fn text(f: &Figures<'_>) -> String {
         counters(
             "camstream_frames_sent_total",
             "Frames written whole to a client, summed over clients.",
-            &[(&rtsp, f.rtsp.frames_sent), (&http, f.http.frames_sent)],
+            &[(&rtsp, f.rtsp.frames_sent), (&http, f.http.frames_sent), (&webrtc, f.webrtc.frames_sent)],
         ),
         counters(
             "camstream_frames_dropped_total",
@@ -275,12 +310,13 @@ pub fn text(f: &Figures<'_>) -> String {
             &[
                 (&rtsp, f.rtsp.frames_dropped),
                 (&http, f.http.frames_dropped),
+                (&webrtc, f.webrtc.frames_dropped),
             ],
         ),
         counters(
             "camstream_bytes_sent_total",
             "Frame bytes written to clients (RTP packets, JPEG parts), summed over clients.",
-            &[(&rtsp, f.rtsp.bytes_sent), (&http, f.http.bytes_sent)],
+            &[(&rtsp, f.rtsp.bytes_sent), (&http, f.http.bytes_sent), (&webrtc, f.webrtc.bytes_sent)],
         ),
         gauges(
             "camstream_clients",
@@ -302,7 +338,29 @@ pub fn text(f: &Figures<'_>) -> String {
                     &[("protocol", "http"), ("transport", "mjpeg")],
                     f.mjpeg_streams as f64,
                 ),
+                (
+                    &[("protocol", "webrtc"), ("transport", "udp")],
+                    w.sessions as f64,
+                ),
             ],
+        ),
+        counters(
+            "camstream_webrtc_sessions_total",
+            "WebRTC sessions since the start: offered (a WHEP offer answered), and connected (ICE and DTLS done).",
+            &[
+                (&[("state", "offered")], w.started),
+                (&[("state", "connected")], w.connected),
+            ],
+        ),
+        counters(
+            "camstream_webrtc_key_frame_requests_total",
+            "Key frames browsers asked for (RTCP PLI and FIR); the encoder forces at most one a second.",
+            &[(&[], w.key_frame_requests)],
+        ),
+        counters(
+            "camstream_webrtc_datagrams_unmatched_total",
+            "Datagrams to WebRTC's port that no session took (not its ICE credentials, or not from its peer).",
+            &[(&[], w.datagrams_unmatched)],
         ),
         gauges(
             "camstream_connections",
@@ -342,6 +400,33 @@ pub fn text(f: &Figures<'_>) -> String {
             &[(&[], f.start_time_seconds)],
         ),
     ];
+    if let Some(m) = f.motion {
+        families.push(gauges(
+            "camstream_motion",
+            "Motion in the picture now (1) or not (0): motion detection ([motion]) is on.",
+            &[(&[], f64::from(u8::from(m.moving)))],
+        ));
+        families.push(gauges(
+            "camstream_motion_level",
+            "The share of the picture (its cells not ignored) the last picture looked at changed, 0 to 1.",
+            &[(&[], f64::from(m.level))],
+        ));
+        families.push(counters(
+            "camstream_motion_events_total",
+            "Motion events since the start: started, stopped.",
+            &[(&[("state", "started")], m.started), (&[("state", "stopped")], m.stopped)],
+        ));
+        families.push(counters(
+            "camstream_motion_pictures_total",
+            "Pictures motion detection looked at.",
+            &[(&[], m.pictures)],
+        ));
+        families.push(gauges(
+            "camstream_motion_cpu_seconds_total",
+            "CPU time motion detection's thread spent decoding and looking at pictures.",
+            &[(&[], m.cpu_seconds)],
+        ));
+    }
     if let Some(rss) = rss_bytes() {
         families.push(gauges(
             "process_resident_memory_bytes",

@@ -13,6 +13,8 @@ mod mjpeg;
 mod snapshot;
 mod soap;
 mod status;
+mod whep;
+pub use whep::{Whep, WhepAnswer};
 
 use std::io::{self, IoSlice};
 use std::rc::Rc;
@@ -42,8 +44,16 @@ enum State {
     },
     /// multipart MJPEG until the client leaves.
     Mjpeg(mjpeg::Mjpeg),
-    /// A SOAP request to an ONVIF service, waiting for its `len`-byte body.
-    Soap { req: Box<Request>, len: usize },
+    /// A request waiting for its `len`-byte body: ONVIF's SOAP, or a WHEP
+    /// offer.
+    Body {
+        req: Box<Request>,
+        len: usize,
+        then: BodyFor,
+    },
+    /// A WHEP offer being answered off the loop (server::webrtc's
+    /// answerer): nothing more is read until its answer is written.
+    Answering,
     /// A request waiting for its user's password to be checked against
     /// the user's password hash (off the loop: server::verifier).
     Verifying {
@@ -51,6 +61,13 @@ enum State {
         head_only: bool,
         close: bool,
     },
+}
+
+/// Whose a request's body is once it is all there.
+enum BodyFor {
+    Onvif,
+    /// A WHEP offer, from the user the gate passed.
+    Whep { user: Option<String> },
 }
 
 /// A JPEG being written: an MJPEG part (its header, the file, CRLF) or a
@@ -94,6 +111,9 @@ pub enum Handoff {
     Metrics { head_only: bool, close: bool },
     /// A whole request to an ONVIF service.
     Onvif(onvif::Request),
+    /// A WHEP offer (POST /whep/STREAM) or the end of its session (DELETE
+    /// /whep/STREAM/RESOURCE), past the gate.
+    Whep(whep::Whep),
 }
 
 /// A request with what the server keeps of it (the head borrows the input,
@@ -110,6 +130,7 @@ struct Request {
     chunked: bool,
     host: Option<String>,
     tunnelled: bool,
+    content_type: Option<String>,
     session_cookie: Option<String>,
 }
 
@@ -129,6 +150,7 @@ impl Request {
             tunnelled: h
                 .content_type
                 .is_some_and(|t| t.eq_ignore_ascii_case("application/x-rtsp-tunnelled")),
+            content_type: h.content_type.map(str::to_string),
             session_cookie: h.session_cookie.map(str::to_string),
         }
     }
@@ -190,9 +212,11 @@ impl Http {
         loop {
             // A body is taken when it is all there, an empty one at once:
             // before the check for input, which an empty body leaves none.
-            if let Some(body) = self.soap_body(ci, ctx.conns) {
-                let (req, body) = body;
-                return Some(self.onvif_handoff(ci, req, body, ctx));
+            if let Some((req, body, then)) = self.body(ci, ctx.conns) {
+                return Some(match then {
+                    BodyFor::Onvif => self.onvif_handoff(ci, req, body, ctx),
+                    BodyFor::Whep { user } => self.whep_offer(ci, req, body, user, ctx),
+                });
             }
             let conn = Conn::with_input(ctx.conns, ci)?;
             let h = self.conns.get_mut(ci)?;
@@ -203,7 +227,10 @@ impl Http {
                     conn.inbuf.clear();
                     return None;
                 }
-                State::Snapshot { .. } | State::Soap { .. } | State::Verifying { .. } => {
+                State::Snapshot { .. }
+                | State::Body { .. }
+                | State::Verifying { .. }
+                | State::Answering => {
                     return None;
                 }
                 State::Requests => {}
@@ -258,32 +285,74 @@ impl Http {
         }
     }
 
-    /// The SOAP request of `ci` and its body, if it waits for one and all
-    /// of it is there.
-    fn soap_body(&mut self, ci: ConnId, conns: &mut Conns) -> Option<(Request, Vec<u8>)> {
+    /// Has the request `ci` wait for its body, up to `max` bytes (with a
+    /// Content-Length, not chunked), before it goes to `then`; else a 413
+    /// or 411 naming `what`, and the connection closes.
+    fn await_body(
+        &mut self,
+        ci: ConnId,
+        req: Request,
+        max: usize,
+        what: &str,
+        then: BodyFor,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let Some(conn) = ctx.conns.get_mut(ci) else {
+            return;
+        };
+        let refusal = match (req.content_length, req.chunked) {
+            (Some(n), false) if n as usize <= max => None,
+            (Some(_), false) => Some((413, format!("{what} over {} KiB", max >> 10))),
+            _ => Some((411, format!("{what} needs Content-Length"))),
+        };
+        if let Some((status, why)) = refusal {
+            write_text(&mut conn.ctrl, status, &why, false, true);
+            conn.closing = Some(Mono::now());
+            return;
+        }
+        let len = req.content_length.unwrap_or(0) as usize;
+        // The body is part of the request: request_timeout runs until it
+        // is all there.
+        conn.request_started = (len > 0).then(Mono::now);
+        conn.body_wanted = Some(len);
+        // Handed over once it is all there (input's next turn: at once
+        // for an empty body).
+        if let Some(h) = self.conns.get_mut(ci) {
+            h.state = State::Body {
+                req: Box::new(req),
+                len,
+                then,
+            };
+        }
+    }
+
+    /// The request of `ci` that waits for its body, the body and whose it
+    /// is, once all of it is there.
+    fn body(&mut self, ci: ConnId, conns: &mut Conns) -> Option<(Request, Vec<u8>, BodyFor)> {
         let conn = conns.get_mut(ci)?;
         let h = self.conns.get_mut(ci)?;
-        let State::Soap { len, .. } = h.state else {
+        let State::Body { len, .. } = h.state else {
             return None;
         };
         if conn.closing.is_some() || conn.inbuf.len() < len {
             return None;
         }
-        let State::Soap { req, .. } = std::mem::take(&mut h.state) else {
+        let State::Body { req, then, .. } = std::mem::take(&mut h.state) else {
             unreachable!("matched above");
         };
         let body: Vec<u8> = conn.inbuf.drain(..len).collect();
         conn.request_started = None;
         conn.body_wanted = None;
-        Some((*req, body))
+        Some((*req, body, then))
     }
 
     fn request(&mut self, ci: ConnId, req: Request, ctx: &mut Ctx<'_>) -> Option<Handoff> {
         let head_only = req.method == "HEAD";
         let onvif = self.onvif && onvif::is_service(&req.path);
+        let offer = req.method == "POST" && whep::is_whep(&req.path);
         // A body this server has no use for cannot be skipped reliably
         // (chunked, or a length a client may not honour): answer and close.
-        let close = req.close || (req.has_body && !req.tunnelled && !onvif);
+        let close = req.close || (req.has_body && !req.tunnelled && !onvif && !offer);
         let h = self.conns.get_mut(ci)?;
         h.close_after |= close;
         let peer = ctx.conns.get(ci)?.peer;
@@ -331,34 +400,35 @@ impl Http {
             return self.onvif_start(ci, req, close, ctx);
         }
         let conn = ctx.conns.get_mut(ci)?;
-        let known = matches!(
-            req.path.as_str(),
-            "/" | "/index.html" | "/snapshot.jpg" | "/stream.mjpg" | "/metrics"
-        );
+        let whep = whep::is_whep(&req.path);
+        let known = whep
+            || matches!(
+                req.path.as_str(),
+                "/" | "/index.html" | "/snapshot.jpg" | "/stream.mjpg" | "/metrics"
+            );
         if !known {
             write_text(
                 &mut conn.ctrl,
                 404,
-                "try /, /snapshot.jpg, /stream.mjpg or /metrics",
+                "try /, /snapshot.jpg, /stream.mjpg, /metrics or /whep/h264",
                 head_only,
                 close,
             );
             return None;
         }
-        if req.method != "GET" && !head_only {
-            write_head(
-                &mut conn.ctrl,
-                405,
-                &[("Allow", "GET, HEAD"), ("Content-Length", "0")],
-                None,
-                true,
-            );
+        // A refused offer's body is not read: the connection closes.
+        let close = close || (whep && req.has_body);
+        if !whep && req.method != "GET" && !head_only {
+            write_405(&mut conn.ctrl, "GET, HEAD", true);
             conn.closing = Some(Mono::now());
             return None;
         }
-        match self.gate(ci, &req, head_only, close, true, ctx) {
-            Gated::Pass(_) => {}
-            Gated::Refused => return None,
+        let user = match self.gate(ci, &req, head_only, close, true, ctx) {
+            Gated::Pass(user) => user,
+            Gated::Refused => {
+                self.conns.get_mut(ci)?.close_after |= close;
+                return None;
+            }
             Gated::Verify { name, password } => {
                 let peer = ctx.conns.get(ci)?.peer.ip();
                 ctx.after.verify.push(crate::server::verifier::Job {
@@ -374,6 +444,9 @@ impl Http {
                 };
                 return None;
             }
+        };
+        if whep {
+            return self.whep_start(ci, req, user, close, ctx);
         }
         match req.path.as_str() {
             "/snapshot.jpg" => self.snapshot(ci, head_only, ctx),
@@ -407,6 +480,9 @@ impl Http {
             unreachable!("matched above");
         };
         ctx.after.resume.push(ci);
+        if outcome != Outcome::Matched {
+            h.close_after |= close;
+        }
         let handoff = match outcome {
             Outcome::Matched => self.route(ci, *req, head_only, close, false, ctx),
             Outcome::Wrong => {
@@ -591,6 +667,11 @@ impl Http {
             None => Ok(()),
         }
     }
+}
+
+/// 405 Method Not Allowed, with the methods that are.
+fn write_405(out: &mut Vec<u8>, allow: &str, close: bool) {
+    write_head(out, 405, &[("Allow", allow), ("Content-Length", "0")], None, close);
 }
 
 fn conn_mut<'a>(ctx: &'a mut Ctx<'_>, ci: ConnId) -> Option<&'a mut Conn> {

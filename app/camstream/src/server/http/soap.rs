@@ -9,8 +9,7 @@ use super::super::conn::ConnId;
 use super::super::ctx::Ctx;
 use super::super::onvif::{self, Answer, HttpAuth};
 use super::auth::{digest, write_challenge};
-use super::{Handoff, Http, Request, State};
-use crate::clock::Mono;
+use super::{BodyFor, Handoff, Http, Request, write_405};
 use camstream_rtsp::auth::Verdict;
 
 /// Largest SOAP request read (Profile S's largest is about 3 KB).
@@ -29,38 +28,10 @@ impl Http {
     ) -> Option<Handoff> {
         let conn = ctx.conns.get_mut(ci)?;
         if req.method != "POST" {
-            write_head(
-                &mut conn.ctrl,
-                405,
-                &[("Allow", "POST"), ("Content-Length", "0")],
-                None,
-                close,
-            );
+            write_405(&mut conn.ctrl, "POST", close);
             return None;
         }
-        let (status, why) = match (req.content_length, req.chunked) {
-            (Some(n), false) if n as usize <= MAX_BODY => (0, ""),
-            (Some(_), false) => (413, "a SOAP request over 64 KiB"),
-            _ => (411, "a SOAP request needs Content-Length"),
-        };
-        if status != 0 {
-            write_text(&mut conn.ctrl, status, why, false, true);
-            conn.closing = Some(Mono::now());
-            return None;
-        }
-        let len = req.content_length.unwrap_or(0) as usize;
-        // The body is part of the request: request_timeout runs until it
-        // is all there.
-        conn.request_started = (len > 0).then(Mono::now);
-        conn.body_wanted = Some(len);
-        // Handed over once it is all there (input's next turn: at once
-        // for an empty body).
-        if let Some(h) = self.conns.get_mut(ci) {
-            h.state = State::Soap {
-                req: Box::new(req),
-                len,
-            };
-        }
+        self.await_body(ci, req, MAX_BODY, "a SOAP request", BodyFor::Onvif, ctx);
         None
     }
 

@@ -39,7 +39,7 @@ pub struct Discovery {
 /// The addresses to be found at, with their prefix lengths.
 fn addresses() -> Vec<(Ipv4Addr, u8)> {
     let mut out: Vec<(Ipv4Addr, u8)> = Vec::new();
-    for i in super::ifaces::ipv4() {
+    for i in super::super::ifaces::ipv4() {
         if !out.iter().any(|&(a, _)| a == i.addr) {
             out.push((i.addr, i.prefix));
         }

@@ -11,7 +11,6 @@ use camstream_onvif::wsse::{Gate, Password, Refusal as TokenRefusal};
 use camstream_onvif::xml::Limits;
 
 pub mod discovery;
-mod ifaces;
 
 mod services;
 

@@ -10,7 +10,8 @@ use crate::codec::Codec;
 use crate::fanout::StreamId;
 use crate::media::Encoding;
 use super::super::host::hostname;
-use super::{Context, DEVICE_PATH, MEDIA_PATH, Request, board, clock_synchronised, ifaces, scopes};
+use super::{Context, DEVICE_PATH, MEDIA_PATH, Request, board, clock_synchronised, scopes};
+use super::super::ifaces;
 use crate::clock::wall_now;
 use crate::config::{H264_GOP, H264_KBIT};
 

@@ -24,7 +24,7 @@ pub fn token(si: SessionId) -> mio::Token {
 
 /// The UDP session a token names, if it names one.
 pub fn of_token(t: mio::Token) -> Option<SessionId> {
-    Id::from_token(t, SESSION_TOKENS..TOKEN_SLOTS)
+    Id::from_token(t, SESSION_TOKENS..TOKEN_SLOTS / 4 * 3)
 }
 
 pub enum Transport {

@@ -1,5 +1,6 @@
 //! The camera's IPv4 interfaces, as getifaddrs and /sys give them: for
-//! WS-Discovery's group memberships and ONVIF's GetNetworkInterfaces.
+//! WS-Discovery's group memberships, ONVIF's GetNetworkInterfaces and
+//! WebRTC's host candidates.
 
 use std::net::Ipv4Addr;
 

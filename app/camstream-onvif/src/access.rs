@@ -52,7 +52,14 @@ impl AccessClass {
             | "GetVideoEncoderConfiguration"
             | "GetVideoEncoderConfigurationOptions"
             | "GetStreamUri"
-            | "GetSnapshotUri" => AccessClass::ReadMedia,
+            | "GetSnapshotUri"
+            // The event service's (its WSDL's access classes).
+            | "GetEventProperties"
+            | "CreatePullPointSubscription"
+            | "PullMessages"
+            | "Renew"
+            | "Unsubscribe"
+            | "SetSynchronizationPoint" => AccessClass::ReadMedia,
             "SetVideoEncoderConfiguration" => AccessClass::Actuate,
             "GetUsers" => AccessClass::ReadSystemSecret,
             _ => AccessClass::WriteSystem,

@@ -19,6 +19,7 @@
 
 pub mod access;
 pub mod discovery;
+pub mod events;
 pub mod ns;
 pub mod responses;
 pub mod soap;

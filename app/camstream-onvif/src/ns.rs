@@ -20,3 +20,9 @@ pub const WSA: &str = "http://www.w3.org/2005/08/addressing";
 pub const WSD: &str = "http://schemas.xmlsoap.org/ws/2005/04/discovery";
 /// The "To" of every multicast WS-Discovery message.
 pub const WSD_URN: &str = "urn:schemas-xmlsoap-org:ws:2005:04:discovery";
+pub const EVENTS: &str = "http://www.onvif.org/ver10/events/wsdl";
+/// WS-BaseNotification and WS-Topics, which ONVIF's events build on.
+pub const WSNT: &str = "http://docs.oasis-open.org/wsn/b-2";
+pub const WSTOP: &str = "http://docs.oasis-open.org/wsn/t-1";
+/// ONVIF's topic namespace (tns1:).
+pub const TOPICS: &str = "http://www.onvif.org/ver10/topics";

@@ -13,11 +13,12 @@ pub fn envelope(body: &str) -> String {
     let mut s = String::with_capacity(body.len() + 400);
     let _ = write!(
         s,
-        r#"<?xml version="1.0" encoding="UTF-8"?><env:Envelope xmlns:env="{}" xmlns:tt="{}" xmlns:tds="{}" xmlns:trt="{}"><env:Body>"#,
+        r#"<?xml version="1.0" encoding="UTF-8"?><env:Envelope xmlns:env="{}" xmlns:tt="{}" xmlns:tds="{}" xmlns:trt="{}" xmlns:tev="{}"><env:Body>"#,
         ns::SOAP_ENV,
         ns::SCHEMA,
         ns::DEVICE,
-        ns::MEDIA
+        ns::MEDIA,
+        ns::EVENTS
     );
     s.push_str(body);
     s.push_str("</env:Body></env:Envelope>");
@@ -102,6 +103,8 @@ pub fn device_information(d: &DeviceInfo) -> String {
 pub struct XAddrs {
     pub device: String,
     pub media: String,
+    /// The event service's, when motion detection publishes events.
+    pub events: Option<String>,
 }
 
 /// RTP over UDP, RTSP-interleaved TCP and RTSP over HTTP; no multicast.
@@ -118,10 +121,19 @@ pub fn capabilities(x: &XAddrs, category: &str) -> Option<String> {
         "<tt:Media><tt:XAddr>{}</tt:XAddr>{STREAMING}</tt:Media>",
         escape(&x.media)
     );
+    // PullPoint only: no WS-BaseNotification subscription (push).
+    let events = x.events.as_ref().map(|e| {
+        format!(
+            "<tt:Events><tt:XAddr>{}</tt:XAddr><tt:WSSubscriptionPolicySupport>false</tt:WSSubscriptionPolicySupport><tt:WSPullPointSupport>true</tt:WSPullPointSupport><tt:WSPausableSubscriptionManagerInterfaceSupport>false</tt:WSPausableSubscriptionManagerInterfaceSupport></tt:Events>",
+            escape(e)
+        )
+    });
+    // The schema's order: Analytics, Device, Events, Imaging, Media.
     let caps = match category {
-        "All" => format!("{device}{media}"),
+        "All" => format!("{device}{}{media}", events.unwrap_or_default()),
         "Device" => device,
         "Media" => media,
+        "Events" => events?,
         _ => return None,
     };
     Some(envelope(&format!(
@@ -141,10 +153,15 @@ fn media_service_capabilities() -> &'static str {
 /// when asked.
 pub fn services(x: &XAddrs, include_capability: bool) -> String {
     let mut body = String::from("<tds:GetServicesResponse>");
-    for (namespace, addr, caps) in [
+    let events = crate::events::service_capabilities_element();
+    let mut list = vec![
         (ns::DEVICE, &x.device, device_service_capabilities()),
         (ns::MEDIA, &x.media, media_service_capabilities()),
-    ] {
+    ];
+    if let Some(e) = &x.events {
+        list.push((ns::EVENTS, e, events.as_str()));
+    }
+    for (namespace, addr, caps) in list {
         let _ = write!(
             body,
             "<tds:Service><tds:Namespace>{namespace}</tds:Namespace><tds:XAddr>{}</tds:XAddr>",
@@ -495,6 +512,7 @@ mod tests {
         let x = XAddrs {
             device: "http://192.0.2.10/onvif/device_service".into(),
             media: "http://192.0.2.10/onvif/media_service".into(),
+            events: None,
         };
         let info = DeviceInfo {
             manufacturer: "camstream".into(),

@@ -13,6 +13,7 @@ use crate::xml::{Doc, Limits, XmlError, escape};
 pub enum Service {
     Device,
     Media,
+    Events,
     Other,
 }
 
@@ -71,6 +72,7 @@ impl Request {
         let service = match doc.get(op).map_or("", |e| e.ns.as_str()) {
             ns::DEVICE => Service::Device,
             ns::MEDIA => Service::Media,
+            ns::EVENTS => Service::Events,
             _ => Service::Other,
         };
         let header = doc.child(0, ns::SOAP_ENV, "Header");

@@ -1,8 +1,10 @@
 //! Any bytes as the body of a POST to an ONVIF service: no panic; a
 //! request's UsernameToken never passes the check without the password;
-//! every fault the parser gives is itself a well-formed SOAP envelope.
+//! every fault the parser gives is itself a well-formed SOAP envelope; the
+//! event service's times parse or are refused.
 #![no_main]
 
+use camstream_onvif::events;
 use camstream_onvif::soap::Request;
 use camstream_onvif::wsse::Gate;
 use camstream_onvif::xml::{Doc, Limits};
@@ -21,6 +23,14 @@ fuzz_target!(|data: &[u8]| {
             let _ = r.operation();
             let _ = r.arg(&["StreamSetup", "Transport", "Protocol"]);
             let _ = r.arg_attr(&["Configuration"], "token");
+            // The event service's times: a duration or a date, each
+            // within what an i64 of seconds holds, or refused.
+            for path in [&["Timeout"][..], &["InitialTerminationTime"], &["TerminationTime"]] {
+                if let Some(t) = r.arg(path) {
+                    let _ = events::parse_duration(t);
+                    let _ = events::parse_termination(t, 1_795_591_800);
+                }
+            }
             if let Ok(Some(token)) = &r.token {
                 let mut gate = Gate::new(300, 16);
                 for now in [1_795_591_800, 0] {

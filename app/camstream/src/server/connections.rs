@@ -235,6 +235,7 @@ impl Server {
                         stopped: m.stopped,
                         pictures: m.pictures,
                         cpu_seconds: m.cpu.as_secs_f64(),
+                        onvif_subscriptions: self.onvif.events.subscriptions(),
                     }),
                 });
                 let ctx = &mut ctx!(self);
@@ -261,10 +262,32 @@ impl Server {
                         producers: &mut self.producers,
                     },
                 );
+                if let onvif::Answer::Wait {
+                    reply,
+                    admitted,
+                    signed_in,
+                } = answer
+                {
+                    self.onvif.events.park(ci, reply, admitted, signed_in);
+                    self.http.onvif_parked(ci);
+                    return None;
+                }
                 let ctx = &mut ctx!(self);
                 self.http.onvif_answer(ci, answer, ctx);
                 self.http.input(ci, ctx)
             }
+        }
+    }
+
+    /// The event service's parked pulls that can be answered now: each
+    /// gets its answer and goes on with its connection's next request.
+    pub(super) fn pulls_due(&mut self, now: Mono) {
+        let conns = &self.conns;
+        let due = self.onvif.events.due(now, |ci| conns.get(ci).is_some());
+        for (ci, answer) in due {
+            let ctx = &mut ctx!(self);
+            self.http.onvif_answer(ci, answer, ctx);
+            ctx.resume(ci);
         }
     }
 

@@ -291,6 +291,7 @@ impl Server {
                 // Each takes what its worker finished, if anything.
                 WORKERS => {
                     self.producers.done(&mut self.fanout);
+                    self.motion_looked();
                     self.passwords_checked();
                     self.offers_answered();
                 }
@@ -397,8 +398,19 @@ impl Server {
         self.settle();
     }
 
+    /// The motion worker may have finished a picture: a start or stop
+    /// goes to the event service's subscriptions, and the pulls waiting
+    /// for it are answered.
+    fn motion_looked(&mut self) {
+        if let Some(m) = &self.producers.motion {
+            self.onvif.events.motion(m.moving);
+            self.pulls_due(Mono::now());
+        }
+    }
+
     fn housekeeping(&mut self, now: Mono) {
         self.rtsp.housekeeping(now, &mut ctx!(self));
+        self.pulls_due(now);
         if let Some(source) = self.source.take() {
             self.note_camera(&*source);
             self.source = Some(source);

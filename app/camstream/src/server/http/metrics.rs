@@ -125,6 +125,8 @@ pub struct MotionFigures {
     pub stopped: u64,
     pub pictures: u64,
     pub cpu_seconds: f64,
+    /// ONVIF's event subscriptions, which motion detection feeds.
+    pub onvif_subscriptions: usize,
 }
 
 /// Everything /metrics shows, gathered from the parts that count it.
@@ -426,6 +428,13 @@ pub fn text(f: &Figures<'_>) -> String {
             "CPU time motion detection's thread spent decoding and looking at pictures.",
             &[(&[], m.cpu_seconds)],
         ));
+        if f.onvif {
+            families.push(gauges(
+                "camstream_onvif_subscriptions",
+                "ONVIF event subscriptions (PullPoint) whose term has not ended.",
+                &[(&[], m.onvif_subscriptions as f64)],
+            ));
+        }
     }
     if let Some(rss) = rss_bytes() {
         families.push(gauges(

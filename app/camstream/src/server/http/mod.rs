@@ -54,6 +54,10 @@ enum State {
     /// A WHEP offer being answered off the loop (server::webrtc's
     /// answerer): nothing more is read until its answer is written.
     Answering,
+    /// An ONVIF PullMessages waiting for an event or its Timeout (parked
+    /// by the event service): nothing more is read until it is answered,
+    /// and the connection is not idle meanwhile.
+    Pulling,
     /// A request waiting for its user's password to be checked against
     /// the user's password hash (off the loop: server::verifier).
     Verifying {
@@ -203,7 +207,12 @@ impl Http {
     pub fn streaming(&self, ci: ConnId) -> bool {
         self.conns
             .get(ci)
-            .is_some_and(|h| matches!(h.state, State::Mjpeg(_) | State::Snapshot { .. }))
+            .is_some_and(|h| {
+                matches!(
+                    h.state,
+                    State::Mjpeg(_) | State::Snapshot { .. } | State::Pulling
+                )
+            })
     }
 
     /// Handles what an HTTP connection sent: every complete request, one
@@ -230,7 +239,8 @@ impl Http {
                 State::Snapshot { .. }
                 | State::Body { .. }
                 | State::Verifying { .. }
-                | State::Answering => {
+                | State::Answering
+                | State::Pulling => {
                     return None;
                 }
                 State::Requests => {}

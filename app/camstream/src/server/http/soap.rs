@@ -9,7 +9,7 @@ use super::super::conn::ConnId;
 use super::super::ctx::Ctx;
 use super::super::onvif::{self, Answer, HttpAuth};
 use super::auth::{digest, write_challenge};
-use super::{BodyFor, Handoff, Http, Request, write_405};
+use super::{BodyFor, Handoff, Http, Request, State, write_405};
 use camstream_rtsp::auth::Verdict;
 
 /// Largest SOAP request read (Profile S's largest is about 3 KB).
@@ -72,6 +72,7 @@ impl Http {
         };
         Handoff::Onvif(onvif::Request {
             peer,
+            path: req.path,
             body,
             host: req.host,
             http,
@@ -79,8 +80,21 @@ impl Http {
         })
     }
 
-    /// Writes ONVIF's answer to the request `ci` handed over.
+    /// A PullMessages the event service holds until it has something:
+    /// nothing more is read from its connection meanwhile.
+    pub fn onvif_parked(&mut self, ci: ConnId) {
+        if let Some(h) = self.conns.get_mut(ci) {
+            h.state = State::Pulling;
+        }
+    }
+
+    /// Writes ONVIF's answer to the request `ci` handed over (or parked).
     pub fn onvif_answer(&mut self, ci: ConnId, answer: Answer, ctx: &mut Ctx<'_>) {
+        if let Some(h) = self.conns.get_mut(ci) {
+            if matches!(h.state, State::Pulling) {
+                h.state = State::Requests;
+            }
+        }
         let close = self.conns.get(ci).is_some_and(|h| h.close_after);
         let Some(conn) = ctx.conns.get_mut(ci) else {
             return;
@@ -127,6 +141,10 @@ impl Http {
             Answer::BadRequest(why) => {
                 log::info!("{}: HTTP: {why}", conn.peer);
                 write_text(&mut conn.ctrl, 400, why, false, close);
+            }
+            // Parked by the loop before it gets here.
+            Answer::Wait { .. } => {
+                write_text(&mut conn.ctrl, 500, "a pull was not parked", false, true);
             }
         }
         self.flush(ci, ctx);

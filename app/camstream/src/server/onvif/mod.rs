@@ -12,6 +12,7 @@ use camstream_onvif::xml::Limits;
 
 pub mod discovery;
 
+pub mod events;
 mod services;
 
 use std::net::SocketAddr;
@@ -81,17 +82,21 @@ fn board() -> String {
 }
 
 pub fn is_service(path: &str) -> bool {
-    path == DEVICE_PATH || path == MEDIA_PATH
+    path == DEVICE_PATH || path == MEDIA_PATH || events::is_path(path)
 }
 
-/// What the services keep between requests: the UsernameTokens taken.
+/// What the services keep between requests: the UsernameTokens taken,
+/// the event service's subscriptions and the pulls waiting on them.
 pub struct Onvif {
     gate: Gate,
+    pub events: events::Events,
 }
 
 /// A whole request to a service, as the HTTP side read it.
 pub struct Request {
     pub peer: SocketAddr,
+    /// The service's path (or an event subscription's).
+    pub path: String,
     pub body: Vec<u8>,
     /// The Host header: the address the client reached the camera by.
     pub host: Option<String>,
@@ -135,6 +140,13 @@ pub enum Answer {
     /// 403: no users, and the client is not this machine's.
     Forbidden,
     BadRequest(&'static str),
+    /// A PullMessages with nothing to pull yet: its connection waits
+    /// (parked with [`events::Events::park`]) for `due` to answer it.
+    Wait {
+        reply: events::Reply,
+        admitted: bool,
+        signed_in: Option<String>,
+    },
 }
 
 /// What a request may read or change of the rest.
@@ -148,6 +160,7 @@ impl Default for Onvif {
     fn default() -> Onvif {
         Onvif {
             gate: Gate::new(SKEW, NONCES),
+            events: events::Events::default(),
         }
     }
 }
@@ -213,7 +226,31 @@ impl Onvif {
             }
             return refusal;
         }
-        let answer = if op == "SetVideoEncoderConfiguration" {
+        let answer = if events::is_path(&req.path) {
+            let user = match req.http {
+                HttpAuth::Open => None,
+                _ => signed_in.clone().or_else(|| req.http_user.clone()),
+            };
+            let host = req.host.as_deref().unwrap_or("camera");
+            match &ctx.producers.motion {
+                None => Err(Fault::receiver(
+                    &["ter:ActionNotSupported"],
+                    "no events: motion detection is off ([motion] enabled = false)",
+                )),
+                Some(m) => match self.events.handle(&req.path, &soap, user.as_deref(), host, m.moving) {
+                    Ok(events::Reply::Xml(xml)) => Ok(xml),
+                    Ok(reply) => {
+                        log::debug!("{peer}: ONVIF {op}: waits");
+                        return Answer::Wait {
+                            reply,
+                            admitted,
+                            signed_in,
+                        };
+                    }
+                    Err(f) => Err(f),
+                },
+            }
+        } else if op == "SetVideoEncoderConfiguration" {
             services::set_encoder(&soap, &mut ctx)
         } else {
             services::answer(req, &soap, &ctx)

@@ -225,6 +225,11 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
     let x = XAddrs {
         device: format!("http://{host}{DEVICE_PATH}"),
         media: format!("http://{host}{MEDIA_PATH}"),
+        events: ctx
+            .producers
+            .motion
+            .is_some()
+            .then(|| format!("http://{host}{}", super::events::PATH)),
     };
     let op = soap.operation();
     let media = soap.service == Service::Media;

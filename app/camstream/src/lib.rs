@@ -16,6 +16,7 @@ pub mod encoders;
 mod intake;
 mod latency;
 pub mod logger;
+pub mod mqtt;
 mod normalize;
 pub mod preseed;
 pub mod privileges;

@@ -62,7 +62,8 @@ use crate::source::{self, SourceSpec};
 
 pub use file::DEFAULT_CONFIG;
 pub use options::{
-    Command, H264Options, MotionOptions, Options, StreamsOptions, SubOptions, UserHashes,
+    Command, H264Options, MotionOptions, MqttOptions, Options, StreamsOptions, SubOptions,
+    UserHashes,
 };
 pub use users::{
     HashedUser, REALM, set_hashed_user, set_user, valid_user_name, with_hashed_user, with_user,
@@ -119,6 +120,8 @@ pub struct Config {
     pub h264: Option<H264Settings>,
     /// `[motion]`: None unless enabled.
     pub motion: Option<MotionSettings>,
+    /// `[mqtt]`: None unless enabled.
+    pub mqtt: Option<MqttSettings>,
     /// The users given a password for ONVIF (`camstream passwd --onvif`):
     /// name, password.
     pub onvif_passwords: Vec<(String, String)>,
@@ -302,6 +305,93 @@ fn motion_settings(o: MotionOptions, main_fps: u32) -> Result<Option<MotionSetti
         .map_err(|e| bad("motion", "", e.to_string()))?;
     let fps = in_range("motion.fps", o.fps.unwrap_or(5.min(main_fps)), 1, main_fps)?;
     Ok(Some(MotionSettings { detector, fps }))
+}
+
+/// MQTT: where the broker is, as whom to sign in, and the topics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MqttSettings {
+    pub host: String,
+    pub port: u16,
+    /// User and password, when the broker wants them.
+    pub credentials: Option<(String, String)>,
+    /// The camera's topics' start (None: camstream/HOSTNAME).
+    pub topic: Option<String>,
+    pub discovery_prefix: String,
+}
+
+fn mqtt_settings(o: MqttOptions, motion: bool) -> Result<Option<MqttSettings>> {
+    if o.enabled != Some(true) {
+        return Ok(None);
+    }
+    if !motion {
+        return Err(bad(
+            "mqtt.enabled",
+            true,
+            "MQTT publishes motion: it needs [motion] enabled = true",
+        ));
+    }
+    let broker = o.broker.ok_or_else(|| {
+        bad(
+            "mqtt.broker",
+            "",
+            "the broker's HOST or HOST:PORT is needed",
+        )
+    })?;
+    let (host, port) = match broker.rsplit_once(':') {
+        // An IPv6 address has colons of its own: [::1]:1883.
+        Some((h, p)) if !h.contains(':') || h.starts_with('[') => (
+            h.trim_start_matches('[').trim_end_matches(']').to_owned(),
+            p.parse::<u16>()
+                .ok()
+                .filter(|&p| p > 0)
+                .ok_or_else(|| bad("mqtt.broker", &broker, "HOST:PORT, a port from 1 to 65535"))?,
+        ),
+        _ => (
+            broker
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned(),
+            1883,
+        ),
+    };
+    if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c == '/') {
+        return Err(bad("mqtt.broker", &broker, "HOST or HOST:PORT"));
+    }
+    let credentials = match (o.user, o.password) {
+        (None, None) => None,
+        (Some(u), Some(p)) => Some((u, p)),
+        _ => {
+            return Err(bad(
+                "mqtt.user",
+                "",
+                "user and password go together (or neither, for a broker that lets anyone in)",
+            ));
+        }
+    };
+    // MQTT's wildcards may not be in a topic that is published to.
+    let topic_ok = |t: &str| !t.is_empty() && !t.contains(['+', '#', '\0']) && !t.ends_with('/');
+    if let Some(t) = o.topic.as_deref().filter(|t| !topic_ok(t)) {
+        return Err(bad(
+            "mqtt.topic",
+            t,
+            "a topic without + or #, not ending in /",
+        ));
+    }
+    let discovery_prefix = o.discovery_prefix.unwrap_or_else(|| "homeassistant".into());
+    if !topic_ok(&discovery_prefix) {
+        return Err(bad(
+            "mqtt.discovery_prefix",
+            &discovery_prefix,
+            "a topic without + or #, not ending in /",
+        ));
+    }
+    Ok(Some(MqttSettings {
+        host,
+        port,
+        credentials,
+        topic: o.topic,
+        discovery_prefix,
+    }))
 }
 
 /// The H.264 stream's settings (it is the main stream's frames, encoded
@@ -647,6 +737,10 @@ impl Config {
                 }
             },
             motion: motion_settings(o.motion.clone().unwrap_or_default(), fps)?,
+            mqtt: mqtt_settings(
+                o.mqtt.clone().unwrap_or_default(),
+                o.motion.as_ref().is_some_and(|m| m.enabled == Some(true)),
+            )?,
         })
     }
 }
@@ -737,7 +831,7 @@ pub(super) mod tests {
         std::fs::write(&dir, "fps = 10\nrtsp_prot = 1\n").unwrap();
         let one_line = read_file(&dir).unwrap_err().to_string();
         std::fs::remove_file(&dir).unwrap();
-        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `encoder`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `http_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `max_connections_per_user`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`, `anonymous`, `onvif`, `webrtc`, `webrtc_port`, `webrtc_candidates`, `streams`, `motion`"), "{one_line}");
+        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `encoder`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `http_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `max_connections_per_user`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`, `anonymous`, `onvif`, `webrtc`, `webrtc_port`, `webrtc_candidates`, `streams`, `motion`, `mqtt`"), "{one_line}");
         assert!(!one_line.contains('\n'));
         assert!(e.contains("unknown field `rtsp_prot`"), "{e}");
         let e = parse("fps = \"fast\"").unwrap_err().to_string();
@@ -751,6 +845,49 @@ pub(super) mod tests {
         assert!(Config::from_options(o).is_err());
         let o = parse("source = \"webcam\"").unwrap();
         assert!(Config::from_options(o).is_err());
+    }
+
+    #[test]
+    fn mqtt_is_off_unless_enabled_and_needs_motion_and_a_broker() {
+        let mqtt = |text: &str| Config::from_options(parse(text).unwrap()).map(|c| c.mqtt);
+        assert_eq!(mqtt("[mqtt]\nbroker = \"x\"\n").unwrap(), None);
+        let on = "[motion]\nenabled = true\n[mqtt]\nenabled = true\n";
+        let m = mqtt(&format!("{on}broker = \"broker.lan\"\n"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (m.host.as_str(), m.port, m.credentials, m.topic),
+            ("broker.lan", 1883, None, None)
+        );
+        assert_eq!(m.discovery_prefix, "homeassistant");
+        let m = mqtt(&format!(
+            "{on}broker = \"[fd00::1]:8883\"\nuser = \"u\"\npassword = \"p\"\n"
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!((m.host.as_str(), m.port), ("fd00::1", 8883));
+        assert_eq!(m.credentials, Some(("u".into(), "p".into())));
+        for (text, key) in [
+            (
+                "[mqtt]\nenabled = true\nbroker = \"b\"\n".to_owned(),
+                "mqtt.enabled",
+            ),
+            (on.to_owned(), "mqtt.broker"),
+            (format!("{on}broker = \"b:0\"\n"), "mqtt.broker"),
+            (format!("{on}broker = \"b:x\"\n"), "mqtt.broker"),
+            (format!("{on}broker = \"b\"\nuser = \"u\"\n"), "mqtt.user"),
+            (
+                format!("{on}broker = \"b\"\ntopic = \"cams/#\"\n"),
+                "mqtt.topic",
+            ),
+            (
+                format!("{on}broker = \"b\"\ndiscovery_prefix = \"ha/\"\n"),
+                "mqtt.discovery_prefix",
+            ),
+        ] {
+            let e = mqtt(&text).unwrap_err().to_string();
+            assert!(e.contains(key), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -178,6 +178,24 @@ pub struct Options {
     /// Motion detection, in the file only: `[motion]`.
     #[arg(skip)]
     pub motion: Option<MotionOptions>,
+
+    /// MQTT (Home Assistant's discovery), in the file only: `[mqtt]`.
+    #[arg(skip)]
+    pub mqtt: Option<MqttOptions>,
+}
+
+/// `[mqtt]`: the broker motion is published to, and as whom.
+#[derive(Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct MqttOptions {
+    pub enabled: Option<bool>,
+    /// HOST or HOST:PORT (1883 by default).
+    pub broker: Option<String>,
+    pub user: Option<String>,
+    pub password: Option<String>,
+    /// The camera's topics start with this (`camstream/HOSTNAME`).
+    pub topic: Option<String>,
+    pub discovery_prefix: Option<String>,
 }
 
 /// `[motion]`: whether the camera looks for motion, how sensitively, for
@@ -442,6 +460,7 @@ impl Options {
             webrtc_candidates: self.webrtc_candidates.or(other.webrtc_candidates),
             streams: self.streams.or(other.streams),
             motion: self.motion.or(other.motion),
+            mqtt: self.mqtt.or(other.mqtt),
         }
     }
 }

@@ -64,6 +64,10 @@ pub struct Motion {
     pace: Pace,
     /// The picture that came while the worker was busy.
     pending: Option<Rc<SharedFrame>>,
+    /// The picture the worker looks at, until it is done.
+    looking: Option<Rc<SharedFrame>>,
+    /// The picture in which motion last started (MQTT publishes it).
+    pub started_picture: Option<Vec<u8>>,
     worker: Worker,
     /// Motion now, and the share of the picture the last one changed.
     pub moving: bool,
@@ -97,6 +101,8 @@ impl Motion {
         Ok(Motion {
             pace,
             pending: None,
+            looking: None,
+            started_picture: None,
             worker: Worker::start(look, "motion", done.clone())?,
             moving: false,
             level: 0.0,
@@ -123,12 +129,14 @@ impl Motion {
         }
         if let Some(frame) = self.pending.take() {
             self.worker.offer(frame.jpeg(), frame.captured, false);
+            self.looking = Some(frame);
         }
     }
 
     /// The worker looked at a picture: motion started or stopped, or not.
     pub fn done(&mut self) -> Option<Event> {
         let done = self.worker.take()?;
+        let looked_at = self.looking.take();
         self.cpu += done.took;
         let mut event = None;
         match (&done.made, done.out.get(..RESULT_LEN)) {
@@ -151,6 +159,7 @@ impl Motion {
         match event {
             Some(Event::Started) => {
                 self.started += 1;
+                self.started_picture = looked_at.map(|f| f.jpeg().to_vec());
                 log::info!("motion started ({:.0} % of the picture changed)", self.level * 100.0);
             }
             Some(Event::Stopped) => {

@@ -236,6 +236,7 @@ impl Server {
                         pictures: m.pictures,
                         cpu_seconds: m.cpu.as_secs_f64(),
                         onvif_subscriptions: self.onvif.events.subscriptions(),
+                        mqtt_connected: self.mqtt.as_ref().map(crate::mqtt::Mqtt::connected),
                     }),
                 });
                 let ctx = &mut ctx!(self);

@@ -145,6 +145,8 @@ pub struct Server {
     webrtc: Option<webrtc::WebRtc>,
     /// WS-Discovery, when ONVIF is on.
     discovery: Option<onvif::discovery::Discovery>,
+    /// `[mqtt]`: motion published to a broker (its own thread).
+    mqtt: Option<crate::mqtt::Mqtt>,
     source: Option<Box<dyn FrameSource>>,
     /// E.g. "MJPG 1280x720 at 30 fps from /dev/video0 (UVC Camera)".
     camera_mode: String,
@@ -187,6 +189,7 @@ impl Server {
             #[cfg(feature = "webrtc")]
             webrtc: None,
             discovery: None,
+            mqtt: None,
             source: None,
             camera_mode: String::new(),
             signals: Signals::new()?,
@@ -203,6 +206,11 @@ impl Server {
         server.producers = Producers::start(&server.cfg, &mut server.fanout, &done);
         server.verifier = verifier::Verifier::start(&server.cfg, done);
         server.discovery = onvif::discovery::start(&server.cfg, r, DISCOVERY, ADDRESS_CHANGES);
+        server.mqtt = server.cfg.mqtt.as_ref().and_then(|m| {
+            crate::mqtt::Mqtt::start(m, &host::hostname())
+                .map_err(|e| log::warn!("no MQTT: {e:#}"))
+                .ok()
+        });
         let r = server.poll.registry();
         server.listeners.register(r, LISTENER, HTTP_LISTENER)?;
         server.rtsp.register(r, RTP, RTCP)?;
@@ -404,6 +412,9 @@ impl Server {
     fn motion_looked(&mut self) {
         if let Some(m) = &self.producers.motion {
             self.onvif.events.motion(m.moving);
+            if let Some(q) = &mut self.mqtt {
+                q.motion(m.moving, m.started_picture.as_deref());
+            }
             self.pulls_due(Mono::now());
         }
     }

@@ -127,6 +127,8 @@ pub struct MotionFigures {
     pub cpu_seconds: f64,
     /// ONVIF's event subscriptions, which motion detection feeds.
     pub onvif_subscriptions: usize,
+    /// Whether MQTT is connected to its broker, with `[mqtt]`.
+    pub mqtt_connected: Option<bool>,
 }
 
 /// Everything /metrics shows, gathered from the parts that count it.
@@ -428,6 +430,13 @@ pub fn text(f: &Figures<'_>) -> String {
             "CPU time motion detection's thread spent decoding and looking at pictures.",
             &[(&[], m.cpu_seconds)],
         ));
+        if let Some(c) = m.mqtt_connected {
+            families.push(gauges(
+                "camstream_mqtt_connected",
+                "Whether MQTT ([mqtt]) is connected to its broker (1) or trying again (0).",
+                &[(&[], f64::from(u8::from(c)))],
+            ));
+        }
         if f.onvif {
             families.push(gauges(
                 "camstream_onvif_subscriptions",

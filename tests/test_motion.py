@@ -71,3 +71,32 @@ def test_a_wrong_motion_setting_is_refused_with_why(camstream, tmp_path, line, s
     cs = camstream("--config", str(conf), wait=False)
     assert cs.proc.wait(20) != 0
     assert says in cs.log(), cs.log()
+
+
+def test_the_status_page_shows_motion_live(camstream, tmp_path):
+    """Chromium (Playwright) on the status page: the Motion row follows the
+    picture, moving then still."""
+    import re
+    import shutil
+
+    from playwright.sync_api import expect, sync_playwright
+
+    chromium = shutil.which("chromium")
+    assert chromium, "Debian's chromium is missing: run ci/test, which installs it"
+    conf = tmp_path / "camstream.toml"
+    conf.write_text(MOTION)
+    cs = camstream("--config", str(conf), "--width", "320", "--height", "240")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto(cs.http + "/?mode=mjpeg")
+            row = page.locator("#motion")
+            expect(row).to_have_text(re.compile(r"^moving \(\d+ % of the picture changed\); 1 start "), timeout=15000)
+            cs.proc.send_signal(signal.SIGUSR2)
+            expect(row).to_have_text(re.compile(r"^still; 1 start "), timeout=15000)
+            cs.proc.send_signal(signal.SIGUSR2)
+            expect(row).to_have_text(re.compile(r"^moving .*; 2 starts "), timeout=15000)
+        finally:
+            browser.close()
+

@@ -171,6 +171,15 @@ def test_an_nvr_on_a_second_network_finds_the_camera(firmware, tmp_path):
     streams(firmware)
 
 
+def announced(firmware, heard: int, timeout: float = 30) -> None:
+    """Waits until the console, past its first `heard` characters, has
+    said where the stream is at 10.0.2.15."""
+    end = time.monotonic() + timeout
+    while not re.search(r"camstream: rtsp://\S+ \(rtsp://10\.0\.2\.15/", firmware.console_text[heard:]):
+        assert time.monotonic() < end, f"no stream address on the console:\n{firmware.console_text[heard:][-2000:]}"
+        firmware.sh("sleep 0.5")
+
+
 def test_a_static_address_then_a_wrong_one(firmware):
     firmware.sh(f"cp {CONF} /tmp/network.conf.saved")
     try:
@@ -178,8 +187,13 @@ def test_a_static_address_then_a_wrong_one(firmware):
         firmware.sh(f"sed -i 's|^address =.*|address = 10.0.2.15/24|; s|^gateway =.*|gateway = 10.0.2.2|;"
               f" s|^dns =.*|dns = 10.0.2.3 192.0.2.53|' {CONF}")
         since = firmware.log_since_mark()
+        heard = len(firmware.console_text)
         firmware.sh("/etc/init.d/S40network restart")
         firmware.wait_for(f"{since} | grep network", r"eth0: link up, 10\.0\.2\.15/24 via 10\.0\.2\.2 \(static")
+        # The stream's address goes to the console just after that log
+        # line: waited for, or it lands inside the next command's output
+        # (it once came back as pidof's).
+        announced(firmware, heard)
         assert not firmware.sh("pidof udhcpc", check=False).strip()
         assert "default via 10.0.2.2 dev eth0" in firmware.sh("ip route")
         assert firmware.sh("cat /etc/resolv.conf").split() == ["nameserver", "10.0.2.3", "nameserver", "192.0.2.53"]

@@ -257,12 +257,6 @@ impl Subscriptions {
         self.list.retain(|s| s.expires > now);
         before - self.list.len()
     }
-
-    /// A user's subscriptions (its removal from the config ends them).
-    pub fn retain_users(&mut self, mut known: impl FnMut(&str) -> bool) {
-        self.list
-            .retain(|s| s.user.as_deref().is_none_or(&mut known));
-    }
 }
 
 /// A subscription's id as its address writes it, and back.
@@ -596,8 +590,6 @@ mod tests {
         subs.get_mut(1).unwrap().expires = 150;
         assert_eq!(subs.expire(150), 1);
         assert!(!subs.exists(1));
-        subs.retain_users(|u| u != "alice");
-        assert!(subs.find(2, Some("alice")).is_err());
     }
 
     #[test]

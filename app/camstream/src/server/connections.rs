@@ -290,6 +290,8 @@ impl Server {
             self.http.onvif_answer(ci, answer, ctx);
             ctx.resume(ci);
         }
+        // A pull's user signed in: admission counts it now.
+        self.settle();
     }
 
     /// Writes a connection's pending bytes until the socket is full.

@@ -406,17 +406,21 @@ impl Server {
         self.settle();
     }
 
-    /// The motion worker may have finished a picture: a start or stop
-    /// goes to the event service's subscriptions, and the pulls waiting
-    /// for it are answered.
+    /// A worker finished (the motion worker a picture, or another a
+    /// frame): only a start or stop of motion goes on, to the event
+    /// service's subscriptions (answering the pulls waiting for it) and to
+    /// MQTT, so an encoded frame costs a comparison.
     fn motion_looked(&mut self) {
-        if let Some(m) = &self.producers.motion {
-            self.onvif.events.motion(m.moving);
-            if let Some(q) = &mut self.mqtt {
-                q.motion(m.moving, m.started_picture.as_deref());
-            }
-            self.pulls_due(Mono::now());
+        let Some(m) = &self.producers.motion else {
+            return;
+        };
+        if !self.onvif.events.motion(m.moving) {
+            return;
         }
+        if let Some(q) = &mut self.mqtt {
+            q.motion(m.moving, m.started_picture.as_deref());
+        }
+        self.pulls_due(Mono::now());
     }
 
     fn housekeeping(&mut self, now: Mono) {

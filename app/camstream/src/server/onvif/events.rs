@@ -211,10 +211,10 @@ impl Events {
     }
 
     /// Motion as the detector says it is now: a change is queued to
-    /// every subscription (both topics).
-    pub fn motion(&mut self, moving: bool) {
+    /// every subscription (both topics). Says whether it changed.
+    pub fn motion(&mut self, moving: bool) -> bool {
         if moving == self.moving {
-            return;
+            return false;
         }
         self.moving = moving;
         let utc = now_s();
@@ -224,6 +224,7 @@ impl Events {
                 ..n
             });
         }
+        true
     }
 
     /// The parked pulls to answer now (something queued, the Timeout

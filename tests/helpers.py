@@ -408,3 +408,19 @@ def go2rtc_decode(conf: Path, source: str, size: tuple[int, int], frames: int = 
     said = out.stderr.decode(errors="replace") + log
     one = size[0] * size[1]
     return (split(out.stdout, one) if len(out.stdout) % one == 0 else []), said
+
+
+def picture_gray(jpeg: bytes, w: int = 64, h: int = 36) -> bytes:
+    """A JPEG's luma, scaled to w x h (FFmpeg), for what a picture shows:
+    how bright it is, which side is dark."""
+    return run(["ffmpeg", "-v", "error", "-f", "image2pipe", "-c:v", "mjpeg", "-i", "-", "-vf", f"scale={w}:{h}",
+                "-pix_fmt", "gray", "-f", "rawvideo", "-"], input=jpeg, timeout=30).stdout
+
+
+def sides(gray: bytes, w: int = 64, h: int = 36) -> tuple[float, float]:
+    """Mean luma of the left and right eighths of the picture's lower half
+    (below vivid's text)."""
+    rows = range(h // 2, h)
+    left = [gray[r * w + c] for r in rows for c in range(w // 8)]
+    right = [gray[r * w + c] for r in rows for c in range(w - w // 8, w)]
+    return sum(left) / len(left), sum(right) / len(right)

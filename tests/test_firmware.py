@@ -10,9 +10,10 @@ import threading
 import time
 
 import pytest
+import requests
 
 import guest
-from helpers import figure, run
+from helpers import figure, picture_gray, run, sides
 from rtsp import Client, complete_frames
 from test_interop import gst_client
 
@@ -266,6 +267,38 @@ def test_hotplugged_device_gets_its_driver(firmware):
 
 
 def test_settings_on_data_partition_survive_reboot(firmware):
+    """camstream.toml edited on the data partition, and picture settings
+    set on the status page's form in the host's Chromium (kept by the
+    daemon in camstream.picture.toml, which the init script made its own):
+    both in effect after a reboot, the picture flipped on vivid as the
+    page left it."""
+    import shutil
+
+    from playwright.sync_api import expect, sync_playwright
+
+    http = f"http://127.0.0.1:{firmware.http_port}"
+
+    def picture() -> dict:
+        return {s["name"]: s["value"] for s in requests.get(http + "/picture", timeout=10).json()["settings"]}
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            assert page.goto(http + "/?mode=mjpeg").status == 200
+            brightness = page.locator("#picture-form input[name=brightness]")
+            expect(brightness).to_have_value("128", timeout=30000)
+            brightness.fill("150")
+            brightness.press("Enter")
+            expect(page.locator("#picture-form input[name=brightness]")).to_have_value("150")
+            page.locator("#picture-form input[name=horizontal_flip]").check()
+            expect(page.locator("#picture-form input[name=horizontal_flip]")).to_be_checked()
+            page.locator("#picture-form input[name=brightness]").fill("999")
+            page.locator("#picture-form input[name=brightness]").press("Enter")
+            expect(page.locator("#picture-error")).to_contain_text("brightness = 999: out of range")
+        finally:
+            browser.close()
+    assert (picture()["brightness"], picture()["horizontal_flip"]) == (150, True)
     firmware.sh("sed -i 's|^#path = \"stream\"|path = \"cam\"|' /data/etc/camstream.toml")
     firmware.sh("grep -x 'path = \"cam\"' /data/etc/camstream.toml")
     firmware.p.sendline("reboot")
@@ -277,3 +310,12 @@ def test_settings_on_data_partition_survive_reboot(firmware):
         raise AssertionError(firmware.diagnose()) from e
     assert streams(firmware, path="cam") >= 25
     assert streams(firmware, 2) == 0
+    assert firmware.sh("ls -ln /data/etc/camstream.picture.toml").split()[0] == "-rw-------"
+    kept = picture()
+    assert (kept["brightness"], kept["horizontal_flip"]) == (150, True), kept
+    # Read from the driver (VIDIOC_G_CTRL), not from what camstream kept.
+    probe = firmware.sh("camstream probe /dev/video0")
+    assert re.search(r"brightness +int +min=0 max=255 step=1 default=128 value=150", probe), probe
+    assert re.search(r"horizontal_flip +bool +default=0 value=1", probe), probe
+    left, right = sides(picture_gray(requests.get(http + "/snapshot.jpg", timeout=10).content))
+    assert left + 60 < right, f"flipped: black on the left ({left:.0f}), white on the right ({right:.0f})"

@@ -16,11 +16,13 @@ import threading
 import time
 
 import pytest
+import requests
 
 import guest
-from helpers import BARS_75, assert_frames_match, bars_off, colour_bars
+from helpers import BARS_75, assert_frames_match, bars_off, colour_bars, picture_gray, sides
 from rtsp import Client, complete_frames
 from test_interop import ffmpeg_client
+from test_onvif import with_camera
 
 
 @pytest.fixture(scope="module")
@@ -268,4 +270,105 @@ def test_unplug_and_replug_keep_the_session(firmware):
     assert fds_after == fds_before, (before, after)
     assert rss_after - rss_before < 12, (before, after)
     c.close()
+    stop(firmware)
+
+
+V4L2_CTL = "LD_LIBRARY_PATH=/tmp/t/v4l2/lib /tmp/t/v4l2/v4l2-ctl -d /dev/video0"
+
+
+def control(firmware: guest.Guest, name: str) -> str:
+    """A control's value as v4l2-ctl reads it from the driver."""
+    out = firmware.sh(f"{V4L2_CTL} --get-ctrl {name}").strip()
+    assert out.startswith(name + ": "), out
+    return out.split(": ")[1]
+
+
+def picture_until(http: str, ok, timeout: float = 10) -> bytes:
+    """The luma of the first snapshot for which `ok` holds (a change shows
+    in the frames captured after it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        gray = picture_gray(requests.get(http + "/snapshot.jpg", timeout=10).content)
+        if ok(gray) or time.monotonic() > deadline:
+            return gray
+        time.sleep(0.3)
+
+
+def test_picture_settings_through_onvif_and_the_page(firmware):
+    """vivid's controls as picture settings: onvif-zeep-async (Home
+    Assistant's ONVIF library) reads the Imaging service's options and
+    settings and raises the brightness; the page's POST /picture flips the
+    picture. v4l2-ctl reads each value back from the driver, and the
+    snapshots show them: brighter, then the colour bars' dark end on the
+    left. A value out of range is refused and changes nothing, not even
+    the valid one beside it. A new vivid instance (unbind, bind: controls
+    at their defaults) is given the settings again, and the file beside
+    the config keeps them."""
+    from zeep.exceptions import Fault
+
+    firmware.sh("mkdir -p /tmp/pic && : >/tmp/pic/camstream.toml && : >/tmp/pic/camstream.picture.toml && "
+                "chmod 666 /tmp/pic/camstream.picture.toml")
+    start(firmware, "--config /tmp/pic/camstream.toml --source v4l2:/dev/video0 --width 320 --height 180 "
+                    "--http-port 80")
+    http = f"http://127.0.0.1:{firmware.http_port}"
+    page = {s["name"]: s for s in requests.get(http + "/picture", timeout=10).json()["settings"]}
+    assert {"brightness", "contrast", "saturation", "horizontal_flip", "vertical_flip"} <= set(page), page
+    assert page["brightness"] == {
+        "name": "brightness", "type": "int", "min": 0, "max": 255, "step": 1, "default": 128, "value": 128,
+        "inactive": False}
+    assert page["horizontal_flip"]["type"] == "bool" and page["horizontal_flip"]["value"] is False
+    before = picture_gray(requests.get(http + "/snapshot.jpg", timeout=10).content)
+    left, right = sides(before)
+    assert left > right + 60, f"vivid's bars: white on the left ({left:.0f}), black on the right ({right:.0f})"
+
+    async def imaging(cam):
+        media = await cam.create_media_service()
+        source = (await media.GetVideoSources())[0]
+        service = await cam.create_imaging_service()
+        token = {"VideoSourceToken": source.token}
+        options = await service.GetOptions(token)
+        was = await service.GetImagingSettings(token)
+        await service.SetImagingSettings(token | {"ImagingSettings": {"Brightness": 200}})
+        now = await service.GetImagingSettings(token)
+        refused = None
+        try:
+            await service.SetImagingSettings(token | {"ImagingSettings": {"Contrast": 100, "Brightness": 300}})
+        except Fault as f:
+            refused = f
+        return source, options, was, now, refused
+
+    source, options, was, now, refused = with_camera(firmware.http_port, imaging, "admin", "unused")
+    assert source.Imaging.Brightness == 128
+    assert (options.Brightness.Min, options.Brightness.Max) == (0, 255)
+    assert (options.Contrast.Min, options.Contrast.Max) == (0, 255)
+    assert (was.Brightness, now.Brightness, now.Contrast) == (128, 200, 128)
+    assert refused is not None and "outside 0 to 255" in refused.message, refused
+    assert control(firmware, "brightness") == "200"
+    assert control(firmware, "contrast") == "128", "the refused change set nothing"
+    brighter = picture_until(http, lambda g: sum(g) / len(g) > sum(before) / len(before) + 20)
+    assert sum(brighter) / len(brighter) > sum(before) / len(before) + 20, "the picture is brighter"
+
+    # The page's form: JSON, an operator's (here: no users, the camera's
+    # own clients).
+    r = requests.post(http + "/picture", json={"horizontal_flip": True}, timeout=10)
+    assert r.status_code == 200, r.text
+    assert {s["name"]: s["value"] for s in r.json()["settings"]}["horizontal_flip"] is True
+    assert control(firmware, "horizontal_flip") == "1"
+    flipped = picture_until(http, lambda g: sides(g)[0] + 60 < sides(g)[1])
+    left, right = sides(flipped)
+    assert left + 60 < right, f"flipped: black on the left ({left:.0f}), white on the right ({right:.0f})"
+    r = requests.post(http + "/picture", json={"contrast": 100, "brightness": 999}, timeout=10)
+    assert r.status_code == 400 and "brightness = 999: out of range (0..=255)" in r.json()["error"], r.text
+    r = requests.post(http + "/picture", data="brightness=1", timeout=10,
+                      headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 415, r.text
+    assert (control(firmware, "contrast"), control(firmware, "brightness")) == ("128", "200")
+
+    # A new instance of the driver, its controls at their defaults: the
+    # settings are set again when camstream has the camera back.
+    firmware.sh(f"echo vivid.0 > {VIVID}/unbind; sleep 0.5; echo vivid.0 > {VIVID}/bind")
+    firmware.wait_for("cat /tmp/camstream.log", "camera back after")
+    assert (control(firmware, "brightness"), control(firmware, "horizontal_flip")) == ("200", "1")
+    kept = firmware.sh("cat /tmp/pic/camstream.picture.toml")
+    assert "brightness = 200" in kept and "horizontal_flip = true" in kept, kept
     stop(firmware)

@@ -59,8 +59,13 @@ impl AccessClass {
             | "PullMessages"
             | "Renew"
             | "Unsubscribe"
-            | "SetSynchronizationPoint" => AccessClass::ReadMedia,
-            "SetVideoEncoderConfiguration" => AccessClass::Actuate,
+            | "SetSynchronizationPoint"
+            // The imaging service's.
+            | "GetImagingSettings"
+            | "GetOptions"
+            | "GetStatus"
+            | "GetMoveOptions" => AccessClass::ReadMedia,
+            "SetVideoEncoderConfiguration" | "SetImagingSettings" => AccessClass::Actuate,
             "GetUsers" => AccessClass::ReadSystemSecret,
             _ => AccessClass::WriteSystem,
         }

@@ -20,6 +20,7 @@
 pub mod access;
 pub mod discovery;
 pub mod events;
+pub mod imaging;
 pub mod ns;
 pub mod responses;
 pub mod soap;

@@ -21,6 +21,7 @@ pub const WSD: &str = "http://schemas.xmlsoap.org/ws/2005/04/discovery";
 /// The "To" of every multicast WS-Discovery message.
 pub const WSD_URN: &str = "urn:schemas-xmlsoap-org:ws:2005:04:discovery";
 pub const EVENTS: &str = "http://www.onvif.org/ver10/events/wsdl";
+pub const IMAGING: &str = "http://www.onvif.org/ver20/imaging/wsdl";
 /// WS-BaseNotification and WS-Topics, which ONVIF's events build on.
 pub const WSNT: &str = "http://docs.oasis-open.org/wsn/b-2";
 pub const WSTOP: &str = "http://docs.oasis-open.org/wsn/t-1";

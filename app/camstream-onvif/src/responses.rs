@@ -105,6 +105,8 @@ pub struct XAddrs {
     pub media: String,
     /// The event service's, when motion detection publishes events.
     pub events: Option<String>,
+    /// The imaging service's, when the camera has picture settings.
+    pub imaging: Option<String>,
 }
 
 /// RTP over UDP, RTSP-interleaved TCP and RTSP over HTTP; no multicast.
@@ -128,12 +130,23 @@ pub fn capabilities(x: &XAddrs, category: &str) -> Option<String> {
             escape(e)
         )
     });
+    let imaging = x.imaging.as_ref().map(|i| {
+        format!(
+            "<tt:Imaging><tt:XAddr>{}</tt:XAddr></tt:Imaging>",
+            escape(i)
+        )
+    });
     // The schema's order: Analytics, Device, Events, Imaging, Media.
     let caps = match category {
-        "All" => format!("{device}{}{media}", events.unwrap_or_default()),
+        "All" => format!(
+            "{device}{}{}{media}",
+            events.unwrap_or_default(),
+            imaging.unwrap_or_default()
+        ),
         "Device" => device,
         "Media" => media,
         "Events" => events?,
+        "Imaging" => imaging?,
         _ => return None,
     };
     Some(envelope(&format!(
@@ -160,6 +173,10 @@ pub fn services(x: &XAddrs, include_capability: bool) -> String {
     ];
     if let Some(e) = &x.events {
         list.push((ns::EVENTS, e, events.as_str()));
+    }
+    let imaging = crate::imaging::service_capabilities_element();
+    if let Some(i) = &x.imaging {
+        list.push((ns::IMAGING, i, imaging.as_str()));
     }
     for (namespace, addr, caps) in list {
         let _ = write!(
@@ -366,9 +383,11 @@ pub fn profile_response(p: &Profile, src: &VideoSource, profiles: usize) -> Stri
     ))
 }
 
-pub fn video_sources(src: &VideoSource) -> String {
+/// GetVideoSources; `imaging`: the source's Imaging element (see
+/// crate::imaging::video_source_imaging), or "".
+pub fn video_sources(src: &VideoSource, imaging: &str) -> String {
     envelope(&format!(
-        "<trt:GetVideoSourcesResponse><trt:VideoSources token=\"{}\"><tt:Framerate>{}</tt:Framerate><tt:Resolution><tt:Width>{}</tt:Width><tt:Height>{}</tt:Height></tt:Resolution></trt:VideoSources></trt:GetVideoSourcesResponse>",
+        "<trt:GetVideoSourcesResponse><trt:VideoSources token=\"{}\"><tt:Framerate>{}</tt:Framerate><tt:Resolution><tt:Width>{}</tt:Width><tt:Height>{}</tt:Height></tt:Resolution>{imaging}</trt:VideoSources></trt:GetVideoSourcesResponse>",
         escape(&src.token),
         src.fps,
         src.width,
@@ -513,6 +532,26 @@ mod tests {
             device: "http://192.0.2.10/onvif/device_service".into(),
             media: "http://192.0.2.10/onvif/media_service".into(),
             events: None,
+            imaging: Some("http://192.0.2.10/onvif/imaging_service".into()),
+        };
+        let level = Some(crate::imaging::Level {
+            value: 128.0,
+            min: 0.0,
+            max: 255.0,
+        });
+        let imaging = crate::imaging::Imaging {
+            brightness: level,
+            sharpness: level,
+            exposure: Some(crate::imaging::Exposure {
+                modes: vec![crate::imaging::Mode::Auto, crate::imaging::Mode::Manual],
+                mode: crate::imaging::Mode::Manual,
+                time: level,
+            }),
+            white_balance: Some(crate::imaging::WhiteBalance {
+                modes: vec![crate::imaging::Mode::Auto],
+                mode: crate::imaging::Mode::Auto,
+            }),
+            ..Default::default()
         };
         let info = DeviceInfo {
             manufacturer: "camstream".into(),
@@ -541,7 +580,10 @@ mod tests {
             network_interfaces(&[iface]),
             profiles(&ps, &src),
             profile_response(&ps[1], &src, 2),
-            video_sources(&src),
+            video_sources(
+                &src,
+                "<tt:Imaging><tt:Brightness>128</tt:Brightness></tt:Imaging>",
+            ),
             video_source_configurations(&src, 2, false),
             video_source_configurations(&src, 2, true),
             video_encoder_configurations(&ps),
@@ -571,6 +613,13 @@ mod tests {
             media_uri(true, "http://192.0.2.10/snapshot.jpg"),
             empty("trt", "SetVideoEncoderConfiguration"),
             wsdl_url(),
+            crate::imaging::imaging_settings(&imaging),
+            crate::imaging::options(&imaging),
+            crate::imaging::status(),
+            crate::imaging::move_options(),
+            crate::imaging::service_capabilities(),
+            crate::imaging::set_imaging_settings(),
+            capabilities(&x, "Imaging").unwrap(),
         ];
         for xml in &all {
             let d = Doc::parse(xml.as_bytes(), &Limits::default())

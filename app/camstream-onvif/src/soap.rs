@@ -14,6 +14,7 @@ pub enum Service {
     Device,
     Media,
     Events,
+    Imaging,
     Other,
 }
 
@@ -73,6 +74,7 @@ impl Request {
             ns::DEVICE => Service::Device,
             ns::MEDIA => Service::Media,
             ns::EVENTS => Service::Events,
+            ns::IMAGING => Service::Imaging,
             _ => Service::Other,
         };
         let header = doc.child(0, ns::SOAP_ENV, "Header");

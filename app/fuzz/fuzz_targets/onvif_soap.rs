@@ -1,10 +1,12 @@
 //! Any bytes as the body of a POST to an ONVIF service: no panic; a
 //! request's UsernameToken never passes the check without the password;
 //! every fault the parser gives is itself a well-formed SOAP envelope; the
-//! event service's times parse or are refused.
+//! event service's times parse or are refused; SetImagingSettings' values
+//! are taken only within the camera's ranges.
 #![no_main]
 
 use camstream_onvif::events;
+use camstream_onvif::imaging::{self, Imaging, Level};
 use camstream_onvif::soap::Request;
 use camstream_onvif::wsse::Gate;
 use camstream_onvif::xml::{Doc, Limits};
@@ -30,6 +32,22 @@ fuzz_target!(|data: &[u8]| {
                     let _ = events::parse_duration(t);
                     let _ = events::parse_termination(t, 1_795_591_800);
                 }
+            }
+            // A camera with a brightness of 0 to 255 and nothing else.
+            let has = Imaging {
+                brightness: Some(Level {
+                    value: 128.0,
+                    min: 0.0,
+                    max: 255.0,
+                }),
+                ..Imaging::default()
+            };
+            match imaging::parse_set(&r, &has) {
+                Ok(c) => {
+                    assert!(c.brightness.is_some_and(|b| (0.0..=255.0).contains(&b)), "{c:?}");
+                    assert_eq!(c.contrast, None);
+                }
+                Err(fault) => assert!(Doc::parse(fault.envelope().as_bytes(), &limits).is_ok()),
             }
             if let Ok(Some(token)) = &r.token {
                 let mut gate = Gate::new(300, 16);

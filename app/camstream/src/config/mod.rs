@@ -104,6 +104,9 @@ pub struct Config {
     /// Where those digests are kept (beside the config file; none without
     /// one).
     pub digests_file: Option<std::path::PathBuf>,
+    /// Where the picture settings set from the page or ONVIF are kept
+    /// (beside the config file: camstream.picture.toml; none without one).
+    pub picture_file: Option<std::path::PathBuf>,
     pub basic_auth: bool,
     pub nonce_lifetime: u32,
     pub anonymous: bool,
@@ -481,6 +484,23 @@ fn in_range<T: PartialOrd + std::fmt::Display + Copy>(name: &str, v: T, lo: T, h
     Ok(v)
 }
 
+/// The picture settings kept in `path`: none if there is no such file;
+/// one that cannot be read is logged and ignored (the camera starts with
+/// camstream.toml's controls alone).
+fn read_picture(path: &Path) -> Vec<crate::source::controls::ControlSetting> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => crate::source::picture::read_text(&text).unwrap_or_else(|e| {
+            log::warn!("{}: {e}; ignored", path.display());
+            Vec::new()
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            log::warn!("{}: {e}; ignored", path.display());
+            Vec::new()
+        }
+    }
+}
+
 impl Config {
     /// The level of the user `name` (None: no such user).
     pub fn user_level(&self, name: &str) -> Option<UserLevel> {
@@ -554,6 +574,9 @@ impl Config {
                         digests::read(&kept, &mut c.hashed_users);
                     }
                     c.digests_file = Some(kept);
+                    let kept = path.with_extension("picture.toml");
+                    c.source.picture = read_picture(&kept);
+                    c.picture_file = Some(kept);
                 }
                 c
             })
@@ -674,6 +697,7 @@ impl Config {
                     .map(source::v4l2::parse_format)
                     .transpose()?,
                 controls: o.controls.unwrap_or_default(),
+                picture: Vec::new(),
             },
             listen: o
                 .listen
@@ -711,6 +735,7 @@ impl Config {
             users,
             hashed_users,
             digests_file: None,
+            picture_file: None,
             basic_auth: o.basic_auth.unwrap_or(default!(basic_auth)),
             nonce_lifetime: ranged!(nonce_lifetime, 30, 86_400)?,
             anonymous: o.anonymous.unwrap_or(default!(anonymous)),

@@ -137,6 +137,7 @@ impl Server {
                         }
                         Handoff::Metrics { .. } => {}
                         Handoff::Whep(_) => kind = InputKind::Whep,
+                        Handoff::Picture(_) => {}
                     }
                     handoff = self.handoff(ci, h);
                 }
@@ -254,6 +255,12 @@ impl Server {
                     None
                 }
             },
+            Handoff::Picture(p) => {
+                let (status, json) = self.picture_request(&p);
+                let ctx = &mut ctx!(self);
+                self.http.picture_answer(ci, status, &json, p.head_only, ctx);
+                self.http.input(ci, ctx)
+            }
             Handoff::Onvif(req) => {
                 let answer = self.onvif.handle(
                     &req,
@@ -261,6 +268,8 @@ impl Server {
                         cfg: &self.cfg,
                         fanout: &mut self.fanout,
                         producers: &mut self.producers,
+                        source: self.source.as_deref_mut(),
+                        picture: &mut self.picture,
                     },
                 );
                 if let onvif::Answer::Wait {
@@ -277,6 +286,46 @@ impl Server {
                 self.http.onvif_answer(ci, answer, ctx);
                 self.http.input(ci, ctx)
             }
+        }
+    }
+
+    /// GET /picture: the settings; POST: a change, all or none, by an
+    /// operator or administrator. The status and JSON to answer with.
+    fn picture_request(&mut self, p: &super::http::Picture) -> (u16, String) {
+        use super::picture::Refusal;
+        use crate::source::picture;
+        let error = |status: u16, why: &str| (status, serde_json::json!({ "error": why }).to_string());
+        if let Some(body) = &p.body {
+            if let Err(Refusal::NotAllowed(why)) =
+                super::picture::Picture::allowed(&self.cfg, p.user.as_deref())
+            {
+                log::info!("{}: picture: {why}", p.peer);
+                return error(403, &why);
+            }
+            let changes = match picture::parse_json(body) {
+                Ok(c) => c,
+                Err(why) => return error(400, &why),
+            };
+            match self.picture.set(self.source.as_deref_mut(), &changes) {
+                Ok(()) => {
+                    let said: Vec<String> =
+                        changes.iter().map(|c| format!("{} = {}", c.name, c.value)).collect();
+                    log::info!(
+                        "{}: picture: {} (user {:?})",
+                        p.peer,
+                        said.join(", "),
+                        p.user.as_deref().unwrap_or("")
+                    );
+                }
+                Err(Refusal::Invalid(why) | Refusal::NotAllowed(why)) => {
+                    log::info!("{}: picture: refused: {why}", p.peer);
+                    return error(400, &why);
+                }
+            }
+        }
+        match self.source.as_ref().and_then(|s| s.picture()) {
+            Some(settings) => (200, picture::json(&settings)),
+            None => error(404, "this source has no picture settings (a V4L2 camera has)"),
         }
     }
 

@@ -28,6 +28,7 @@ mod ifaces;
 mod http;
 mod listen;
 mod onvif;
+mod picture;
 mod report;
 mod rtsp;
 mod signals;
@@ -148,6 +149,9 @@ pub struct Server {
     /// `[mqtt]`: motion published to a broker (its own thread).
     mqtt: Option<crate::mqtt::Mqtt>,
     source: Option<Box<dyn FrameSource>>,
+    /// The picture settings set from the page or ONVIF, and where they
+    /// are kept.
+    picture: picture::Picture,
     /// E.g. "MJPG 1280x720 at 30 fps from /dev/video0 (UVC Camera)".
     camera_mode: String,
     signals: Signals,
@@ -191,6 +195,7 @@ impl Server {
             discovery: None,
             mqtt: None,
             source: None,
+            picture: picture::Picture::new(&cfg),
             camera_mode: String::new(),
             signals: Signals::new()?,
             reports: Reports::new(),

@@ -6,6 +6,7 @@ pub mod controls;
 pub mod file;
 pub mod jpeg;
 pub mod libcamera;
+pub mod picture;
 pub mod testpattern;
 pub mod v4l2;
 
@@ -102,6 +103,9 @@ pub struct Settings {
     pub format: Option<u32>,
     /// Camera controls, in the order given (a later one wins).
     pub controls: Vec<ControlSetting>,
+    /// Picture settings kept from the page or ONVIF (camstream.picture.toml),
+    /// set after `controls`; one the camera refuses is logged and skipped.
+    pub picture: Vec<ControlSetting>,
 }
 
 /// What clients are told about the stream before any frame is sent.
@@ -202,6 +206,20 @@ pub trait FrameSource {
     /// Whether frames should come with their raw picture where the source
     /// must copy it to hand it over (someone watches the H.264 stream).
     fn want_raw(&mut self, _yes: bool) {}
+
+    /// The picture settings the camera has now ([`picture::OFFERED`]);
+    /// None for a source that has no camera controls (or whose camera is
+    /// not there).
+    fn picture(&self) -> Option<Vec<picture::Setting>> {
+        None
+    }
+
+    /// Sets picture settings on the camera, all or none: a value the
+    /// camera refuses changes nothing and says why. They are set again
+    /// when the camera comes back.
+    fn set_picture(&mut self, _changes: &[ControlSetting]) -> Result<(), String> {
+        Err("this source has no picture settings".into())
+    }
 }
 
 /// A source absent at start-up (a camera not plugged in yet), which logs
@@ -247,6 +265,14 @@ impl FrameSource for Awaited {
 
     fn want_raw(&mut self, yes: bool) {
         self.source.want_raw(yes)
+    }
+
+    fn picture(&self) -> Option<Vec<picture::Setting>> {
+        self.source.picture()
+    }
+
+    fn set_picture(&mut self, changes: &[ControlSetting]) -> Result<(), String> {
+        self.source.set_picture(changes)
     }
 }
 

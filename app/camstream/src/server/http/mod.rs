@@ -10,10 +10,12 @@
 mod auth;
 pub mod metrics;
 mod mjpeg;
+mod picture;
 mod snapshot;
 mod soap;
 mod status;
 mod whep;
+pub use picture::Picture;
 pub use whep::{Whep, WhepAnswer};
 
 use std::io::{self, IoSlice};
@@ -72,6 +74,8 @@ enum BodyFor {
     Onvif,
     /// A WHEP offer, from the user the gate passed.
     Whep { user: Option<String> },
+    /// Picture settings to change (POST /picture), from that user.
+    Picture { user: Option<String> },
 }
 
 /// A JPEG being written: an MJPEG part (its header, the file, CRLF) or a
@@ -118,6 +122,8 @@ pub enum Handoff {
     /// A WHEP offer (POST /whep/STREAM) or the end of its session (DELETE
     /// /whep/STREAM/RESOURCE), past the gate.
     Whep(whep::Whep),
+    /// GET or POST /picture, past the gate.
+    Picture(picture::Picture),
 }
 
 /// A request with what the server keeps of it (the head borrows the input,
@@ -225,6 +231,15 @@ impl Http {
                 return Some(match then {
                     BodyFor::Onvif => self.onvif_handoff(ci, req, body, ctx),
                     BodyFor::Whep { user } => self.whep_offer(ci, req, body, user, ctx),
+                    BodyFor::Picture { user } => Handoff::Picture(Picture {
+                        body: Some(body),
+                        user,
+                        peer: ctx.conns.get(ci).map_or_else(
+                            || std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
+                            |c| c.peer,
+                        ),
+                        head_only: false,
+                    }),
                 });
             }
             let conn = Conn::with_input(ctx.conns, ci)?;
@@ -359,7 +374,7 @@ impl Http {
     fn request(&mut self, ci: ConnId, req: Request, ctx: &mut Ctx<'_>) -> Option<Handoff> {
         let head_only = req.method == "HEAD";
         let onvif = self.onvif && onvif::is_service(&req.path);
-        let offer = req.method == "POST" && whep::is_whep(&req.path);
+        let offer = req.method == "POST" && (whep::is_whep(&req.path) || req.path == picture::PATH);
         // A body this server has no use for cannot be skipped reliably
         // (chunked, or a length a client may not honour): answer and close.
         let close = req.close || (req.has_body && !req.tunnelled && !onvif && !offer);
@@ -411,7 +426,9 @@ impl Http {
         }
         let conn = ctx.conns.get_mut(ci)?;
         let whep = whep::is_whep(&req.path);
+        let pic = req.path == picture::PATH;
         let known = whep
+            || pic
             || matches!(
                 req.path.as_str(),
                 "/" | "/index.html" | "/snapshot.jpg" | "/stream.mjpg" | "/metrics"
@@ -420,15 +437,15 @@ impl Http {
             write_text(
                 &mut conn.ctrl,
                 404,
-                "try /, /snapshot.jpg, /stream.mjpg, /metrics or /whep/h264",
+                "try /, /snapshot.jpg, /stream.mjpg, /metrics, /picture or /whep/h264",
                 head_only,
                 close,
             );
             return None;
         }
         // A refused offer's body is not read: the connection closes.
-        let close = close || (whep && req.has_body);
-        if !whep && req.method != "GET" && !head_only {
+        let close = close || ((whep || pic) && req.has_body);
+        if !whep && !pic && req.method != "GET" && !head_only {
             write_405(&mut conn.ctrl, "GET, HEAD", true);
             conn.closing = Some(Mono::now());
             return None;
@@ -457,6 +474,9 @@ impl Http {
         };
         if whep {
             return self.whep_start(ci, req, user, close, ctx);
+        }
+        if pic {
+            return self.picture_start(ci, req, user, head_only, ctx);
         }
         match req.path.as_str() {
             "/snapshot.jpg" => self.snapshot(ci, head_only, ctx),

@@ -13,6 +13,7 @@ use camstream_onvif::xml::Limits;
 pub mod discovery;
 
 pub mod events;
+mod imaging;
 mod services;
 
 use std::net::SocketAddr;
@@ -82,7 +83,7 @@ fn board() -> String {
 }
 
 pub fn is_service(path: &str) -> bool {
-    path == DEVICE_PATH || path == MEDIA_PATH || events::is_path(path)
+    path == DEVICE_PATH || path == MEDIA_PATH || path == imaging::PATH || events::is_path(path)
 }
 
 /// What the services keep between requests: the UsernameTokens taken,
@@ -154,6 +155,9 @@ pub struct Context<'a> {
     pub cfg: &'a Config,
     pub fanout: &'a mut Fanout,
     pub producers: &'a mut Producers,
+    /// The camera, for its picture settings (Imaging).
+    pub source: Option<&'a mut (dyn crate::source::FrameSource + 'static)>,
+    pub picture: &'a mut super::picture::Picture,
 }
 
 impl Default for Onvif {
@@ -250,6 +254,8 @@ impl Onvif {
                     Err(f) => Err(f),
                 },
             }
+        } else if req.path == imaging::PATH {
+            imaging::answer(&soap, &mut ctx, peer)
         } else if op == "SetVideoEncoderConfiguration" {
             services::set_encoder(&soap, &mut ctx)
         } else {

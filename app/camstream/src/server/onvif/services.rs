@@ -222,6 +222,7 @@ const XML_SPACE: &[char] = &[' ', '\t', '\r', '\n'];
 /// The answer to every operation but SetVideoEncoderConfiguration.
 pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, Fault> {
     let host = req.host.clone().unwrap_or_else(|| "camera".to_owned());
+    let picture = ctx.source.as_deref().and_then(|s| s.picture());
     let x = XAddrs {
         device: format!("http://{host}{DEVICE_PATH}"),
         media: format!("http://{host}{MEDIA_PATH}"),
@@ -230,12 +231,15 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
             .motion
             .is_some()
             .then(|| format!("http://{host}{}", super::events::PATH)),
+        imaging: picture
+            .is_some()
+            .then(|| format!("http://{host}{}", super::imaging::PATH)),
     };
     let op = soap.operation();
     let media = soap.service == Service::Media;
     let info = ctx.fanout.stream(StreamId::MAIN).info;
     let src = VideoSource {
-        token: "camera".into(),
+        token: super::imaging::SOURCE.into(),
         width: u32::from(info.width),
         height: u32::from(info.height),
         fps: f64::from(ctx.cfg.source.fps),
@@ -288,7 +292,12 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
         (false, "GetNetworkInterfaces") => resp::network_interfaces(&ifaces::described()),
         (true, "GetProfiles") => resp::profiles(&profiles, &src),
         (true, "GetProfile") => resp::profile_response(profile_arg()?, &src, profiles.len()),
-        (true, "GetVideoSources") => resp::video_sources(&src),
+        (true, "GetVideoSources") => resp::video_sources(
+            &src,
+            &picture.as_deref().map_or_else(String::new, |p| {
+                camstream_onvif::imaging::video_source_imaging(&super::imaging::imaging(p))
+            }),
+        ),
         (true, "GetVideoSourceConfigurations") => {
             resp::video_source_configurations(&src, profiles.len(), false)
         }

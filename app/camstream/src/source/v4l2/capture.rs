@@ -12,6 +12,7 @@ use super::buffers::Buffers;
 use super::controls;
 use super::device::{self, Device, PixFormat};
 use super::m2m::CameraBuffers;
+use super::picture;
 use super::select::{self, fourcc_name};
 use super::sys;
 use crate::source::Settings;
@@ -120,6 +121,7 @@ impl Capture {
                     .with_context(|| format!("{name}: setting {} = {v}", controls::key(&c.name)))?;
             }
         }
+        picture::apply_kept(&dev, &settings.picture);
         let (w, h) = (format.width as usize, format.height as usize);
         if !select::is_jpeg(format.fourcc) && (w < 16 || h < 16) {
             return Err(anyhow!("{name}: {w}x{h} is too small to encode").into());

@@ -13,6 +13,7 @@ mod device;
 mod encode;
 pub mod m2m;
 mod media;
+mod picture;
 mod probe;
 mod select;
 mod sys;
@@ -279,6 +280,24 @@ impl FrameSource for V4l2Source {
         self.info
     }
 
+    fn picture(&self) -> Option<Vec<crate::source::picture::Setting>> {
+        self.capture.as_ref().map(|c| picture::settings(&c.dev))
+    }
+
+    fn set_picture(
+        &mut self,
+        changes: &[crate::source::controls::ControlSetting],
+    ) -> Result<(), String> {
+        let cap = self
+            .capture
+            .as_ref()
+            .ok_or_else(|| format!("the camera is not there: looking for {}", self.device))?;
+        picture::set(&cap.dev, changes)?;
+        // Set again when the camera comes back.
+        crate::source::picture::merge(&mut self.settings.picture, changes);
+        Ok(())
+    }
+
     fn present(&self) -> bool {
         self.capture.is_some()
     }
@@ -434,6 +453,7 @@ impl Camera {
             buffers: 4,
             format: Some(select::YUV420),
             controls: Vec::new(),
+            picture: Vec::new(),
         };
         let mut cap = match Capture::open(&DeviceSpec::Path(path.into()), &settings) {
             Ok(c) => c,

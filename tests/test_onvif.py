@@ -215,15 +215,26 @@ SET_H264 = ('<SetVideoEncoderConfiguration xmlns="http://www.onvif.org/ver10/med
             '<ForcePersistence>false</ForcePersistence></SetVideoEncoderConfiguration>')
 
 
+# A viewer and an operator (ONVIF's User and Operator levels), by name:
+# their level and password.
+LEVELS = {"viewer": ("user", "viewer-secret"), "op": ("operator", "op-secret")}
+
+
+def levels_config(path) -> dict[str, tuple[str, str]]:
+    """A config at `path` with LEVELS' users, each with a password kept for
+    ONVIF; LEVELS."""
+    for name, (level, password) in LEVELS.items():
+        run([str(BIN), "passwd", name, "--onvif", "--user-level", level, "--config", str(path)],
+            input=(password + "\n").encode(), timeout=10)
+    return LEVELS
+
+
 def test_a_user_watches_and_only_an_operator_changes_the_encoders(camstream, tmp_path):
     # ONVIF's user levels: a User may watch, not change what every viewer
     # sees (SetVideoEncoderConfiguration is of access class ACTUATE); an
     # Operator may.
     path = tmp_path / "camstream.toml"
-    users = {"viewer": ("user", "viewer-secret"), "op": ("operator", "op-secret")}
-    for name, (level, password) in users.items():
-        run([str(BIN), "passwd", name, "--onvif", "--user-level", level, "--config", str(path)],
-            input=(password + "\n").encode(), timeout=10)
+    users = levels_config(path)
     cs = camstream("--config", str(path), "--width", "1280", "--height", "720")
 
     def h264_conf(cam_user):

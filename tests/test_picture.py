@@ -8,8 +8,8 @@ from __future__ import annotations
 import requests
 from requests.auth import HTTPDigestAuth
 
-from helpers import BIN, run
-from test_onvif import SOAP, envelope, fault
+from helpers import run
+from test_onvif import SOAP, envelope, fault, levels_config
 
 IMAGING = "/onvif/imaging_service"
 GET_SETTINGS = ('<GetImagingSettings xmlns="http://www.onvif.org/ver20/imaging/wsdl">'
@@ -18,10 +18,7 @@ GET_SETTINGS = ('<GetImagingSettings xmlns="http://www.onvif.org/ver20/imaging/w
 
 def test_a_viewer_reads_and_only_an_operator_changes_the_picture(camstream, tmp_path):
     path = tmp_path / "camstream.toml"
-    users = {"viewer": ("user", "viewer-secret"), "op": ("operator", "op-secret")}
-    for name, (level, password) in users.items():
-        run([str(BIN), "passwd", name, "--onvif", "--user-level", level, "--config", str(path)],
-            input=(password + "\n").encode(), timeout=10)
+    users = levels_config(path)
     cs = camstream("--config", str(path), "--width", "640", "--height", "360")
     url = cs.http + "/picture"
     viewer, op = (HTTPDigestAuth(n, users[n][1]) for n in ("viewer", "op"))

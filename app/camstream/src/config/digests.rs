@@ -98,9 +98,15 @@ pub fn text(hashed: &[HashedUser]) -> String {
     doc.to_string()
 }
 
-/// Writes the digests `hashed` has to `path`, in place (the daemon may
-/// own the file but not its directory), synced; created its owner's alone.
+/// Writes the digests `hashed` has to `path` (see [`write_kept`]).
 pub fn write(path: &Path, hashed: &[HashedUser]) -> std::io::Result<()> {
+    write_kept(path, &text(hashed))
+}
+
+/// Writes a file the daemon keeps beside the config (the digests, the
+/// picture settings): in place, as the daemon may own the file but not its
+/// directory; synced; created its owner's alone.
+pub fn write_kept(path: &Path, text: &str) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -108,7 +114,7 @@ pub fn write(path: &Path, hashed: &[HashedUser]) -> std::io::Result<()> {
         .truncate(true)
         .mode(0o600)
         .open(path)?;
-    f.write_all(text(hashed).as_bytes())?;
+    f.write_all(text.as_bytes())?;
     f.sync_all()
 }
 

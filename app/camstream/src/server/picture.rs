@@ -114,24 +114,9 @@ impl Saver {
                     next = self.ready.wait(next).unwrap_or_else(|e| e.into_inner());
                 }
             };
-            if let Err(e) = write(path, &text) {
+            if let Err(e) = crate::config::digests::write_kept(path, &text) {
                 log::warn!("{}: picture settings not kept: {e}", path.display());
             }
         }
     }
-}
-
-/// In place (the daemon may own the file but not its directory), synced;
-/// created its owner's alone.
-fn write(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()
 }

@@ -289,8 +289,9 @@ impl Server {
         }
     }
 
-    /// GET /picture: the settings; POST: a change, all or none, by an
-    /// operator or administrator. The status and JSON to answer with.
+    /// GET /picture: the settings (none for a source without them); POST:
+    /// a change, all or none, by an operator or administrator. The status
+    /// and JSON to answer with.
     fn picture_request(&mut self, p: &super::http::Picture) -> (u16, String) {
         use super::picture::Refusal;
         use crate::source::picture;
@@ -323,10 +324,9 @@ impl Server {
                 }
             }
         }
-        match self.source.as_ref().and_then(|s| s.picture()) {
-            Some(settings) => (200, picture::json(&settings)),
-            None => error(404, "this source has no picture settings (a V4L2 camera has)"),
-        }
+        // A source without settings has none to list: the page shows none.
+        let settings = self.source.as_ref().and_then(|s| s.picture());
+        (200, picture::json(settings.as_deref().unwrap_or_default()))
     }
 
     /// The event service's parked pulls that can be answered now: each

@@ -285,17 +285,29 @@ def test_settings_on_data_partition_survive_reboot(firmware):
         browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
         try:
             page = browser.new_page()
+            # The guest's CPU is busy encoding 720p: every wait is long.
+            page.set_default_timeout(60000)
             assert page.goto(http + "/?mode=mjpeg").status == 200
-            brightness = page.locator("#picture-form input[name=brightness]")
-            expect(brightness).to_have_value("128", timeout=30000)
-            brightness.fill("150")
-            brightness.press("Enter")
-            expect(page.locator("#picture-form input[name=brightness]")).to_have_value("150")
-            page.locator("#picture-form input[name=horizontal_flip]").check()
-            expect(page.locator("#picture-form input[name=horizontal_flip]")).to_be_checked()
-            page.locator("#picture-form input[name=brightness]").fill("999")
-            page.locator("#picture-form input[name=brightness]").press("Enter")
-            expect(page.locator("#picture-error")).to_contain_text("brightness = 999: out of range")
+            form = page.locator("#picture-form")
+            expect(form.locator("input[name=brightness]")).to_have_value("128", timeout=60000)
+
+            def posted(change) -> int:
+                """The status of the POST /picture `change` makes on the
+                form, once its answer is in (the form is drawn again then)."""
+                with page.expect_response(lambda r: r.url.endswith("/picture") and r.request.method == "POST",
+                                          timeout=60000) as answer:
+                    change()
+                return answer.value.status
+
+            def brightness(value: str) -> None:
+                form.locator("input[name=brightness]").fill(value)
+                form.locator("input[name=brightness]").press("Enter")
+
+            assert posted(lambda: brightness("150")) == 200
+            assert posted(lambda: form.locator("input[name=horizontal_flip]").click()) == 200
+            expect(form.locator("input[name=horizontal_flip]")).to_be_checked(timeout=60000)
+            assert posted(lambda: brightness("999")) == 400
+            expect(page.locator("#picture-error")).to_contain_text("brightness = 999: out of range", timeout=60000)
         finally:
             browser.close()
     assert (picture()["brightness"], picture()["horizontal_flip"]) == (150, True)

@@ -9,6 +9,7 @@ use std::fmt::Write;
 use crate::ns;
 use crate::responses::envelope;
 use crate::soap::{Fault, Request};
+use crate::xml::{XML_SPACE, xs_float};
 
 /// A value and the range it may take (the camera's own units, but for
 /// ExposureTime: microseconds).
@@ -88,18 +89,6 @@ fn settings_invalid(why: &str) -> Fault {
         subcodes: &["ter:InvalidArgVal", "ter:SettingsInvalid"],
         ..Fault::sender(&[], why)
     }
-}
-
-/// XML's white space (a space, tab, carriage return, line feed).
-const XML_SPACE: &[char] = &[' ', '\t', '\r', '\n'];
-
-/// A finite xs:float, or None.
-fn xs_float(v: &str) -> Option<f64> {
-    v.trim_matches(XML_SPACE)
-        .parse::<f32>()
-        .ok()
-        .filter(|f| f.is_finite())
-        .map(f64::from)
 }
 
 /// The VideoSourceToken a request names ("" when it names none).
@@ -315,9 +304,6 @@ pub fn service_capabilities() -> String {
 pub fn no_source(token: &str) -> Fault {
     Fault::invalid_arg_val("ter:NoSource", &format!("no video source {token:?}"))
 }
-
-/// The namespace of the service, for GetServices.
-pub const NAMESPACE: &str = ns::IMAGING;
 
 #[cfg(test)]
 mod tests {

@@ -364,6 +364,20 @@ fn append_text(
     Ok(())
 }
 
+/// A finite xs:float, or None (INF and NaN are never a quality).
+pub fn xs_float(v: &str) -> Option<f64> {
+    let v = v.trim_matches(XML_SPACE);
+    // Rust also takes "inf", "infinity" and "nan" in any case, which the
+    // schema does not; a finite value is all a quality may be anyway.
+    v.parse::<f32>()
+        .ok()
+        .filter(|f| f.is_finite())
+        .map(f64::from)
+}
+
+/// XML's white space (a space, tab, carriage return, line feed).
+pub const XML_SPACE: &[char] = &[' ', '\t', '\r', '\n'];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@
 
 use camstream_onvif::responses::{self as resp, DeviceInfo, Profile, VideoSource, XAddrs};
 use camstream_onvif::soap::{Fault, Request as Soap, Service};
+use camstream_onvif::xml::{XML_SPACE, xs_float};
 
 use crate::codec::Codec;
 use crate::fanout::StreamId;
@@ -204,20 +205,6 @@ fn h264_change(
 fn xs_int(v: &str) -> Option<i32> {
     v.trim_matches(XML_SPACE).parse().ok()
 }
-
-/// A finite xs:float, or None (INF and NaN are never a quality).
-fn xs_float(v: &str) -> Option<f64> {
-    let v = v.trim_matches(XML_SPACE);
-    // Rust also takes "inf", "infinity" and "nan" in any case, which the
-    // schema does not; a finite value is all a quality may be anyway.
-    v.parse::<f32>()
-        .ok()
-        .filter(|f| f.is_finite())
-        .map(f64::from)
-}
-
-/// XML's white space (a space, tab, carriage return, line feed).
-const XML_SPACE: &[char] = &[' ', '\t', '\r', '\n'];
 
 /// The answer to every operation but SetVideoEncoderConfiguration.
 pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, Fault> {

@@ -258,6 +258,27 @@ class Guest:
             raise AssertionError(f"guest: {command!r} exited {rc}:\n{out}")
         return out
 
+    def camera_records(self) -> str:
+        """The inodes of the records camera-node keeps for camera nodes (see
+        `camera_nodes_settled`), before a driver is unbound or unloaded."""
+        return " ".join(self.sh("ls -i /run/udev/data 2>/dev/null | awk '{print $1}'").split())
+
+    def camera_nodes_settled(self, nodes: list[str], before: str, timeout: float = 30) -> None:
+        """Waits until mdev has handled the uevents of a driver unbound and
+        bound again (or unloaded and loaded) until each of `nodes` (video0)
+        is there for good. devtmpfs makes and removes nodes at once, mdev
+        hears of it later: a removal it has yet to handle takes away the node
+        the new device already has (a probe then found no /dev/video*). Its
+        handling of the new node is the sign: camera-node's record for it, a
+        new file (an inode not among `before`), comes after every earlier
+        event was handled."""
+        self.sh(f"settled() {{ for n in {' '.join(nodes)}; do "
+                "d=$(cat /sys/class/video4linux/$n/dev 2>/dev/null) && [ -e /dev/$n ] || return 1; "
+                "set -- $(ls -i /run/udev/data/c$d 2>/dev/null); [ $# -gt 0 ] || return 1; "
+                f"case ' {before} ' in *\" $1 \"*) return 1;; esac; done; }}; "
+                f"i=0; until settled; do [ $i -lt {int(timeout * 10)} ] || "
+                "{ echo 'mdev did not settle'; exit 1; }; sleep 0.1; i=$((i+1)); done", timeout=timeout + 30)
+
     def log_since_mark(self) -> str:
         """Writes a mark into the system log; returns the command that
         prints the log from it on (what happened after this call, however

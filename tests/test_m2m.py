@@ -49,15 +49,17 @@ def firmware():
 
 def load(g: guest.Guest, multiplanar: bool) -> tuple[str, str]:
     """(Re)loads vicodec; its encoder's and decoder's device nodes."""
+    before = g.camera_records()
     g.sh("rmmod vicodec 2>/dev/null; modprobe v4l2_mem2mem && "
          f"insmod /tmp/t/vicodec.ko multiplanar={int(multiplanar)}")
     g.wait_for("cat /sys/class/video4linux/*/name", "stateful-decoder")
 
     def node(name: str) -> str:
-        path = g.sh(f"grep -lx {name} /sys/class/video4linux/*/name").strip()
-        return "/dev/" + path.split("/")[-2]
+        return g.sh(f"grep -lx {name} /sys/class/video4linux/*/name").strip().split("/")[-2]
 
-    return node("stateful-encoder"), node("stateful-decoder")
+    nodes = [node("stateful-encoder"), node("stateful-decoder")]
+    g.camera_nodes_settled(nodes, before)
+    return "/dev/" + nodes[0], "/dev/" + nodes[1]
 
 
 def rows(g: guest.Guest, path: str, frame: int, every: int = 7, size: tuple[int, int] = (W, H)) -> bytes:
@@ -146,12 +148,24 @@ def test_a_cameras_frames_through_vicodec(firmware, size, in_place, multiplanar)
            f"{'in place' if in_place else 'copied'}: {line[1]} ms a frame")
 
     name = enc.split("/")[-1]
-    firmware.sh(f"{V4L2_CTL} -d {dec} --set-fmt-video-out=pixelformat=FWHT,width={w},height={h} "
-                f"--stream-mmap --stream-out-mmap --stream-from {SHM}/{name}.FWHT "
-                f"--stream-to {SHM}/decoded.yuv --stream-count {frames} 2>&1")
     sent = f"{SHM}/{name}.FWHT.yu12"
     assert int(firmware.sh(f"wc -c < {sent}")) == frames * w * h * 3 // 2
-    assert int(firmware.sh(f"wc -c < {SHM}/decoded.yuv")) == frames * w * h * 3 // 2
+
+    def decode() -> tuple[int, str]:
+        out = firmware.sh(f"{V4L2_CTL} -d {dec} --set-fmt-video-out=pixelformat=FWHT,width={w},height={h} "
+                          f"--stream-mmap --stream-out-mmap --stream-from {SHM}/{name}.FWHT "
+                          f"--stream-to {SHM}/decoded.yuv --stream-count {frames} 2>&1")
+        return int(firmware.sh(f"wc -c < {SHM}/decoded.yuv")), out
+
+    # Once (a CI run under load) v4l2-ctl, draining vicodec's decoder at the
+    # file's end, got only the first frame back (and exited 0); the same
+    # file decoded again is the judge of what camstream sent.
+    got, out = decode()
+    if got != frames * w * h * 3 // 2:
+        figure(f"vicodec's decoder, driven by v4l2-ctl: {got} bytes of {frames} frames; decoded again. "
+               f"v4l2-ctl said: {out.strip()!r}")
+        got, out = decode()
+    assert got == frames * w * h * 3 // 2, out
     for frame in (0, frames - 1):
         p = psnr(rows(firmware, sent, frame, size=size), rows(firmware, f"{SHM}/decoded.yuv", frame, size=size))
         figure(f"vivid {w}x{h} through vicodec: frame {frame} decoded {p:.1f} dB from the frame sent (luma)")

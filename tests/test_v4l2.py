@@ -44,9 +44,10 @@ def firmware(booted):
     # is bound) and bound again: a new instance, with default controls.
     booted.sh("for f in /tmp/camstream.pid /tmp/feed.pid; do [ ! -f $f ] || kill $(cat $f) 2>/dev/null; "
               "rm -f $f; done; while pidof camstream v4l2-feed >/dev/null; do sleep 0.1; done; "
-              "! grep -q v4l2loopback /proc/modules || rmmod v4l2loopback; "
-              f"[ ! -e {VIVID}/vivid.0 ] || echo vivid.0 >{VIVID}/unbind; echo vivid.0 >{VIVID}/bind; "
-              f"until [ -e /dev/video0 ] && [ -e {VIVID}/vivid.0 ]; do sleep 0.1; done")
+              "! grep -q v4l2loopback /proc/modules || rmmod v4l2loopback")
+    before = booted.camera_records()
+    booted.sh(f"[ ! -e {VIVID}/vivid.0 ] || echo vivid.0 >{VIVID}/unbind; echo vivid.0 >{VIVID}/bind")
+    booted.camera_nodes_settled(["video0"], before)
 
 
 def start(firmware: guest.Guest, args: str, log: str = "/tmp/camstream.log", env: str = "") -> str:

@@ -9,6 +9,7 @@ defaults), which is the state a fresh boot leaves."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import math
 import re
@@ -19,7 +20,7 @@ import pytest
 import requests
 
 import guest
-from helpers import BARS_75, assert_frames_match, bars_off, colour_bars, picture_gray, sides
+from helpers import BARS_75, assert_frames_match, bars_off, colour_bars, figure, picture_gray, sides
 from rtsp import Client, complete_frames
 from test_interop import ffmpeg_client
 from test_onvif import with_camera
@@ -372,4 +373,26 @@ def test_picture_settings_through_onvif_and_the_page(firmware):
     assert (control(firmware, "brightness"), control(firmware, "horizontal_flip")) == ("200", "1")
     kept = firmware.sh("cat /tmp/pic/camstream.picture.toml")
     assert "brightness = 200" in kept and "horizontal_flip = true" in kept, kept
+
+    # Changes at once, each on a connection of its own (12: under the 16
+    # an address may have): the camera is asked by the picture thread, one
+    # job after another, up to 8 queued; the others are told to try again.
+    # Each answer is the settings as its own change left them.
+    wanted = range(100, 112)
+    with concurrent.futures.ThreadPoolExecutor(len(wanted)) as pool:
+        answers = list(pool.map(lambda v: requests.post(http + "/picture", json={"saturation": v}, timeout=60),
+                                wanted))
+    done = []
+    for v, r in zip(wanted, answers, strict=True):
+        if r.status_code == 503:
+            assert "busy" in r.json()["error"], r.text
+            continue
+        assert r.status_code == 200, r.text
+        assert {s["name"]: s["value"] for s in r.json()["settings"]}["saturation"] == v, r.text
+        done.append(v)
+    assert done, [r.text for r in answers]
+    figure(f"picture settings: {len(wanted)} changes at once: {len(done)} set, {len(wanted) - len(done)} "
+           "told the camera was busy")
+    assert int(control(firmware, "saturation")) in done
+    assert requests.get(http + "/snapshot.jpg", timeout=10).content[:2] == b"\xff\xd8"
     stop(firmware)

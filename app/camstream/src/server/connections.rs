@@ -6,6 +6,7 @@
 use std::io::{self, Read};
 use std::net::SocketAddr;
 
+use camstream_onvif::soap::Fault;
 use mio::Interest;
 
 use super::admission::{self, Refusal};
@@ -13,9 +14,13 @@ use super::conn::{self, Conn, ConnId, Kind, Port};
 use super::http::{Handoff, Http};
 use super::rtsp::Rtsp;
 use super::verifier::Outcome;
-use super::{READS_PER_TURN, Server, TCP_SEND_BUFFER, onvif, report, transport};
+use super::{READS_PER_TURN, Server, TCP_SEND_BUFFER, onvif, picture, report, transport};
 use crate::clock::Mono;
 use crate::latency::InputKind;
+
+/// Why a picture request is refused when the picture thread has as many
+/// queued as it takes.
+const BUSY: &str = "the camera is busy with other picture settings; try again";
 
 impl Server {
     pub(super) fn accept(&mut self, port: Port) {
@@ -256,9 +261,16 @@ impl Server {
                 }
             },
             Handoff::Picture(p) => {
-                let (status, json) = self.picture_request(&p);
+                let head_only = p.head_only;
+                let (status, json) = match self.picture_request(ci, p) {
+                    Some(answer) => answer,
+                    None => {
+                        self.http.picture_parked(ci);
+                        return None;
+                    }
+                };
                 let ctx = &mut ctx!(self);
-                self.http.picture_answer(ci, status, &json, p.head_only, ctx);
+                self.http.picture_answer(ci, status, &json, head_only, ctx);
                 self.http.input(ci, ctx)
             }
             Handoff::Onvif(req) => {
@@ -268,20 +280,38 @@ impl Server {
                         cfg: &self.cfg,
                         fanout: &mut self.fanout,
                         producers: &mut self.producers,
-                        source: self.source.as_deref_mut(),
-                        picture: &mut self.picture,
+                        source: self.source.as_deref(),
                     },
                 );
-                if let onvif::Answer::Wait {
-                    reply,
-                    admitted,
-                    signed_in,
-                } = answer
-                {
-                    self.onvif.events.park(ci, reply, admitted, signed_in);
-                    self.http.onvif_parked(ci);
-                    return None;
-                }
+                let answer = match answer {
+                    onvif::Answer::Wait {
+                        reply,
+                        admitted,
+                        signed_in,
+                    } => {
+                        self.onvif.events.park(ci, reply, admitted, signed_in);
+                        self.http.onvif_parked(ci);
+                        return None;
+                    }
+                    onvif::Answer::Picture {
+                        controls,
+                        ask,
+                        admitted,
+                        signed_in,
+                    } => {
+                        let reply = picture::Reply::Onvif {
+                            peer: req.peer,
+                            admitted,
+                            signed_in: signed_in.clone(),
+                        };
+                        if self.picture.ask(controls, picture::Job { ci, ask, reply }).is_ok() {
+                            self.http.onvif_parked(ci);
+                            return None;
+                        }
+                        onvif::Answer::soap(Err(Fault::receiver(&[], BUSY)), admitted, signed_in)
+                    }
+                    answer => answer,
+                };
                 let ctx = &mut ctx!(self);
                 self.http.onvif_answer(ci, answer, ctx);
                 self.http.input(ci, ctx)
@@ -291,42 +321,95 @@ impl Server {
 
     /// GET /picture: the settings (none for a source without them); POST:
     /// a change, all or none, by an operator or administrator. The status
-    /// and JSON to answer with.
-    fn picture_request(&mut self, p: &super::http::Picture) -> (u16, String) {
-        use super::picture::Refusal;
-        use crate::source::picture;
+    /// and JSON to answer with now, or None: the request waits for the
+    /// picture thread (Self::pictures_done answers it).
+    fn picture_request(&mut self, ci: ConnId, p: super::http::Picture) -> Option<(u16, String)> {
+        use crate::source::picture as settings;
         let error = |status: u16, why: &str| (status, serde_json::json!({ "error": why }).to_string());
-        if let Some(body) = &p.body {
-            if let Err(Refusal::NotAllowed(why)) =
-                super::picture::Picture::allowed(&self.cfg, p.user.as_deref())
-            {
-                log::info!("{}: picture: {why}", p.peer);
-                return error(403, &why);
-            }
-            let changes = match picture::parse_json(body) {
-                Ok(c) => c,
-                Err(why) => return error(400, &why),
-            };
-            match self.picture.set(self.source.as_deref_mut(), &changes) {
-                Ok(()) => {
-                    let said: Vec<String> =
-                        changes.iter().map(|c| format!("{} = {}", c.name, c.value)).collect();
-                    log::info!(
-                        "{}: picture: {} (user {:?})",
-                        p.peer,
-                        said.join(", "),
-                        p.user.as_deref().unwrap_or("")
-                    );
+        let ask = match &p.body {
+            None => picture::Ask::Read,
+            Some(body) => {
+                if let Err(why) = picture::Picture::allowed(&self.cfg, p.user.as_deref()) {
+                    log::info!("{}: picture: {why}", p.peer);
+                    return Some(error(403, &why));
                 }
-                Err(Refusal::Invalid(why) | Refusal::NotAllowed(why)) => {
-                    log::info!("{}: picture: refused: {why}", p.peer);
-                    return error(400, &why);
+                match settings::parse_json(body) {
+                    Ok(c) => picture::Ask::Set(c),
+                    Err(why) => return Some(error(400, &why)),
+                }
+            }
+        };
+        let controls = match self.source.as_deref().map(|s| s.picture()) {
+            Some(Ok(c)) => c,
+            // A source without settings has none to list: the page shows
+            // none.
+            _ if matches!(ask, picture::Ask::Read) => return Some((200, settings::json(&[]))),
+            Some(Err(why)) => return Some(error(400, &why)),
+            None => return Some(error(400, "no camera yet")),
+        };
+        let reply = picture::Reply::Http {
+            peer: p.peer,
+            user: p.user,
+            head_only: p.head_only,
+        };
+        match self.picture.ask(controls, picture::Job { ci, ask, reply }) {
+            Ok(()) => None,
+            Err(_) => Some(error(503, BUSY)),
+        }
+    }
+
+    /// Requests whose job the picture thread has done: each gets its
+    /// answer and goes on with its connection's next. A change made is
+    /// the source's to set again when the camera comes back, whether or
+    /// not its client is still there.
+    pub(super) fn pictures_done(&mut self) {
+        use crate::source::picture as settings;
+        for done in self.picture.done() {
+            if let (picture::Ask::Set(changes), Ok(_)) = (&done.ask, &done.result) {
+                if let Some(s) = self.source.as_deref_mut() {
+                    s.keep_picture(changes);
+                }
+            }
+            match done.reply {
+                picture::Reply::Http {
+                    peer,
+                    user,
+                    head_only,
+                } => {
+                    let (status, json) = match (&done.ask, done.result) {
+                        (picture::Ask::Set(changes), Ok(now)) => {
+                            let said: Vec<String> =
+                                changes.iter().map(|c| format!("{} = {}", c.name, c.value)).collect();
+                            log::info!(
+                                "{peer}: picture: {} (user {:?})",
+                                said.join(", "),
+                                user.as_deref().unwrap_or("")
+                            );
+                            (200, settings::json(&now))
+                        }
+                        (picture::Ask::Read, Ok(now)) => (200, settings::json(&now)),
+                        (_, Err(why)) => {
+                            log::info!("{peer}: picture: refused: {why}");
+                            (400, serde_json::json!({ "error": why }).to_string())
+                        }
+                    };
+                    let ctx = &mut ctx!(self);
+                    self.http.picture_answer(done.ci, status, &json, head_only, ctx);
+                    ctx.resume(done.ci);
+                }
+                picture::Reply::Onvif {
+                    peer,
+                    admitted,
+                    signed_in,
+                } => {
+                    let result = onvif::imaging::finish(&done.ask, done.result, peer);
+                    let answer = onvif::Answer::soap(result, admitted, signed_in);
+                    let ctx = &mut ctx!(self);
+                    self.http.onvif_answer(done.ci, answer, ctx);
+                    ctx.resume(done.ci);
                 }
             }
         }
-        // A source without settings has none to list: the page shows none.
-        let settings = self.source.as_ref().and_then(|s| s.picture());
-        (200, picture::json(settings.as_deref().unwrap_or_default()))
     }
 
     /// The event service's parked pulls that can be answered now: each

@@ -209,6 +209,7 @@ impl Server {
             server.webrtc = webrtc::WebRtc::bind(&server.cfg, &mut server.fanout, done.clone())?;
         }
         server.producers = Producers::start(&server.cfg, &mut server.fanout, &done);
+        server.picture.wake_with(done.clone());
         server.verifier = verifier::Verifier::start(&server.cfg, done);
         server.discovery = onvif::discovery::start(&server.cfg, r, DISCOVERY, ADDRESS_CHANGES);
         server.mqtt = server.cfg.mqtt.as_ref().and_then(|m| {
@@ -307,6 +308,7 @@ impl Server {
                     self.motion_looked();
                     self.passwords_checked();
                     self.offers_answered();
+                    self.pictures_done();
                 }
                 SOURCE => self.source_readable()?,
                 WEBRTC => self.webrtc_readable(),

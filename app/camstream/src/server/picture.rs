@@ -1,38 +1,76 @@
-//! The picture settings the loop keeps: set on the source, all or none,
-//! then kept in camstream.picture.toml by a thread of their own (a write
-//! and its sync may take a card's while; no viewer waits for it). Only the
-//! latest settings wait to be written: a burst of changes is one write.
+//! The picture settings, read and set by a thread of their own: a camera
+//! may take its time to answer a control (a UVC webcam's answer comes
+//! over USB, in up to seconds), and no viewer may lose a frame to it. A
+//! request for them (HTTP's /picture, ONVIF's Imaging) waits, parked, for
+//! its job; the loop answers it when the thread is done. The same thread
+//! keeps what was set in camstream.picture.toml: a write and its sync may
+//! take a card's while, and a burst of changes is one write.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
 
 use camstream_onvif::access::{AccessClass, UserLevel};
 
+use super::conn::ConnId;
 use crate::config::Config;
-use crate::source::FrameSource;
 use crate::source::controls::ControlSetting;
-use crate::source::picture::{self, MAX_CHANGES};
+use crate::source::picture::{self, Controls, Setting};
 
+/// Jobs queued at once: each is a few ioctls, and a request parks until
+/// its own is done, so only as many clients wait at once.
+const MAX_JOBS: usize = 8;
+
+/// What a request asks of the camera.
+pub enum Ask {
+    /// The settings as they are now.
+    Read,
+    /// Changes, all or none (checked against the names offered).
+    Set(Vec<ControlSetting>),
+}
+
+/// Whom a job answers.
+pub enum Reply {
+    Http {
+        peer: SocketAddr,
+        user: Option<String>,
+        head_only: bool,
+    },
+    Onvif {
+        peer: SocketAddr,
+        admitted: bool,
+        signed_in: Option<String>,
+    },
+}
+
+pub struct Job {
+    pub ci: ConnId,
+    pub ask: Ask,
+    pub reply: Reply,
+}
+
+/// A job done: the settings as they are after it, or why the camera
+/// refused the change (nothing of it was set).
+pub struct Done {
+    pub ci: ConnId,
+    pub ask: Ask,
+    pub reply: Reply,
+    pub result: Result<Vec<Setting>, String>,
+}
+
+/// The loop's side: the queue to the thread and what comes back.
 pub struct Picture {
-    /// What the file keeps: every setting changed since it was made.
+    /// What the file keeps, until the thread starts with it.
     kept: Vec<ControlSetting>,
     file: Option<PathBuf>,
-    saver: Option<Arc<Saver>>,
+    waker: Option<Arc<mio::Waker>>,
+    worker: Option<Worker>,
 }
 
-#[derive(Default)]
-struct Saver {
-    next: Mutex<Option<String>>,
-    ready: Condvar,
-}
-
-/// Why a change was not made, as HTTP and ONVIF say it.
-#[derive(Debug)]
-pub enum Refusal {
-    /// The user may watch but not change the camera.
-    NotAllowed(String),
-    /// No such setting, a value out of range, or the camera refused it.
-    Invalid(String),
+struct Worker {
+    jobs: SyncSender<(Job, Arc<dyn Controls>)>,
+    done: Arc<Mutex<Vec<Done>>>,
 }
 
 impl Picture {
@@ -40,83 +78,132 @@ impl Picture {
         Picture {
             kept: cfg.source.picture.clone(),
             file: cfg.picture_file.clone(),
-            saver: None,
+            waker: None,
+            worker: None,
         }
+    }
+
+    /// The waker that tells the loop a job is done (the workers' one).
+    pub fn wake_with(&mut self, waker: Arc<mio::Waker>) {
+        self.waker = Some(waker);
     }
 
     /// Whether `user` (None: no users are set, the camera is open to its
     /// client) may change the picture: ONVIF's Actuate class, an
     /// operator's or an administrator's.
-    pub fn allowed(cfg: &Config, user: Option<&str>) -> Result<(), Refusal> {
+    pub fn allowed(cfg: &Config, user: Option<&str>) -> Result<(), String> {
         let Some(name) = user else {
             return Ok(());
         };
         match cfg.user_level(name) {
             Some(l) if l.may(AccessClass::Actuate) => Ok(()),
-            l => Err(Refusal::NotAllowed(format!(
+            l => Err(format!(
                 "user {name:?} ({}) may not change the picture: an operator or administrator may",
                 l.map_or_else(|| "unknown".to_owned(), |l: UserLevel| l.to_string())
-            ))),
+            )),
         }
     }
 
-    /// Sets `changes` on the camera, all or none, and keeps them.
-    pub fn set(
-        &mut self,
-        source: Option<&mut (dyn FrameSource + 'static)>,
-        changes: &[ControlSetting],
-    ) -> Result<(), Refusal> {
-        if changes.len() > MAX_CHANGES {
-            return Err(Refusal::Invalid(format!("over {MAX_CHANGES} settings at once")));
-        }
-        let source = source.ok_or_else(|| Refusal::Invalid("no camera yet".into()))?;
-        source.set_picture(changes).map_err(Refusal::Invalid)?;
-        picture::merge(&mut self.kept, changes);
-        self.save();
-        Ok(())
-    }
-
-    fn save(&mut self) {
-        let Some(path) = &self.file else {
-            return;
-        };
-        let text = picture::file_text(&self.kept);
-        let saver = match &self.saver {
-            Some(s) => s,
-            None => {
-                let s = Arc::new(Saver::default());
-                let mine = s.clone();
-                let path = path.clone();
-                let started = std::thread::Builder::new()
-                    .name("picture".into())
-                    .spawn(move || mine.run(&path));
-                if let Err(e) = started {
-                    log::warn!("picture settings not kept: no thread to write them ({e})");
-                    return;
-                }
-                self.saver.insert(s)
+    /// Queues `job` on the camera's `controls`; the thread starts with the
+    /// first. Err: the queue is full (or no thread could start), and the
+    /// job is handed back to be refused.
+    pub fn ask(&mut self, controls: Arc<dyn Controls>, job: Job) -> Result<(), Job> {
+        if self.worker.is_none() {
+            let Some(waker) = self.waker.clone() else {
+                return Err(job);
+            };
+            let (jobs, rx) = sync_channel(MAX_JOBS);
+            let done = Arc::new(Mutex::new(Vec::new()));
+            let thread = Thread {
+                jobs: rx,
+                done: done.clone(),
+                waker,
+                kept: std::mem::take(&mut self.kept),
+                file: self.file.clone(),
+            };
+            let started = std::thread::Builder::new()
+                .name("picture".into())
+                .spawn(move || thread.run());
+            if let Err(e) = started {
+                log::warn!("picture settings: no thread to read and set them ({e})");
+                return Err(job);
             }
+            self.worker = Some(Worker { jobs, done });
+        }
+        let Some(w) = &self.worker else {
+            return Err(job);
         };
-        *saver.next.lock().unwrap_or_else(|e| e.into_inner()) = Some(text);
-        saver.ready.notify_one();
+        w.jobs.try_send((job, controls)).map_err(|e| match e {
+            TrySendError::Full((job, _)) | TrySendError::Disconnected((job, _)) => job,
+        })
+    }
+
+    /// The jobs done since last asked.
+    pub fn done(&mut self) -> Vec<Done> {
+        match &self.worker {
+            Some(w) => std::mem::take(&mut *w.done.lock().unwrap_or_else(|e| e.into_inner())),
+            None => Vec::new(),
+        }
     }
 }
 
-impl Saver {
-    fn run(&self, path: &std::path::Path) {
+struct Thread {
+    jobs: Receiver<(Job, Arc<dyn Controls>)>,
+    done: Arc<Mutex<Vec<Done>>>,
+    waker: Arc<mio::Waker>,
+    /// Every setting changed since the file was made.
+    kept: Vec<ControlSetting>,
+    file: Option<PathBuf>,
+}
+
+impl Thread {
+    fn run(mut self) {
+        let mut unwritten = false;
         loop {
-            let text = {
-                let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
-                loop {
-                    if let Some(t) = next.take() {
-                        break t;
-                    }
-                    next = self.ready.wait(next).unwrap_or_else(|e| e.into_inner());
+            // The file is written once the jobs queued are done.
+            let next = if unwritten {
+                match self.jobs.try_recv() {
+                    Ok(j) => Some(j),
+                    Err(TryRecvError::Empty) => None,
+                    Err(TryRecvError::Disconnected) => return self.write(),
+                }
+            } else {
+                match self.jobs.recv() {
+                    Ok(j) => Some(j),
+                    Err(_) => return,
                 }
             };
-            if let Err(e) = crate::config::digests::write_kept(path, &text) {
-                log::warn!("{}: picture settings not kept: {e}", path.display());
+            let Some((job, controls)) = next else {
+                self.write();
+                unwritten = false;
+                continue;
+            };
+            let result = match &job.ask {
+                Ask::Read => Ok(controls.read()),
+                Ask::Set(changes) => controls.set(changes).map(|()| {
+                    picture::merge(&mut self.kept, changes);
+                    unwritten = true;
+                    controls.known()
+                }),
+            };
+            self.done.lock().unwrap_or_else(|e| e.into_inner()).push(Done {
+                ci: job.ci,
+                ask: job.ask,
+                reply: job.reply,
+                result,
+            });
+            if let Err(e) = self.waker.wake() {
+                log::warn!("picture settings: the loop was not told ({e})");
             }
+        }
+    }
+
+    fn write(&self) {
+        let Some(path) = &self.file else {
+            return;
+        };
+        if let Err(e) = crate::config::digests::write_kept(path, &picture::file_text(&self.kept)) {
+            log::warn!("{}: picture settings not kept: {e}", path.display());
         }
     }
 }

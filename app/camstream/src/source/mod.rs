@@ -11,6 +11,7 @@ pub mod testpattern;
 pub mod v4l2;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Result, bail};
 use mio::{Registry, Token};
@@ -207,19 +208,16 @@ pub trait FrameSource {
     /// must copy it to hand it over (someone watches the H.264 stream).
     fn want_raw(&mut self, _yes: bool) {}
 
-    /// The picture settings the camera has now ([`picture::OFFERED`]);
-    /// None for a source that has no camera controls (or whose camera is
-    /// not there).
-    fn picture(&self) -> Option<Vec<picture::Setting>> {
-        None
-    }
-
-    /// Sets picture settings on the camera, all or none: a value the
-    /// camera refuses changes nothing and says why. They are set again
-    /// when the camera comes back.
-    fn set_picture(&mut self, _changes: &[ControlSetting]) -> Result<(), String> {
+    /// The camera's picture settings ([`picture::OFFERED`]), to be read
+    /// and set off the loop; why there are none (a source without camera
+    /// controls, a camera not there).
+    fn picture(&self) -> Result<Arc<dyn picture::Controls>, String> {
         Err("this source has no picture settings".into())
     }
+
+    /// Picture settings set through [`FrameSource::picture`]: set again
+    /// when the camera comes back.
+    fn keep_picture(&mut self, _changes: &[ControlSetting]) {}
 }
 
 /// A source absent at start-up (a camera not plugged in yet), which logs
@@ -267,12 +265,12 @@ impl FrameSource for Awaited {
         self.source.want_raw(yes)
     }
 
-    fn picture(&self) -> Option<Vec<picture::Setting>> {
+    fn picture(&self) -> Result<Arc<dyn picture::Controls>, String> {
         self.source.picture()
     }
 
-    fn set_picture(&mut self, changes: &[ControlSetting]) -> Result<(), String> {
-        self.source.set_picture(changes)
+    fn keep_picture(&mut self, changes: &[ControlSetting]) {
+        self.source.keep_picture(changes)
     }
 }
 

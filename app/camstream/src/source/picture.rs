@@ -4,7 +4,7 @@
 //! partition (camstream.picture.toml beside camstream.toml) and set
 //! again at every start and replug. Pure: the JSON the page reads and
 //! sends, and the file's text; the camera's side is the source's
-//! ([`super::FrameSource::set_picture`]).
+//! ([`Controls`], from [`super::FrameSource::picture`]).
 
 use serde_json::Value as Json;
 
@@ -53,6 +53,21 @@ pub struct Setting {
     pub inactive: bool,
 }
 
+/// A camera's picture settings as the picture thread (server::picture)
+/// reads and sets them: a camera may take its time to answer (a UVC
+/// webcam's answer comes over USB, in up to seconds), and no viewer may
+/// wait for it, so the event loop never does.
+pub trait Controls: Send + Sync {
+    /// The settings as last read or set: no asking the camera, for what
+    /// the loop answers at once (which settings there are, their ranges).
+    fn known(&self) -> Vec<Setting>;
+    /// Reads the settings from the camera (and knows them).
+    fn read(&self) -> Vec<Setting>;
+    /// Sets `changes`, all or none: a value the camera refuses changes
+    /// nothing and says why.
+    fn set(&self, changes: &[ControlSetting]) -> Result<(), String>;
+}
+
 impl Setting {
     /// A raw value as the config writes it: a menu item by its name.
     pub fn config_value(&self, raw: i64) -> Value {
@@ -66,9 +81,6 @@ impl Setting {
         }
     }
 }
-
-/// Settings a request may change at once: each offered one, once.
-pub const MAX_CHANGES: usize = OFFERED.len();
 
 /// GET /picture's answer (and POST's): every setting the camera has, with
 /// what it takes, its default and its value.

@@ -53,12 +53,14 @@ enum State {
         len: usize,
         then: BodyFor,
     },
-    /// A WHEP offer being answered off the loop (server::webrtc's
-    /// answerer): nothing more is read until its answer is written.
+    /// A WHEP offer, or picture settings, being answered off the loop
+    /// (server::webrtc's answerer, server::picture's thread): nothing
+    /// more is read until its answer is written.
     Answering,
     /// An ONVIF PullMessages waiting for an event or its Timeout (parked
-    /// by the event service): nothing more is read until it is answered,
-    /// and the connection is not idle meanwhile.
+    /// by the event service), or an Imaging request for the picture
+    /// thread: nothing more is read until it is answered, and the
+    /// connection is not idle meanwhile.
     Pulling,
     /// A request waiting for its user's password to be checked against
     /// the user's password hash (off the loop: server::verifier).

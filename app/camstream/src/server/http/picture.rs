@@ -3,14 +3,14 @@
 //! a JSON object of settings to change (for operators and
 //! administrators). JSON only: a page of another site cannot send it
 //! without the camera's leave (CORS), so a viewer's browser cannot be
-//! made to change the picture. The settings are the event loop's (the
-//! source's); HTTP reads the body and writes the answer.
+//! made to change the picture. The camera is asked off the loop
+//! (server::picture); HTTP reads the body and writes the answer.
 
 use camstream_http::response::{write_head, write_text};
 
 use super::super::conn::ConnId;
 use super::super::ctx::Ctx;
-use super::{BodyFor, Handoff, Http, Request, write_405};
+use super::{BodyFor, Handoff, Http, Request, State, write_405};
 use crate::clock::Mono;
 
 pub const PATH: &str = "/picture";
@@ -70,6 +70,13 @@ impl Http {
         }
     }
 
+    /// The request waits for the picture thread: nothing more is read.
+    pub fn picture_parked(&mut self, ci: ConnId) {
+        if let Some(h) = self.conns.get_mut(ci) {
+            h.state = State::Answering;
+        }
+    }
+
     /// Writes the loop's answer: 200 with the settings as they are now, or
     /// an error in JSON.
     pub fn picture_answer(
@@ -80,6 +87,11 @@ impl Http {
         head_only: bool,
         ctx: &mut Ctx<'_>,
     ) {
+        if let Some(h) = self.conns.get_mut(ci) {
+            if matches!(h.state, State::Answering) {
+                h.state = State::Requests;
+            }
+        }
         let close = self.conns.get(ci).is_some_and(|h| h.close_after);
         if let Some(conn) = ctx.conns.get_mut(ci) {
             write_head(

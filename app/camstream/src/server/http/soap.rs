@@ -143,8 +143,8 @@ impl Http {
                 write_text(&mut conn.ctrl, 400, why, false, close);
             }
             // Parked by the loop before it gets here.
-            Answer::Wait { .. } => {
-                write_text(&mut conn.ctrl, 500, "a pull was not parked", false, true);
+            Answer::Wait { .. } | Answer::Picture { .. } => {
+                write_text(&mut conn.ctrl, 500, "a request was not parked", false, true);
             }
         }
         self.flush(ci, ctx);

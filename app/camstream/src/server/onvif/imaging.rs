@@ -2,16 +2,20 @@
 //! controls [`crate::source::picture`] offers, named as ONVIF names them
 //! (brightness, contrast, saturation and sharpness in the camera's own
 //! range; exposure and white balance AUTO or MANUAL; the exposure time in
-//! microseconds). A change goes through the same path as the page's: all
-//! or none, kept on the data partition.
+//! microseconds). Reading and changing them goes through the same path as
+//! the page's (the picture thread): all or none, kept on the data
+//! partition.
 
 use camstream_onvif::imaging::{self as img, Exposure, Imaging, Level, Mode, WhiteBalance};
 use camstream_onvif::soap::{Fault, Request as Soap};
 
+use std::net::SocketAddr;
+use std::sync::Arc;
+
 use super::Context;
-use crate::server::picture::Refusal;
+use crate::server::picture::Ask;
 use crate::source::controls::{ControlSetting, Value};
-use crate::source::picture::{Kind, Setting};
+use crate::source::picture::{Controls, Kind, Setting};
 
 pub const PATH: &str = "/onvif/imaging_service";
 /// The one video source's token (GetVideoSources).
@@ -86,7 +90,7 @@ pub fn imaging(settings: &[Setting]) -> Imaging {
 }
 
 /// A checked change as the camera's controls.
-fn controls(change: &img::Change, settings: &[Setting]) -> Vec<ControlSetting> {
+fn to_controls(change: &img::Change, settings: &[Setting]) -> Vec<ControlSetting> {
     let mut out = Vec::new();
     let mut put = |name: &str, value: Value| {
         out.push(ControlSetting {
@@ -130,11 +134,18 @@ fn controls(change: &img::Change, settings: &[Setting]) -> Vec<ControlSetting> {
     out
 }
 
+/// What a request comes to: an answer now, or a job for the picture
+/// thread (server::picture), which reads and sets the camera off the loop.
+pub enum Step {
+    Xml(String),
+    Ask(Arc<dyn Controls>, Ask),
+}
+
 /// The service's answer to `soap` (its path is [`PATH`]).
-pub fn answer(soap: &Soap, ctx: &mut Context<'_>, peer: std::net::SocketAddr) -> Result<String, Fault> {
+pub fn answer(soap: &Soap, ctx: &Context<'_>) -> Result<Step, Fault> {
     let op = soap.operation();
     if op == "GetServiceCapabilities" {
-        return Ok(img::service_capabilities());
+        return Ok(Step::Xml(img::service_capabilities()));
     }
     if !matches!(
         op,
@@ -146,39 +157,49 @@ pub fn answer(soap: &Soap, ctx: &mut Context<'_>, peer: std::net::SocketAddr) ->
     if token != SOURCE {
         return Err(img::no_source(token));
     }
-    let settings = ctx
+    // What settings there are and their ranges, as known: the camera is
+    // asked only by the picture thread.
+    let (controls, known) = ctx
         .source
-        .as_deref()
-        .and_then(|s| s.picture())
+        .and_then(|s| s.picture().ok())
+        .map(|c| {
+            let known = c.known();
+            (c, known)
+        })
+        .filter(|(_, known)| !known.is_empty())
         .ok_or_else(|| {
             Fault::receiver(&["ter:ActionNotSupported"], "the camera is not there, or has no picture settings")
         })?;
-    let now = imaging(&settings);
+    let now = imaging(&known);
     Ok(match op {
-        "GetImagingSettings" => img::imaging_settings(&now),
-        "GetOptions" => img::options(&now),
-        "GetStatus" => img::status(),
-        "GetMoveOptions" => img::move_options(),
+        "GetImagingSettings" => Step::Ask(controls, Ask::Read),
+        "GetOptions" => Step::Xml(img::options(&now)),
+        "GetStatus" => Step::Xml(img::status()),
+        "GetMoveOptions" => Step::Xml(img::move_options()),
         _ => {
             let change = img::parse_set(soap, &now)?;
-            let wanted = controls(&change, &settings);
-            match ctx.picture.set(ctx.source.as_deref_mut(), &wanted) {
-                Ok(()) => {
-                    let said: Vec<String> =
-                        wanted.iter().map(|c| format!("{} = {}", c.name, c.value)).collect();
-                    log::info!("{peer}: picture: {} (ONVIF)", said.join(", "));
-                    img::set_imaging_settings()
-                }
-                Err(Refusal::Invalid(why) | Refusal::NotAllowed(why)) => {
-                    log::info!("{peer}: picture: refused: {why} (ONVIF)");
-                    return Err(Fault {
-                        subcodes: &["ter:InvalidArgVal", "ter:SettingsInvalid"],
-                        ..Fault::sender(&[], &why)
-                    });
-                }
-            }
+            Step::Ask(controls, Ask::Set(to_controls(&change, &known)))
         }
     })
+}
+
+/// The answer to a request whose job the picture thread has done.
+pub fn finish(ask: &Ask, result: Result<Vec<Setting>, String>, peer: SocketAddr) -> Result<String, Fault> {
+    match (ask, result) {
+        (Ask::Read, Ok(settings)) => Ok(img::imaging_settings(&imaging(&settings))),
+        (Ask::Set(wanted), Ok(_)) => {
+            let said: Vec<String> = wanted.iter().map(|c| format!("{} = {}", c.name, c.value)).collect();
+            log::info!("{peer}: picture: {} (ONVIF)", said.join(", "));
+            Ok(img::set_imaging_settings())
+        }
+        (_, Err(why)) => {
+            log::info!("{peer}: picture: refused: {why} (ONVIF)");
+            Err(Fault {
+                subcodes: &["ter:InvalidArgVal", "ter:SettingsInvalid"],
+                ..Fault::sender(&[], &why)
+            })
+        }
+    }
 }
 
 #[cfg(test)]
@@ -243,7 +264,7 @@ mod tests {
             white_balance_mode: Some(Mode::Auto),
             ..Default::default()
         };
-        let c: Vec<String> = controls(&change, &c920())
+        let c: Vec<String> = to_controls(&change, &c920())
             .iter()
             .map(|c| format!("{} = {}", c.name, c.value))
             .collect();

@@ -13,7 +13,7 @@ use camstream_onvif::xml::Limits;
 pub mod discovery;
 
 pub mod events;
-mod imaging;
+pub mod imaging;
 mod services;
 
 use std::net::SocketAddr;
@@ -148,6 +148,30 @@ pub enum Answer {
         admitted: bool,
         signed_in: Option<String>,
     },
+    /// An Imaging request for the picture thread: its connection waits
+    /// (parked) for the job, answered with [`imaging::finish`].
+    Picture {
+        controls: std::sync::Arc<dyn crate::source::picture::Controls>,
+        ask: super::picture::Ask,
+        admitted: bool,
+        signed_in: Option<String>,
+    },
+}
+
+impl Answer {
+    /// An operation's answer or fault, as HTTP writes it.
+    pub fn soap(result: Result<String, Fault>, admitted: bool, signed_in: Option<String>) -> Answer {
+        let (status, xml) = match result {
+            Ok(xml) => (200, xml),
+            Err(fault) => (fault.http_status(), fault.envelope()),
+        };
+        Answer::Soap {
+            status,
+            xml,
+            admitted,
+            signed_in,
+        }
+    }
 }
 
 /// What a request may read or change of the rest.
@@ -156,8 +180,7 @@ pub struct Context<'a> {
     pub fanout: &'a mut Fanout,
     pub producers: &'a mut Producers,
     /// The camera, for its picture settings (Imaging).
-    pub source: Option<&'a mut (dyn crate::source::FrameSource + 'static)>,
-    pub picture: &'a mut super::picture::Picture,
+    pub source: Option<&'a (dyn crate::source::FrameSource + 'static)>,
 }
 
 impl Default for Onvif {
@@ -255,26 +278,28 @@ impl Onvif {
                 },
             }
         } else if req.path == imaging::PATH {
-            imaging::answer(&soap, &mut ctx, peer)
+            match imaging::answer(&soap, &ctx) {
+                Ok(imaging::Step::Ask(controls, ask)) => {
+                    return Answer::Picture {
+                        controls,
+                        ask,
+                        admitted,
+                        signed_in,
+                    };
+                }
+                Ok(imaging::Step::Xml(xml)) => Ok(xml),
+                Err(f) => Err(f),
+            }
         } else if op == "SetVideoEncoderConfiguration" {
             services::set_encoder(&soap, &mut ctx)
         } else {
             services::answer(req, &soap, &ctx)
         };
-        let (status, xml) = match answer {
-            Ok(xml) => (200, xml),
-            Err(fault) => {
-                log::debug!("{peer}: ONVIF {op}: {}", fault.reason);
-                (fault.http_status(), fault.envelope())
-            }
-        };
-        log::debug!("{peer}: ONVIF {op} -> {status}");
-        Answer::Soap {
-            status,
-            xml,
-            admitted,
-            signed_in,
+        match &answer {
+            Ok(_) => log::debug!("{peer}: ONVIF {op} -> 200"),
+            Err(fault) => log::debug!("{peer}: ONVIF {op}: {} -> {}", fault.reason, fault.http_status()),
         }
+        Answer::soap(answer, admitted, signed_in)
     }
 
     /// The same rule as RTSP's and HTTP's, then the user: a UsernameToken

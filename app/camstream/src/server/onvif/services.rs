@@ -209,7 +209,12 @@ fn xs_int(v: &str) -> Option<i32> {
 /// The answer to every operation but SetVideoEncoderConfiguration.
 pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, Fault> {
     let host = req.host.clone().unwrap_or_else(|| "camera".to_owned());
-    let picture = ctx.source.as_deref().and_then(|s| s.picture());
+    // As known (the camera is asked only by the picture thread).
+    let picture = ctx
+        .source
+        .and_then(|s| s.picture().ok())
+        .map(|c| c.known())
+        .filter(|known| !known.is_empty());
     let x = XAddrs {
         device: format!("http://{host}{DEVICE_PATH}"),
         media: format!("http://{host}{MEDIA_PATH}"),

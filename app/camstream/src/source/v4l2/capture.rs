@@ -3,6 +3,7 @@
 //! controls set, its buffers mapped and streaming.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{Context, anyhow};
 use rustix::io::Errno;
@@ -41,6 +42,8 @@ pub(super) struct Capture {
     /// Size of the frames sent: the capture size rounded down to a multiple
     /// of 8, which is what RTP/JPEG headers can express.
     pub out_size: (usize, usize),
+    /// Its picture settings, for the picture thread.
+    pub picture: Arc<picture::Camera>,
 }
 
 impl Capture {
@@ -122,6 +125,9 @@ impl Capture {
             }
         }
         picture::apply_kept(&dev, &settings.picture);
+        let picture = Arc::new(
+            picture::Camera::new(&dev).with_context(|| format!("{name}: a second descriptor"))?,
+        );
         let (w, h) = (format.width as usize, format.height as usize);
         if !select::is_jpeg(format.fourcc) && (w < 16 || h < 16) {
             return Err(anyhow!("{name}: {w}x{h} is too small to encode").into());
@@ -134,6 +140,7 @@ impl Capture {
             format,
             fps,
             out_size: (w & !7, h & !7),
+            picture,
         })
     }
 

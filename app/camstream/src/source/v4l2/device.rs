@@ -152,6 +152,16 @@ impl Device {
         })
     }
 
+    /// The same open device through a second descriptor: for another
+    /// thread's ioctls (picture settings), the capture's own untouched.
+    pub fn try_clone(&self) -> io::Result<Device> {
+        Ok(Device {
+            fd: self.fd.try_clone()?,
+            path: self.path.clone(),
+            caps: self.caps.clone(),
+        })
+    }
+
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }

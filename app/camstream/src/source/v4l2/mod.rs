@@ -280,22 +280,18 @@ impl FrameSource for V4l2Source {
         self.info
     }
 
-    fn picture(&self) -> Option<Vec<crate::source::picture::Setting>> {
-        self.capture.as_ref().map(|c| picture::settings(&c.dev))
+    fn picture(&self) -> Result<std::sync::Arc<dyn crate::source::picture::Controls>, String> {
+        match &self.capture {
+            Some(c) => Ok(c.picture.clone()),
+            None => Err(format!(
+                "the camera is not there: looking for {}",
+                self.device
+            )),
+        }
     }
 
-    fn set_picture(
-        &mut self,
-        changes: &[crate::source::controls::ControlSetting],
-    ) -> Result<(), String> {
-        let cap = self
-            .capture
-            .as_ref()
-            .ok_or_else(|| format!("the camera is not there: looking for {}", self.device))?;
-        picture::set(&cap.dev, changes)?;
-        // Set again when the camera comes back.
+    fn keep_picture(&mut self, changes: &[crate::source::controls::ControlSetting]) {
         crate::source::picture::merge(&mut self.settings.picture, changes);
-        Ok(())
     }
 
     fn present(&self) -> bool {

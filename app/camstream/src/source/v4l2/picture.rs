@@ -1,11 +1,51 @@
 //! Picture settings on a V4L2 camera: its controls among
 //! [`crate::source::picture::OFFERED`], read and set through the device.
 
+use std::sync::Mutex;
+
 use super::controls::{key, resolve};
 use super::device::{Control, Device};
 use super::sys::*;
 use crate::source::controls::ControlSetting;
-use crate::source::picture::{Kind, OFFERED, Setting};
+use crate::source::picture::{Controls, Kind, OFFERED, Setting};
+
+/// An open camera's picture settings, through a descriptor of their own.
+pub struct Camera {
+    dev: Device,
+    known: Mutex<Vec<Setting>>,
+}
+
+impl Camera {
+    /// At open, where the capture's own ioctls are.
+    pub fn new(dev: &Device) -> std::io::Result<Camera> {
+        let dev = dev.try_clone()?;
+        let known = Mutex::new(settings(&dev));
+        Ok(Camera { dev, known })
+    }
+
+    fn know(&self, now: &[Setting]) {
+        now.clone_into(&mut self.known.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+}
+
+impl Controls for Camera {
+    fn known(&self) -> Vec<Setting> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn read(&self) -> Vec<Setting> {
+        let now = settings(&self.dev);
+        self.know(&now);
+        now
+    }
+
+    fn set(&self, changes: &[ControlSetting]) -> Result<(), String> {
+        let r = set(&self.dev, changes);
+        // Known as they are now: some set, or put back.
+        self.read();
+        r
+    }
+}
 
 /// The offered controls the camera has, with their values now.
 pub fn settings(dev: &Device) -> Vec<Setting> {

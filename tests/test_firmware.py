@@ -268,13 +268,16 @@ def test_hotplugged_device_gets_its_driver(firmware):
 
 def test_settings_on_data_partition_survive_reboot(firmware):
     """camstream.toml edited on the data partition, and picture settings
-    set on the status page's form in the host's Chromium (kept by the
-    daemon in camstream.picture.toml, which the init script made its own):
-    both in effect after a reboot, the picture flipped on vivid as the
-    page left it."""
+    set on the status page's form in the host's Chromium and through
+    ONVIF's Imaging service by onvif-zeep-async (kept by the daemon in
+    camstream.picture.toml, which the init script made its own): all in
+    effect after a reboot, the picture flipped on vivid as the page left
+    it, the contrast as ONVIF did."""
     import shutil
 
     from playwright.sync_api import expect, sync_playwright
+
+    from test_onvif import with_camera
 
     http = f"http://127.0.0.1:{firmware.http_port}"
 
@@ -311,6 +314,17 @@ def test_settings_on_data_partition_survive_reboot(firmware):
         finally:
             browser.close()
     assert (picture()["brightness"], picture()["horizontal_flip"]) == (150, True)
+
+    async def contrast(cam, value=None):
+        """GetImagingSettings' Contrast, after SetImagingSettings' `value`."""
+        media = await cam.create_media_service()
+        token = {"VideoSourceToken": (await media.GetVideoSources())[0].token}
+        service = await cam.create_imaging_service()
+        if value is not None:
+            await service.SetImagingSettings(token | {"ImagingSettings": {"Contrast": value}})
+        return (await service.GetImagingSettings(token)).Contrast
+
+    assert with_camera(firmware.http_port, lambda cam: contrast(cam, 90), "admin", "unused") == 90
     firmware.sh("sed -i 's|^#path = \"stream\"|path = \"cam\"|' /data/etc/camstream.toml")
     firmware.sh("grep -x 'path = \"cam\"' /data/etc/camstream.toml")
     firmware.p.sendline("reboot")
@@ -324,10 +338,12 @@ def test_settings_on_data_partition_survive_reboot(firmware):
     assert streams(firmware, 2) == 0
     assert firmware.sh("ls -ln /data/etc/camstream.picture.toml").split()[0] == "-rw-------"
     kept = picture()
-    assert (kept["brightness"], kept["horizontal_flip"]) == (150, True), kept
+    assert (kept["brightness"], kept["horizontal_flip"], kept["contrast"]) == (150, True, 90), kept
+    assert with_camera(firmware.http_port, contrast, "admin", "unused") == 90
     # Read from the driver (VIDIOC_G_CTRL), not from what camstream kept.
     probe = firmware.sh("camstream probe /dev/video0")
     assert re.search(r"brightness +int +min=0 max=255 step=1 default=128 value=150", probe), probe
     assert re.search(r"horizontal_flip +bool +default=0 value=1", probe), probe
+    assert re.search(r"contrast +int +min=0 max=255 step=1 default=128 value=90", probe), probe
     left, right = sides(picture_gray(requests.get(http + "/snapshot.jpg", timeout=10).content))
     assert left + 60 < right, f"flipped: black on the left ({left:.0f}), white on the right ({right:.0f})"

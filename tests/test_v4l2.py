@@ -376,8 +376,8 @@ def test_picture_settings_through_onvif_and_the_page(firmware):
 
     # Changes at once, each on a connection of its own (12: under the 16
     # an address may have): the camera is asked by the picture thread, one
-    # job after another, up to 8 queued; the others are told to try again.
-    # Each answer is the settings as its own change left them.
+    # job after another, up to 2 of one address queued; the others are told
+    # to try again. Each answer is the settings as its own change left them.
     wanted = range(100, 112)
     with concurrent.futures.ThreadPoolExecutor(len(wanted)) as pool:
         answers = list(pool.map(lambda v: requests.post(http + "/picture", json={"saturation": v}, timeout=60),

@@ -6,7 +6,7 @@
 //! keeps what was set in camstream.picture.toml: a write and its sync may
 //! take a card's while, and a burst of changes is one write.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
@@ -21,6 +21,9 @@ use crate::source::picture::{self, Controls, Setting};
 /// Jobs queued at once: each is a few ioctls, and a request parks until
 /// its own is done, so only as many clients wait at once.
 const MAX_JOBS: usize = 8;
+/// Jobs of one client address queued at once: a viewer's reads cannot
+/// fill the queue and keep an operator's change out.
+const MAX_JOBS_PER_ADDRESS: usize = 2;
 
 /// What a request asks of the camera.
 pub enum Ask {
@@ -42,6 +45,14 @@ pub enum Reply {
         admitted: bool,
         signed_in: Option<String>,
     },
+}
+
+impl Reply {
+    fn peer(&self) -> IpAddr {
+        match self {
+            Reply::Http { peer, .. } | Reply::Onvif { peer, .. } => peer.ip(),
+        }
+    }
 }
 
 pub struct Job {
@@ -66,6 +77,8 @@ pub struct Picture {
     file: Option<PathBuf>,
     waker: Option<Arc<mio::Waker>>,
     worker: Option<Worker>,
+    /// The address of each job queued or running.
+    queued: Vec<IpAddr>,
 }
 
 struct Worker {
@@ -80,6 +93,7 @@ impl Picture {
             file: cfg.picture_file.clone(),
             waker: None,
             worker: None,
+            queued: Vec::new(),
         }
     }
 
@@ -105,9 +119,14 @@ impl Picture {
     }
 
     /// Queues `job` on the camera's `controls`; the thread starts with the
-    /// first. Err: the queue is full (or no thread could start), and the
-    /// job is handed back to be refused.
+    /// first. Err: the queue is full, or holds as many of this address's
+    /// as it takes (or no thread could start), and the job is handed back
+    /// to be refused.
     pub fn ask(&mut self, controls: Arc<dyn Controls>, job: Job) -> Result<(), Job> {
+        let peer = job.reply.peer();
+        if self.queued.iter().filter(|a| **a == peer).count() >= MAX_JOBS_PER_ADDRESS {
+            return Err(job);
+        }
         if self.worker.is_none() {
             let Some(waker) = self.waker.clone() else {
                 return Err(job);
@@ -135,15 +154,24 @@ impl Picture {
         };
         w.jobs.try_send((job, controls)).map_err(|e| match e {
             TrySendError::Full((job, _)) | TrySendError::Disconnected((job, _)) => job,
-        })
+        })?;
+        self.queued.push(peer);
+        Ok(())
     }
 
     /// The jobs done since last asked.
     pub fn done(&mut self) -> Vec<Done> {
-        match &self.worker {
-            Some(w) => std::mem::take(&mut *w.done.lock().unwrap_or_else(|e| e.into_inner())),
-            None => Vec::new(),
+        let Some(w) = &self.worker else {
+            return Vec::new();
+        };
+        let done = std::mem::take(&mut *w.done.lock().unwrap_or_else(|e| e.into_inner()));
+        for d in &done {
+            let peer = d.reply.peer();
+            if let Some(i) = self.queued.iter().position(|a| *a == peer) {
+                self.queued.swap_remove(i);
+            }
         }
+        done
     }
 }
 

@@ -15,20 +15,29 @@
 step_name="" step_start=0 step_list="" steps_started=""
 step() {
     step_end
-    step_name=$1 step_start=$(date +%s)
+    step_name=$1 step_start=$(date +%s) step_ticks=$(cpu_ticks)
     : "${steps_started:=$step_start}"
     printf '\n== %s\n' "$1"
 }
+# "IDLE TOTAL": the machine's idle and total CPU time so far (/proc/stat's
+# ticks, all cores), so each step says how much CPU it left unused: where a
+# run's time could go to work beside it, and where it cannot.
+cpu_ticks() {
+    awk '$1 == "cpu" { print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat 2>/dev/null ||
+        echo "0 0"
+}
 step_end() {
     [ -z "$step_name" ] ||
-        step_list="$step_list$(printf '%6d s  %s' $(($(date +%s) - step_start)) "$step_name")
+        step_list="$step_list$(printf '%6d s  %s  %s' $(($(date +%s) - step_start)) \
+            "$(echo "$step_ticks $(cpu_ticks)" | awk '{ t = $4 - $2
+                if (t > 0) printf "%3d %% idle", 100 * ($3 - $1) / t; else printf "  - %% idle" }')" "$step_name")
 "
     step_name=""
 }
 # `step_beside NAME SECONDS`: a job that ran beside the steps, listed with
 # its own time in brackets (not part of the total, which is the clock's).
 step_beside() {
-    step_list="$step_list$(printf '%6s s  %s' "($2)" "$1")
+    step_list="$step_list$(printf '%6s s  %10s  %s' "($2)" "" "$1")
 "
 }
 step_times() {

@@ -73,6 +73,19 @@ def bundle(rootfs: Path, out: Path, *extra: str) -> Path:
     return out
 
 
+def readme_bundle(rootfs: Path) -> Path:
+    """README's `scripts/bundle ROOTFS`: without --output it puts the bundle
+    beside the root filesystem, named by board and version, and says
+    where; returns that path."""
+    version = re.search(r"(?m)^VERSION_ID=(.*)$", ext4_file(rootfs, "/etc/os-release"))[1]
+    board = re.search(r"(?m)^compatible=camstream-(\S+)$", ext4_file(rootfs, "/etc/rauc/system.conf"))[1]
+    made = subprocess.run([str(ROOT / "scripts/bundle"), str(rootfs)], capture_output=True, text=True, check=True,
+                          timeout=300).stdout.strip().splitlines()[-1]
+    path = ROOT / made
+    assert path.parent == rootfs.parent and path.name == f"camstream-{board}-{version}.raucb", made
+    return path
+
+
 def camstream_as(image: Path, wrapper: bytes) -> dict[str, bytes]:
     """Files for variant(): `wrapper` in place of the root filesystem's
     /usr/bin/camstream, which it finds beside it as camstream-real."""
@@ -87,14 +100,8 @@ def v2_and_broken(work: Path, drive: Path, image: Path) -> str:
     start, its daemon exits at once, while `camstream check`, which the
     health check runs, still works). Returns v1, the built version."""
     v1 = re.search(r"(?m)^VERSION_ID=(.*)$", ext4_file(image / "rootfs.ext4", "/etc/os-release"))[1]
-    board = re.search(r"(?m)^compatible=camstream-(\S+)$", ext4_file(image / "rootfs.ext4", "/etc/rauc/system.conf"))[1]
-    # As README's "Update a board" makes it: scripts/bundle without
-    # --output, which says where it put the bundle (beside the root
-    # filesystem, named by board and version); served under that name too.
-    made = subprocess.run([str(ROOT / "scripts/bundle"), str(variant(work, "v2", f"{v1}-v2", image=image))],
-                          capture_output=True, text=True, check=True, timeout=300).stdout.strip().splitlines()[-1]
-    path = ROOT / made
-    assert path.parent == work and path.name == f"camstream-{board}-{v1}-v2.raucb", made
+    # As README's "Update a board" makes it; served under its name too.
+    path = readme_bundle(variant(work, "v2", f"{v1}-v2", image=image))
     path.rename(drive / "v2.raucb")
     (drive / path.name).symlink_to("v2.raucb")
     # Its check's wait for a frame shortened from 45 to 20 s: no frame comes

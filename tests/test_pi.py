@@ -12,14 +12,15 @@ Pi's USB network takes three minutes to download a bundle)."""
 from __future__ import annotations
 
 import re
-import struct
 import subprocess
 import time
 
 import pytest
 
 import guest
-from helpers import ROOT, figure, live555_frames, run
+from helpers import figure, live555_frames, run
+from test_grow import data_partition
+from test_ota import readme_bundle
 
 BOARD = "rpi3_64"
 IMAGE = guest.image_of(BOARD)
@@ -31,16 +32,11 @@ def firmware(tmp_path_factory):
     update bundle for it on the data partition, where `scp` would put it
     (README's "a local file works too")."""
     guest.build(BOARD)
-    # README's `scripts/bundle output/.../rootfs.ext4`: it says where it put
-    # the bundle, named by board and version.
-    made = subprocess.run([str(ROOT / "scripts/bundle"), str(IMAGE / "rootfs.ext4")], capture_output=True,
-                          text=True, check=True, timeout=300).stdout.strip().splitlines()[-1]
-    bundle = ROOT / made
-    assert bundle.parent == IMAGE and bundle.name.startswith(f"camstream-{BOARD}-"), made
+    bundle = readme_bundle(IMAGE / "rootfs.ext4")
+    assert bundle.name.startswith(f"camstream-{BOARD}-"), bundle
     card = tmp_path_factory.mktemp("pi") / "sdcard.img"
     subprocess.run(["cp", "--sparse=always", str(IMAGE / "sdcard.img"), str(card)], check=True)
-    with card.open("rb") as f:
-        start = struct.unpack_from("<I", f.read(512), 446 + 3 * 16 + 8)[0]  # the data partition's
+    start, _ = data_partition(card)
     subprocess.run(["debugfs", "-w", "-R", f"write {bundle} {bundle.name}", f"{card}?offset={start * 512}"],
                    check=True, capture_output=True)
     g = guest.Guest(board=BOARD, wait=False, image=card)

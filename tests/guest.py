@@ -162,8 +162,14 @@ class Guest:
         self.nudges = 0
         self.testdrive = testdrive
         self.started = time.monotonic()
-        self.p = pexpect.spawn(str(ROOT / "scripts/qemu"), args, encoding="utf-8", timeout=120,
-                               codec_errors="replace")
+        # QEMU's own messages (slirp's "Failed to send packet" for each of
+        # the guest's packets to a network this machine has none of) go to
+        # a file of their own: on the console they landed inside the
+        # guest's lines and broke a test's match in two.
+        self.stderr_path = Path(f"/tmp/camstream-qemu-{self.rtsp_port}.stderr")
+        self.p = pexpect.spawn("/bin/sh", ["-c", 'err=$1; shift; exec "$@" 2>"$err"', "sh",
+                                           str(self.stderr_path), str(ROOT / "scripts/qemu"), *args],
+                               encoding="utf-8", timeout=120, codec_errors="replace")
         self.p.logfile_read = self
         if wait:
             self.wait_booted()
@@ -381,3 +387,9 @@ class Guest:
                 pass
         self.p.close(force=True)
         Path(self.qmp_path).unlink(missing_ok=True)
+        # Shown with a failing test's output (pytest keeps stderr for those).
+        with contextlib.suppress(OSError):
+            err = self.stderr_path.read_text(errors="replace").splitlines()
+            if err:
+                print("scripts/qemu's stderr, its last lines:", *err[-20:], sep="\n", file=sys.stderr)
+        self.stderr_path.unlink(missing_ok=True)

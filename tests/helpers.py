@@ -66,6 +66,10 @@ class Camstream:
             self.lines.append(line.rstrip("\n"))
 
     def log(self) -> str:
+        # The process may have exited before the reader took its last lines
+        # from the pipe: once it has, read to the pipe's end first.
+        if self.proc.poll() is not None:
+            self._reader.join(5)
         return "\n".join(self.lines)
 
     def wait_for(self, text: str, timeout: float = 20) -> str:

@@ -186,6 +186,58 @@ def test_zeep_pullpoint_sees_motion_start_and_stop(camstream, events_config):
     assert not lost, "the manager lost its subscription"
 
 
+CONCRETE_SET = "http://www.onvif.org/ver10/tev/topicExpression/ConcreteSet"
+
+
+def test_zeep_subscription_filtered_to_a_topic(camstream, events_config):
+    """A Filter's TopicExpression, as onvif-zeep-async's zeep writes it
+    (the way NVRs ask for the topics they record): the subscription gets
+    that topic only; a topic the camera has not, or a dialect it does not
+    speak, is refused with WS-BaseNotification's fault."""
+    cs = camstream("--config", str(events_config), "--width", "640", "--height", "360")
+    cs.wait_for("motion started (")
+
+    async def subscribe(cam):
+        from zeep import xsd
+        from zeep.exceptions import Fault
+
+        events = await cam.create_events_service()
+        expression = events.zeep_client.get_element("{http://docs.oasis-open.org/wsn/b-2}TopicExpression")
+
+        async def create(expr: str, dialect: str = CONCRETE_SET):
+            topic = xsd.AnyObject(expression, expression(_value_1=expr, Dialect=dialect))
+            return await events.CreatePullPointSubscription(
+                {"Filter": {"_value_1": [topic]}, "InitialTerminationTime": "PT60S"})
+
+        refusals = []
+        for expr, dialect in (("tns1:RuleEngine/FieldDetector//.", CONCRETE_SET),
+                              ("tns1:VideoSource//.", "http://docs.oasis-open.org/wsn/t-1/TopicExpression/Full"),
+                              ("tns1:VideoSource//./x", CONCRETE_SET)):
+            try:
+                await create(expr, dialect)
+                refusals.append(None)
+            except Fault as f:
+                refusals.append([q.localname for q in f.subcodes or []])
+        r = await create("tns1:VideoSource//.")
+        cam.xaddrs[PULLPOINT_NS] = r.SubscriptionReference.Address._value_1
+        pullpoint = await cam.create_pullpoint_service()
+        seen: list[Note] = []
+        cs.proc.send_signal(signal.SIGUSR2)  # the box stops: a change
+        end = time.monotonic() + 20
+        while not any(n.operation == "Changed" for n in seen) and time.monotonic() < end:
+            m = await pullpoint.PullMessages({"Timeout": dt.timedelta(seconds=5), "MessageLimit": 100})
+            seen.extend(note(n) for n in m.NotificationMessage or [])
+        return refusals, seen
+
+    refusals, seen = with_camera(cs.http_port, subscribe)
+    assert refusals == [["InvalidArgVal", "TopicNotSupportedFault"],
+                        ["InvalidArgVal", "TopicExpressionDialectUnknownFault"],
+                        ["InvalidArgVal", "InvalidTopicExpressionFault"]], refusals
+    # MotionAlarm's state, then its change; CellMotionDetector's never.
+    assert [(n.topic, n.operation, n.moving) for n in seen] == \
+        [(ALARM, "Initialized", True), (ALARM, "Changed", False)], seen
+
+
 # Node's `onvif` (0.8.x) event API: connects (GetSystemDateAndTime,
 # GetServices), then an 'event' listener starts its loop:
 # CreatePullPointSubscription, then PullMessages (Timeout PT1M) and Renew

@@ -334,7 +334,10 @@ def test_settings_on_data_partition_survive_reboot(firmware):
         firmware.first_frame(timeout=90, path="cam")
     except TimeoutError as e:
         raise AssertionError(firmware.diagnose()) from e
-    assert streams(firmware, path="cam") >= 25
+    # Served at the new path, and no longer at the old one. Not a rate:
+    # CI's builds share the CPU with the guest here (9 pictures in 5 s in
+    # one run, 63 alone); the rate is measured where nothing runs beside.
+    assert streams(firmware, path="cam") >= 5
     assert streams(firmware, 2) == 0
     assert firmware.sh("ls -ln /data/etc/camstream.picture.toml").split()[0] == "-rw-------"
     kept = picture()

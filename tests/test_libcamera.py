@@ -13,12 +13,14 @@ import re
 import time
 
 import pytest
+import requests
 
 import guest
-from helpers import bars_off, colour_bars, figure
+from helpers import bars_off, colour_bars, figure, picture_gray
 from rtsp import Client
 from test_interop import ffmpeg_client, gst_client
-from test_v4l2 import frames_counted, start, stop, whole_frames
+from test_onvif import with_camera
+from test_v4l2 import frames_counted, picture_until, start, stop, whole_frames
 
 CAMERA = "platform/vimc.0 Sensor B"
 # vimc's scaler triples the sensor's size: a width that is a multiple of 24
@@ -156,6 +158,93 @@ def test_controls_change_the_picture_or_are_refused(firmware):
     assert "[controls] Brightness = 3: out of range (-1.000000 to 1.000000)" in out, out
     out = firmware.sh("camstream --source libcamera:nosuch 2>&1 & sleep 6; kill $!", check=False)
     assert "no libcamera camera nosuch; waiting for libcamera camera nosuch" in out, out
+
+
+def sensor_control(firmware, name: str, value: int | None = None) -> str:
+    """A control of vimc's Sensor B as v4l2-ctl reads it from its
+    subdevice (where libcamera's vimc pipeline sets Brightness, Contrast
+    and Saturation: 128 + 128 x Brightness, 128 x the others), or sets it."""
+    out = firmware.sh("for d in /sys/class/video4linux/v4l-subdev*; do "
+                      "[ \"$(cat $d/name)\" != 'Sensor B' ] || echo /dev/${d##*/}; done")
+    dev = re.findall(r"^/dev/v4l-subdev\d+$", out, re.M)[-1]
+    ctl = f"LD_LIBRARY_PATH=/tmp/t/v4l2/lib /tmp/t/v4l2/v4l2-ctl -d {dev}"
+    if value is not None:
+        firmware.sh(f"{ctl} --set-ctrl {name}={value}")
+    out = firmware.sh(f"{ctl} --get-ctrl {name}")
+    # Its line (an earlier test's camstream, ending, may still write to the
+    # console).
+    line = [x for x in out.splitlines() if x.startswith(name + ": ")]
+    assert line, out
+    return line[-1].split(": ")[1].strip()
+
+
+def sensor_until(firmware, name: str, want: str, timeout: float = 10) -> str:
+    """The sensor's control once it is `want` (a setting reaches it with
+    the next request the camera takes), or as it is after `timeout`."""
+    end = time.monotonic() + timeout
+    while (got := sensor_control(firmware, name)) != want and time.monotonic() < end:
+        time.sleep(0.3)
+    return got
+
+
+@pytest.mark.skipif(bool(guest.FIRMWARE), reason="v4l2-ctl is the test drive's, which a Buildroot image has not")
+def test_picture_settings_set_live_and_kept(firmware):
+    """vimc's controls as picture settings, libcamera's floats in
+    hundredths: the page sets Brightness while the camera streams, the
+    next request carries it to the sensor (v4l2-ctl reads it back) and the
+    snapshots are brighter; a value out of range is refused and sets
+    nothing; ONVIF's Imaging service sets Contrast; at the next start the
+    kept settings are set again."""
+    firmware.sh("mkdir -p /tmp/lpic && : >/tmp/lpic/camstream.toml && : >/tmp/lpic/camstream.picture.toml && "
+                "chmod 666 /tmp/lpic/camstream.picture.toml")
+    args = f"--config /tmp/lpic/camstream.toml --source libcamera:auto --width {W} --height {H} --http-port 80"
+    # libcamera leaves the sensor's controls as the last camera user set
+    # them (test_controls: Brightness 0.5): back to the default first.
+    assert sensor_control(firmware, "brightness", 128) == "128"
+    start(firmware, args)
+    http = f"http://127.0.0.1:{firmware.http_port}"
+    page = {s["name"]: s for s in requests.get(http + "/picture", timeout=10).json()["settings"]}
+    assert set(page) == {"brightness", "contrast", "saturation"}, page
+    assert page["brightness"] == {"name": "brightness", "type": "int", "min": -100, "max": 100, "step": 1,
+                                  "default": 0, "value": 0, "inactive": False}, page
+    assert (page["contrast"]["max"], page["contrast"]["value"]) == (200, 100), page
+    before = picture_gray(requests.get(http + "/snapshot.jpg", timeout=10).content)
+    r = requests.post(http + "/picture", json={"brightness": 50}, timeout=10)
+    assert r.status_code == 200, r.text
+    assert {s["name"]: s["value"] for s in r.json()["settings"]}["brightness"] == 50, r.text
+    brighter = picture_until(http, lambda g: mean(g) > mean(before) + 10)
+    print(f"mean luma {mean(before):.1f} -> {mean(brighter):.1f} with brightness 50 (Brightness 0.5) set live")
+    assert (mean(brighter) > mean(before) + 10, sensor_control(firmware, "brightness")) == (True, "192"), \
+        firmware.sh("cat /tmp/camstream.log")
+    r = requests.post(http + "/picture", json={"contrast": 150, "brightness": 101}, timeout=10)
+    assert r.status_code == 400 and "brightness = 101: out of range (-100..=100)" in r.json()["error"], r.text
+    assert sensor_control(firmware, "contrast") == "128", "the refused change set nothing"
+
+    # ONVIF's Imaging service over the same settings (onvif-zeep-async, as
+    # Home Assistant drives it): libcamera's ranges in hundredths.
+    async def imaging(cam):
+        media = await cam.create_media_service()
+        token = {"VideoSourceToken": (await media.GetVideoSources())[0].token}
+        service = await cam.create_imaging_service()
+        options = await service.GetOptions(token)
+        await service.SetImagingSettings(token | {"ImagingSettings": {"Contrast": 150}})
+        return options, await service.GetImagingSettings(token)
+
+    options, now = with_camera(firmware.http_port, imaging, "admin", "unused")
+    assert (options.Brightness.Min, options.Brightness.Max, options.Contrast.Max) == (-100, 100, 200), options
+    assert (now.Brightness, now.Contrast) == (50, 150), now
+    assert sensor_until(firmware, "contrast", "192") == "192"
+    stop(firmware)
+    kept = firmware.sh("cat /tmp/lpic/camstream.picture.toml")
+    assert "brightness = 50" in kept, kept
+    # The sensor back at its defaults: the next start sets them again.
+    assert sensor_control(firmware, "brightness", 128) == "128"
+    assert sensor_control(firmware, "contrast", 128) == "128"
+    start(firmware, args)
+    page = {s["name"]: s for s in requests.get(http + "/picture", timeout=10).json()["settings"]}
+    assert (page["brightness"]["value"], page["contrast"]["value"]) == (50, 150), page
+    assert (sensor_until(firmware, "brightness", "192"), sensor_until(firmware, "contrast", "192")) == ("192", "192")
+    stop(firmware)
 
 
 def test_unbind_keeps_the_session_and_bind_resumes_it(firmware):

@@ -273,9 +273,11 @@ def test_update_over_the_network_and_keep(firmware):
     the settings are there in slot B."""
     b = firmware
     assert b.slot() == "A" and b.version() == b.ota.v1
-    # A setting the user changed, on the data partition.
-    b.sh("sed -i 's/^#* *fps *=.*/fps = 25/' /data/etc/camstream.toml; grep -q '^fps = 25' /data/etc/camstream.toml "
-         "|| echo 'fps = 25' >>/data/etc/camstream.toml")
+    # A setting the user changed, on the data partition: the top-level fps
+    # (the first line of its name; [motion] has an fps of its own, and a key
+    # twice is a config camstream refuses), else a new first line.
+    b.sh("f=/data/etc/camstream.toml; sed -i '1,/^#* *fps *=/ s/^#* *fps *=.*/fps = 25/' $f; "
+         "grep -q '^fps = 25' $f || sed -i '1i fps = 25' $f; test \"$(grep -c '^fps *=' $f)\" = 1")
     # And the network's: a name of the user's choosing.
     b.sh("sed -i 's/^hostname =.*/hostname = ota-cam/' /data/etc/network.conf")
     settings = b.sh("md5sum /data/etc/camstream.toml /data/etc/network.conf")

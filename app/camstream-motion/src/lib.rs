@@ -1,6 +1,6 @@
 //! Motion in a camera's picture, without I/O and without allocating per
-//! picture: a small luma picture in (the sub-stream's, or the main stream's
-//! JPEG decoded to its DC coefficients, an eighth of its size), averaged
+//! picture: a small luma picture in (the main stream's JPEG read to its DC
+//! coefficients alone, an eighth of its size), averaged
 //! into a grid of cells and compared with a running background of the
 //! same grid; motion when enough cells changed for long enough, its end
 //! when none did for a while. [`Detector::feed`] says when motion starts

@@ -9,6 +9,7 @@ use std::fmt::Write;
 
 use crate::ns;
 use crate::responses::DateTime;
+pub use crate::topics::{FilterError, Topics, subscription_filter, topic_filter};
 use crate::wsse::parse_created;
 use crate::xml::escape;
 
@@ -113,6 +114,8 @@ pub struct Subscription {
     pub user: Option<String>,
     /// When its term ends, in seconds since 1970.
     pub expires: i64,
+    /// What its filter selected.
+    pub topics: Topics,
     queue: VecDeque<Notification>,
 }
 
@@ -128,6 +131,9 @@ impl Subscription {
     }
 
     fn push(&mut self, n: Notification, cap: usize) {
+        if !self.topics.has(n.topic) {
+            return;
+        }
         while self.queue.len() >= cap.max(1) {
             self.queue.pop_front();
         }
@@ -165,13 +171,14 @@ impl Subscriptions {
         until.unwrap_or(max).clamp(min, max)
     }
 
-    /// A new subscription `id` for `user`, its queue starting with the
-    /// topics' `state` (a property's Initialized messages).
+    /// A new subscription `id` for `user` to `topics`, its queue starting
+    /// with their `state` (a property's Initialized messages).
     pub fn create(
         &mut self,
         id: u64,
         user: Option<&str>,
         expires: i64,
+        topics: Topics,
         state: &[Notification],
     ) -> Result<&Subscription, Refusal> {
         if self.list.len() >= self.limits.total {
@@ -191,6 +198,7 @@ impl Subscriptions {
             id,
             user: user.map(str::to_owned),
             expires,
+            topics,
             queue: VecDeque::with_capacity(state.len()),
         };
         for n in state {
@@ -565,10 +573,12 @@ mod tests {
         let mut subs = Subscriptions::new(Limits::default());
         let init = state(false, 100);
         for id in 0..4 {
-            subs.create(id, Some("alice"), 200, &init).unwrap();
+            subs.create(id, Some("alice"), 200, Topics::ALL, &init)
+                .unwrap();
         }
         assert_eq!(
-            subs.create(4, Some("alice"), 200, &init).unwrap_err(),
+            subs.create(4, Some("alice"), 200, Topics::ALL, &init)
+                .unwrap_err(),
             Refusal::TooMany { per_user: true }
         );
         assert_eq!(subs.find(0, Some("bob")).unwrap_err(), Refusal::NotYours);
@@ -576,14 +586,16 @@ mod tests {
         assert_eq!(subs.find(99, Some("alice")).unwrap_err(), Refusal::Unknown);
         assert_eq!(subs.remove(0, Some("bob")).unwrap_err(), Refusal::NotYours);
         subs.remove(0, Some("alice")).unwrap();
-        subs.create(4, Some("alice"), 200, &init).unwrap();
+        subs.create(4, Some("alice"), 200, Topics::ALL, &init)
+            .unwrap();
         for id in 10..22 {
-            subs.create(id, Some(&format!("u{}", id % 3)), 200, &init)
+            subs.create(id, Some(&format!("u{}", id % 3)), 200, Topics::ALL, &init)
                 .unwrap();
         }
         assert_eq!(subs.len(), 16);
         assert_eq!(
-            subs.create(30, Some("carol"), 200, &init).unwrap_err(),
+            subs.create(30, Some("carol"), 200, Topics::ALL, &init)
+                .unwrap_err(),
             Refusal::TooMany { per_user: false }
         );
         // Terms end.
@@ -598,7 +610,8 @@ mod tests {
             queue: 4,
             ..Limits::default()
         });
-        subs.create(1, None, 500, &state(true, 100)).unwrap();
+        subs.create(1, None, 500, Topics::ALL, &state(true, 100))
+            .unwrap();
         let s = subs.find(1, None).unwrap();
         let first = s.take(10);
         assert_eq!(first.len(), 2);

@@ -24,5 +24,6 @@ pub mod imaging;
 pub mod ns;
 pub mod responses;
 pub mod soap;
+pub mod topics;
 pub mod wsse;
 pub mod xml;

@@ -1,11 +1,12 @@
 //! The motion detector's workload for counting instructions (callgrind):
 //! each JPEG file given is decoded to its DC coefficients alone (an eighth
-//! of its size, luma only: what the detector looks at when the source has
-//! no raw pictures), and fed to the detector, ROUNDS times. Run twice with
-//! different ROUNDS, the difference is the cost of the extra frames alone;
-//! `--detector` counts the detector alone on pictures decoded once.
+//! of its size, luma only: what the detector looks at), and fed to the
+//! detector, ROUNDS times. Run twice with different ROUNDS, the difference
+//! is the cost of the extra frames alone. `--detector` counts the detector
+//! alone on pictures decoded once; `--turbo` decodes with libjpeg-turbo at
+//! 1/8 scale instead of camstream-rtp's DC decoder (what it replaced).
 //!
-//!     count-motion [--detector] ROUNDS FRAME.jpg...
+//!     count-motion [--detector | --turbo] ROUNDS FRAME.jpg...
 
 use std::hint::black_box;
 
@@ -14,11 +15,16 @@ use turbojpeg::{Decompressor, Image, PixelFormat};
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: count-motion [--detector] ROUNDS FRAME.jpg...";
-    let detector_only = args.first().is_some_and(|a| a == "--detector");
-    if detector_only {
-        args.remove(0);
-    }
+    let usage = "usage: count-motion [--detector | --turbo] ROUNDS FRAME.jpg...";
+    let flag = |args: &mut Vec<String>, name: &str| {
+        let set = args.first().is_some_and(|a| a == name);
+        if set {
+            args.remove(0);
+        }
+        set
+    };
+    let detector_only = flag(&mut args, "--detector");
+    let turbo = flag(&mut args, "--turbo");
     let rounds: u32 = args.first().and_then(|r| r.parse().ok()).expect(usage);
     let frames: Vec<Vec<u8>> = args[1..]
         .iter()
@@ -30,6 +36,11 @@ fn main() {
     // tjDecompress2 takes the largest scale that fits: 1/8.
     let (w, h) = (header.width.div_ceil(8), header.height.div_ceil(8));
     let mut decode = |jpeg: &[u8], luma: &mut Vec<u8>| {
+        if !turbo {
+            let j = camstream_rtp::jpeg::parse(jpeg).expect("a frame RTP/JPEG carries");
+            camstream_rtp::jpeg::dc_luma(&j, luma).expect("decoded");
+            return;
+        }
         let image = Image {
             pixels: luma.as_mut_slice(),
             width: w,

@@ -1,5 +1,6 @@
 //! Any bytes: parse must not panic, and what it accepts must survive an
-//! RTP round trip: same scan, tables, size, type.
+//! RTP round trip (same scan, tables, size, type) and be read by the DC
+//! decoder without a panic.
 #![no_main]
 
 use camstream_rtp::packetize::{self, Packetizer};
@@ -14,6 +15,13 @@ fuzz_target!(|data: &[u8]| {
     };
     assert!(j.len <= frame.len());
     assert_eq!(jpeg::frame_len(frame), Ok(j.len), "splitter and parser agree on the end");
+    // Motion detection's reading of the scan (bounded: a header may claim
+    // 65535x65535).
+    let (w, h) = jpeg::dc_size(j.width, j.height);
+    if w * h <= 1 << 16 {
+        let mut luma = vec![0u8; w * h];
+        let _ = jpeg::dc_luma(&j, &mut luma);
+    }
 
     let mtu = packetize::MIN_MTU + usize::from(mtu_seed) * 32;
     let mut p = Packetizer::new(1, u16::MAX - 3, mtu).unwrap();

@@ -8,10 +8,12 @@
 //! chroma components, the T.81 Annex K Huffman tables, one interleaved
 //! baseline scan. Anything else would decode to garbage at the far end.
 
+mod dc;
 mod error;
 mod huffman;
 mod markers;
 
+pub use dc::{DcError, dc_luma, dc_size};
 pub use error::{JpegError, Remedy};
 pub use markers::{dimensions, frame_len};
 

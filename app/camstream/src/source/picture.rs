@@ -13,15 +13,18 @@ use super::controls::{ControlSetting, Value};
 /// The controls offered as picture settings, by the names `v4l2-ctl`
 /// prints (as `[controls]` takes them), in the page's order. Others stay
 /// in camstream.toml's `[controls]`.
-pub const OFFERED: [&str; 11] = [
+pub const OFFERED: [&str; 14] = [
     "brightness",
     "contrast",
     "saturation",
     "sharpness",
     "auto_exposure",
     "exposure_time_absolute",
+    "analogue_gain",
     "white_balance_automatic",
     "white_balance_temperature",
+    "red_balance",
+    "blue_balance",
     "power_line_frequency",
     "horizontal_flip",
     "vertical_flip",

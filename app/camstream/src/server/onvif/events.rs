@@ -96,8 +96,9 @@ impl Events {
                 "GetServiceCapabilities" => ev::service_capabilities(),
                 "GetEventProperties" => ev::event_properties(),
                 "CreatePullPointSubscription" => {
-                    // Every topic goes to every subscription: a Filter is
-                    // not looked at (clients take the topics they know).
+                    // The topics its Filter names (all without one).
+                    let topics = ev::subscription_filter(soap)
+                        .map_err(|e| Fault::sender(e.subcodes(), e.describe()))?;
                     let until = match soap.arg(&["InitialTerminationTime"]) {
                         None => None,
                         Some(t) => Some(ev::parse_termination(t, now).ok_or_else(|| {
@@ -115,7 +116,7 @@ impl Events {
                         id = u64::from_ne_bytes(b);
                     }
                     self.subs
-                        .create(id, user, expires, &ev::state(moving, now))
+                        .create(id, user, expires, topics, &ev::state(moving, now))
                         .map_err(refused)?;
                     log::info!(
                         "ONVIF: user {:?} subscribed to motion events until {expires} ({} subscriptions)",

@@ -16,11 +16,15 @@ use rustix::event::{EventfdFlags, eventfd};
 
 use super::CameraSpec;
 use super::controls::{self, Resolved};
-use super::describe::{self, CameraDesc};
+use super::describe::{self, CameraDesc, ControlDesc};
 use super::encode::{Work, encode};
 use super::ffi::{self, Camera, Manager, PixFormat, Wait};
+use super::picture as offered;
+use super::picture::Flips;
 use crate::clock::Mono;
+use crate::source::controls::ControlSetting;
 use crate::source::jpeg::JpegEncoder;
+use crate::source::picture::{self, Controls, Setting};
 use crate::source::{CapturedFrame, FrameSource, Raw, Settings, StreamInfo};
 
 /// How often a missing camera is looked for.
@@ -79,6 +83,70 @@ struct Shared {
     want_raw: AtomicBool,
     /// What the camera runs as while it is there (None while absent).
     mode: Mutex<Option<String>>,
+    live: Mutex<Live>,
+}
+
+/// The camera's controls as picture settings: what the page and ONVIF
+/// set goes to the capture thread, which hands it to the next request.
+#[derive(Default)]
+struct Live {
+    /// The camera's controls while it is there.
+    have: Vec<ControlDesc>,
+    /// Their values as set (by the config, the kept settings, or live).
+    now: offered::Values,
+    /// Set, for the capture thread to hand over.
+    pending: Vec<Resolved>,
+    /// The kept settings (camstream.picture.toml and what was set since),
+    /// set again whenever the camera opens.
+    kept: Vec<ControlSetting>,
+    /// The flips asked for, then made (what the camera could), and whether
+    /// it can flip.
+    flips: Flips,
+    /// Flips changed: the capture thread reopens the camera.
+    reconfigure: bool,
+}
+
+impl Shared {
+    fn live(&self) -> std::sync::MutexGuard<'_, Live> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A libcamera camera's picture settings ([`Live`]).
+struct LivePicture(Arc<Shared>);
+
+impl Controls for LivePicture {
+    fn known(&self) -> Vec<Setting> {
+        let live = self.0.live();
+        offered::settings(&live.have, &live.now, live.flips)
+    }
+
+    fn read(&self) -> Vec<Setting> {
+        // What was set is what the camera has: libcamera reports back only
+        // what its control loops chose (in metadata), not its settings.
+        self.known()
+    }
+
+    fn set(&self, changes: &[ControlSetting]) -> Result<(), String> {
+        let mut live = self.0.live();
+        if live.have.is_empty() {
+            return Err("the camera is not there".into());
+        }
+        let change = offered::resolve(changes, &live.have, &live.now, live.flips)?;
+        for r in change.controls {
+            live.now.insert(r.id, r.values.clone());
+            live.pending.retain(|p| p.id != r.id);
+            live.pending.push(r);
+        }
+        if change.flips != live.flips.now {
+            live.flips.now = change.flips;
+            live.reconfigure = true;
+        }
+        // Kept at once: a reopen for the flips may come before the loop
+        // keeps them (keep_picture).
+        picture::merge(&mut live.kept, changes);
+        Ok(())
+    }
 }
 
 pub struct LibcameraSource {
@@ -109,6 +177,14 @@ impl LibcameraSource {
             stop: AtomicBool::new(false),
             want_raw: AtomicBool::new(false),
             mode: Mutex::new(None),
+            live: Mutex::new(Live {
+                kept: settings.picture.clone(),
+                flips: Flips {
+                    can: false,
+                    now: offered::kept_flips(&settings.picture),
+                },
+                ..Live::default()
+            }),
         });
         let mut info = StreamInfo {
             width: settings.width & !7,
@@ -165,6 +241,20 @@ impl FrameSource for LibcameraSource {
 
     fn want_raw(&mut self, yes: bool) {
         self.shared.want_raw.store(yes, Ordering::Relaxed);
+    }
+
+    fn picture(&self) -> Result<Arc<dyn Controls>, String> {
+        if !self.present() || self.shared.live().have.is_empty() {
+            return Err(format!(
+                "the camera is not there: looking for {}",
+                self.camera
+            ));
+        }
+        Ok(Arc::new(LivePicture(self.shared.clone())))
+    }
+
+    fn keep_picture(&mut self, changes: &[ControlSetting]) {
+        picture::merge(&mut self.shared.live().kept, changes);
     }
 
     fn mode(&self) -> String {
@@ -234,7 +324,11 @@ struct Capture {
 }
 
 impl Capture {
-    fn open(camera: &CameraSpec, settings: &Settings) -> Result<Capture, OpenError> {
+    fn open(
+        camera: &CameraSpec,
+        settings: &Settings,
+        shared: &Shared,
+    ) -> Result<Capture, OpenError> {
         // Without udev, libcamera's manager fails to start while there is
         // no media device at all: a camera yet to come.
         let manager = Manager::start().map_err(|e| OpenError::Absent(format!("{e:#}")))?;
@@ -251,15 +345,32 @@ impl Capture {
             &desc.controls,
             &wanted,
         ));
+        // The kept picture settings after the config's, as for V4L2.
+        let configured: offered::Values = wanted.iter().map(|r| (r.id, r.values.clone())).collect();
+        let kept = offered::kept(&shared.live().kept, &desc.controls, &configured);
+        for r in kept {
+            wanted.retain(|w| w.id != r.id);
+            wanted.push(r);
+        }
+        let flips = shared.live().flips.now;
         let mut camera = manager
             .open(
                 &desc.id,
                 settings.width.into(),
                 settings.height.into(),
                 settings.buffers,
+                flips,
             )
             .map_err(OpenError::Unusable)?;
         let format = camera.format();
+        if format.flips != flips {
+            log::warn!(
+                "libcamera:{}: the camera cannot flip its picture as asked (horizontal {}, vertical {})",
+                desc.id,
+                flips & ffi::HFLIP != 0,
+                flips & ffi::VFLIP != 0
+            );
+        }
         let (w, h) = (format.width, format.height);
         if w < 16 || h < 16 {
             return Err(OpenError::Unusable(anyhow!(
@@ -274,6 +385,17 @@ impl Capture {
                 .map_err(OpenError::Unusable)?;
         }
         camera.start().map_err(OpenError::Unusable)?;
+        {
+            let mut live = shared.live();
+            live.have = desc.controls.clone();
+            live.now = wanted.iter().map(|r| (r.id, r.values.clone())).collect();
+            live.pending.clear();
+            live.flips = Flips {
+                can: format.can_flip,
+                now: format.flips & (ffi::HFLIP | ffi::VFLIP),
+            };
+            live.reconfigure = false;
+        }
         Ok(Capture {
             camera,
             _manager: manager,
@@ -333,7 +455,7 @@ fn run(
     };
     let mut work = Work::default();
     while !shared.stop.load(Ordering::Relaxed) {
-        match Capture::open(&camera, &settings) {
+        match Capture::open(&camera, &settings, shared) {
             Ok(mut cap) => {
                 let away = lost_since.take().map(|t| Mono::now().saturating_sub(t));
                 let mode = cap.describe(&settings);
@@ -352,11 +474,20 @@ fn run(
                 if let Some(tx) = first.take() {
                     let _ = tx.send(Ok(size));
                 }
-                let why = capture_frames(&mut cap, &mut encoder, &mut work, shared, &mut counts);
+                let end = capture_frames(&mut cap, &mut encoder, &mut work, shared, &mut counts);
                 if let Ok(mut m) = shared.mode.lock() {
                     *m = None;
                 }
-                let Some(why) = why else { return };
+                shared.live().have.clear();
+                let why = match end {
+                    End::Stopped => return,
+                    End::Reconfigure => {
+                        // Closed and opened again at once: not a loss.
+                        log::info!("libcamera:{}: reopening it flipped as set", cap.desc.id);
+                        continue;
+                    }
+                    End::Lost(why) => why,
+                };
                 cap.camera.mark_lost();
                 counts.lost += 1;
                 lost_since = Some(Mono::now());
@@ -397,14 +528,25 @@ fn sleep_unless_stopped(shared: &Shared, d: Duration) {
     }
 }
 
-/// Captures until the camera is lost (Some(why)) or the source stops (None).
+/// Why capturing ended.
+enum End {
+    /// The source stops.
+    Stopped,
+    /// The camera is lost: why.
+    Lost(String),
+    /// Its flips changed: it is opened again.
+    Reconfigure,
+}
+
+/// Captures until the camera is lost, its flips change, or the source
+/// stops.
 fn capture_frames(
     cap: &mut Capture,
     encoder: &mut JpegEncoder,
     work: &mut Work,
     shared: &Shared,
     counts: &mut Counters,
-) -> Option<String> {
+) -> End {
     let mut last = Mono::now();
     let mut sequence: Option<u32> = None;
     let mut reported = (0, 0, 0);
@@ -412,13 +554,36 @@ fn capture_frames(
     let (format, out_size) = (cap.format.clone(), cap.out_size);
     loop {
         if shared.stop.load(Ordering::Relaxed) {
-            return None;
+            return End::Stopped;
+        }
+        // Picture settings set since: the request requeued next carries
+        // them; flips need the camera configured anew.
+        let (set, reconfigure) = {
+            let mut live = shared.live();
+            (
+                std::mem::take(&mut live.pending),
+                std::mem::take(&mut live.reconfigure),
+            )
+        };
+        if reconfigure {
+            return End::Reconfigure;
+        }
+        for r in set {
+            log::debug!(
+                "libcamera:{}: {} = {:?} from the next request",
+                cap.desc.id,
+                r.name,
+                r.values
+            );
+            if let Err(e) = cap.camera.control(r.id, &r.values) {
+                log::warn!("libcamera:{}: setting {}: {e:#}", cap.desc.id, r.name);
+            }
         }
         let now = Mono::now();
         let frame = match cap.camera.wait(WAIT_MS) {
-            Wait::Gone => return Some("disconnected".into()),
+            Wait::Gone => return End::Lost("disconnected".into()),
             Wait::Nothing if now.saturating_sub(last) > STALL => {
-                return Some(format!("no frame for {} s", STALL.as_secs()));
+                return End::Lost(format!("no frame for {} s", STALL.as_secs()));
             }
             Wait::Nothing => continue,
             Wait::Frame(f) => f,
@@ -455,7 +620,7 @@ fn capture_frames(
         });
         work.raw = raw;
         if let Err(e) = cap.camera.requeue(index) {
-            return Some(format!("{e:#}"));
+            return End::Lost(format!("{e:#}"));
         }
         match encoded {
             Ok(raw_size) => {

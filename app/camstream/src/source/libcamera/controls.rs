@@ -158,46 +158,7 @@ pub fn frame_duration(fps: u32, have: &[ControlDesc], set: &[Resolved]) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ctl(name: &str, id: u32, kind: &str, min: &str, max: &str) -> ControlDesc {
-        ControlDesc {
-            name: name.into(),
-            id,
-            kind: kind.into(),
-            min: min.into(),
-            max: max.into(),
-            default: String::new(),
-        }
-    }
-
-    /// The controls libcamera 0.7's rpi/vc4 pipeline gives an IMX708
-    /// (Camera Module 3), as `cam --list-controls` prints them (a subset).
-    fn imx708() -> Vec<ControlDesc> {
-        vec![
-            ctl("AeEnable", 1, "bool", "false", "true"),
-            ctl("ExposureTime", 6, "int32", "26", "112015443"),
-            ctl("AnalogueGain", 7, "float", "1.122807", "16.000000"),
-            ctl("AwbEnable", 12, "bool", "false", "true"),
-            ctl("AwbMode", 13, "int32", "0", "7"),
-            ctl("Brightness", 9, "float", "-1.000000", "1.000000"),
-            ctl("AfMode", 40, "int32", "0", "2"),
-            ctl("LensPosition", 45, "float", "0.000000", "15.000000"),
-            ctl(
-                "ScalerCrop",
-                22,
-                "rectangle",
-                "(0, 0)/64x64",
-                "(0, 0)/4608x2592",
-            ),
-            ctl(
-                "FrameDurationLimits",
-                25,
-                "int64",
-                "[ 33333, 33333 ]",
-                "[ 120000, 120000 ]",
-            ),
-        ]
-    }
+    use crate::source::libcamera::describe::imx708;
 
     fn set(name: &str, value: Value) -> ControlSetting {
         ControlSetting {
@@ -251,7 +212,8 @@ mod tests {
         assert_eq!(
             err("Sharpness", Value::Float(1.0)),
             "[controls] Sharpness: this camera has no such control; it has AeEnable, ExposureTime, \
-             AnalogueGain, AwbEnable, AwbMode, Brightness, AfMode, LensPosition, ScalerCrop, FrameDurationLimits"
+             AnalogueGain, AwbEnable, AwbMode, ColourGains, Brightness, Contrast, AfMode, LensPosition, ScalerCrop, \
+             FrameDurationLimits"
         );
         assert_eq!(
             err("ExposureTime", Value::Int(5)),

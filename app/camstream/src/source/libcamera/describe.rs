@@ -40,6 +40,77 @@ pub struct ControlDesc {
     pub default: String,
 }
 
+/// The controls libcamera 0.7's rpi/vc4 pipeline gives an IMX708 (Camera
+/// Module 3), as `cam --list-controls` prints them (a subset), for tests.
+#[cfg(test)]
+pub fn imx708() -> Vec<ControlDesc> {
+    let c = ControlDesc::listed;
+    vec![
+        c("AeEnable", 1, "bool", "false", "true", "true"),
+        c("ExposureTime", 6, "int32", "26", "112015443", "20000"),
+        c(
+            "AnalogueGain",
+            7,
+            "float",
+            "1.122807",
+            "16.000000",
+            "1.000000",
+        ),
+        c("AwbEnable", 12, "bool", "false", "true", "true"),
+        c("AwbMode", 13, "int32", "0", "7", "0"),
+        c("ColourGains", 15, "float", "0.000000", "32.000000", ""),
+        c(
+            "Brightness",
+            9,
+            "float",
+            "-1.000000",
+            "1.000000",
+            "0.000000",
+        ),
+        c("Contrast", 10, "float", "0.000000", "32.000000", "1.000000"),
+        c("AfMode", 40, "int32", "0", "2", "0"),
+        c(
+            "LensPosition",
+            45,
+            "float",
+            "0.000000",
+            "15.000000",
+            "1.000000",
+        ),
+        c(
+            "ScalerCrop",
+            22,
+            "rectangle",
+            "(0, 0)/64x64",
+            "(0, 0)/4608x2592",
+            "",
+        ),
+        c(
+            "FrameDurationLimits",
+            25,
+            "int64",
+            "[ 33333, 33333 ]",
+            "[ 120000, 120000 ]",
+            "",
+        ),
+    ]
+}
+
+#[cfg(test)]
+impl ControlDesc {
+    /// A control as `cam --list-controls` prints it, for tests.
+    pub fn listed(name: &str, id: u32, kind: &str, min: &str, max: &str, default: &str) -> Self {
+        ControlDesc {
+            name: name.into(),
+            id,
+            kind: kind.into(),
+            min: min.into(),
+            max: max.into(),
+            default: default.into(),
+        }
+    }
+}
+
 pub fn parse(text: &str) -> Vec<CameraDesc> {
     let mut cams: Vec<CameraDesc> = Vec::new();
     for line in text.lines() {

@@ -194,6 +194,8 @@ mod tests {
             stride,
             format: name.into(),
             full_range: true,
+            flips: 0,
+            can_flip: false,
         };
         encode(
             &mut enc,

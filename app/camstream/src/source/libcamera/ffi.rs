@@ -60,6 +60,8 @@ struct RawPixFormat {
     stride: u32,
     format: [c_char; 16],
     full_range: u32,
+    flips: u32,
+    can_flip: u32,
 }
 
 unsafe extern "C" {
@@ -74,6 +76,7 @@ unsafe extern "C" {
         width: u32,
         height: u32,
         buffers: u32,
+        flips: u32,
         err: *mut c_char,
         len: usize,
     ) -> *mut RawCamera;
@@ -160,7 +163,16 @@ impl Manager {
 
     /// Acquires and configures camera `id` for a stream of about
     /// `width` x `height`.
-    pub fn open(&self, id: &str, width: u32, height: u32, buffers: u32) -> Result<Camera> {
+    /// Opens camera `id`, flipped as `flips` asks ([`HFLIP`], [`VFLIP`])
+    /// where it can ([`PixFormat::flips`] says what it does).
+    pub fn open(
+        &self,
+        id: &str,
+        width: u32,
+        height: u32,
+        buffers: u32,
+        flips: u32,
+    ) -> Result<Camera> {
         let cid = CString::new(id).map_err(|_| anyhow!("{id:?}: a camera id has no NUL"))?;
         let mut err = ErrBuf::new();
         // SAFETY: valid manager, NUL-terminated id, error buffer of its length.
@@ -171,6 +183,7 @@ impl Manager {
                 width,
                 height,
                 buffers,
+                flips,
                 err.ptr(),
                 err.0.len(),
             )
@@ -203,7 +216,13 @@ pub struct PixFormat {
     pub format: String,
     /// Its samples span the full range (the colour space libcamera set).
     pub full_range: bool,
+    /// The flips it makes ([`HFLIP`], [`VFLIP`]; 4: a rotation by 90).
+    pub flips: u32,
+    /// Whether it can flip both ways.
+    pub can_flip: bool,
 }
+
+pub use super::picture::{HFLIP, VFLIP};
 
 /// An acquired camera; streaming once started. Closing (drop) stops it
 /// and releases it; it must be dropped before the manager it came from.
@@ -264,10 +283,13 @@ impl Camera {
             stride: i.stride as usize,
             format,
             full_range: i.full_range != 0,
+            flips: i.flips,
+            can_flip: i.can_flip != 0,
         }
     }
 
-    /// Sets control `id` to `values` when streaming starts.
+    /// Sets control `id` to `values` when streaming starts, or once it
+    /// has, from the next request (a picture setting changed live).
     pub fn control(&mut self, id: u32, values: &[f64]) -> Result<()> {
         let mut err = ErrBuf::new();
         // SAFETY: valid camera; `values` valid for its length.

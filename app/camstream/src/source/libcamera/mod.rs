@@ -18,6 +18,7 @@ pub mod describe;
 mod encode;
 #[cfg(feature = "libcamera")]
 mod ffi;
+pub mod picture;
 
 #[cfg(feature = "libcamera")]
 pub use capture::{LibcameraSource, init, probe, usable_camera};

@@ -36,6 +36,9 @@
 #include <libcamera/request.h>
 #include <libcamera/stream.h>
 #include <libcamera/version.h>
+#if LIBCAMERA_VERSION_MAJOR > 0 || LIBCAMERA_VERSION_MINOR >= 2
+#include <libcamera/orientation.h>
+#endif
 
 using namespace libcamera;
 
@@ -137,6 +140,10 @@ struct cs_lc_pix_format {
 	/* Its samples span the full range (JFIF's), as the colour space the
 	 * pipeline settled on says; RGB always does. */
 	uint32_t full_range;
+	/* The flips the camera makes (CS_LC_HFLIP, CS_LC_VFLIP), and whether
+	 * it can make both. */
+	uint32_t flips;
+	uint32_t can_flip;
 };
 
 struct cs_lc_camera {
@@ -157,7 +164,11 @@ struct cs_lc_camera {
 	};
 	std::vector<shared> dmabufs;
 	std::vector<std::pair<void *, size_t>> maps;
+	uint32_t flips = 0;
+	bool canFlip = false;
 	ControlList controls;
+	/* Set while streaming: carried by the next request queued. */
+	ControlList pending;
 	bool started = false;
 
 	std::mutex lock;
@@ -201,9 +212,62 @@ struct cs_lc_camera {
 	int requeue(Request *r)
 	{
 		r->reuse(Request::ReuseBuffers);
+		if (!pending.empty()) {
+			r->controls().merge(pending);
+			pending.clear();
+		}
 		return camera->queueRequest(r);
 	}
 };
+
+namespace {
+
+/* Flips as cs_lc_open takes them. */
+constexpr uint32_t CS_LC_HFLIP = 1, CS_LC_VFLIP = 2, CS_LC_NOT_FLIPS = 4;
+
+#if LIBCAMERA_VERSION_MAJOR > 0 || LIBCAMERA_VERSION_MINOR >= 2
+/* libcamera 0.2 on: the picture's orientation, the sensor's mounting
+ * already made up for; a vertical flip is a mirrored 180. */
+void setFlips(CameraConfiguration &config, uint32_t flips)
+{
+	static const Orientation o[4] = { Orientation::Rotate0, Orientation::Rotate0Mirror,
+					  Orientation::Rotate180Mirror, Orientation::Rotate180 };
+	config.orientation = o[flips & 3];
+}
+
+uint32_t flipsOf(const CameraConfiguration &config)
+{
+	switch (config.orientation) {
+	case Orientation::Rotate0: return 0;
+	case Orientation::Rotate0Mirror: return CS_LC_HFLIP;
+	case Orientation::Rotate180Mirror: return CS_LC_VFLIP;
+	case Orientation::Rotate180: return CS_LC_HFLIP | CS_LC_VFLIP;
+	default: return CS_LC_NOT_FLIPS; /* turned by 90 degrees */
+	}
+}
+#else
+/* Before 0.2: a transform of the sensor's picture. */
+void setFlips(CameraConfiguration &config, uint32_t flips)
+{
+	Transform t = Transform::Identity;
+	if (flips & CS_LC_HFLIP)
+		t = t | Transform::HFlip;
+	if (flips & CS_LC_VFLIP)
+		t = t | Transform::VFlip;
+	config.transform = t;
+}
+
+uint32_t flipsOf(const CameraConfiguration &config)
+{
+	int t = static_cast<int>(config.transform);
+	if (t & static_cast<int>(Transform::Transpose))
+		return CS_LC_NOT_FLIPS;
+	return (t & static_cast<int>(Transform::HFlip) ? CS_LC_HFLIP : 0) |
+	       (t & static_cast<int>(Transform::VFlip) ? CS_LC_VFLIP : 0);
+}
+#endif
+
+} /* namespace */
 
 extern "C" {
 
@@ -314,9 +378,10 @@ size_t cs_lc_describe(cs_lc_manager *m, char *buf, size_t len)
 }
 
 /* Acquires camera `id` and configures one processed stream of about
- * width x height in the best format camstream takes. */
+ * width x height in the best format camstream takes, flipped as `flips`
+ * asks where the camera can (cs_lc_pix_format says what it does). */
 cs_lc_camera *cs_lc_open(cs_lc_manager *m, const char *id, uint32_t width, uint32_t height,
-			 uint32_t buffers, char *err, size_t len)
+			 uint32_t buffers, uint32_t flips, char *err, size_t len)
 {
 	std::shared_ptr<Camera> cam = m->cm->get(id);
 	if (!cam) {
@@ -345,12 +410,27 @@ cs_lc_camera *cs_lc_open(cs_lc_manager *m, const char *id, uint32_t width, uint3
 		/* JPEG's colour space (full range): the Pi's ISP makes it;
 		 * a pipeline that cannot says what it makes instead. */
 		sc.colorSpace = ColorSpace::Sycc;
+		setFlips(*config, flips);
 		if (config->validate() == CameraConfiguration::Invalid)
 			continue;
 		if (sc.pixelFormat != pf)
 			continue;
 		c->config = std::move(config);
 		break;
+	}
+	if (c->config) {
+		c->flips = flipsOf(*c->config);
+		/* Whether it can flip both ways: a configuration asking for both
+		 * keeps them through validation. */
+		std::unique_ptr<CameraConfiguration> probe =
+			cam->generateConfiguration({ StreamRole::VideoRecording });
+		if (probe && probe->size() == 1) {
+			probe->at(0).pixelFormat = c->config->at(0).pixelFormat;
+			probe->at(0).size = c->config->at(0).size;
+			setFlips(*probe, CS_LC_HFLIP | CS_LC_VFLIP);
+			c->canFlip = probe->validate() != CameraConfiguration::Invalid &&
+				     flipsOf(*probe) == (CS_LC_HFLIP | CS_LC_VFLIP);
+		}
 	}
 	if (!c->config) {
 		cam->release();
@@ -366,6 +446,7 @@ cs_lc_camera *cs_lc_open(cs_lc_manager *m, const char *id, uint32_t width, uint3
 	}
 	c->stream = c->config->at(0).stream();
 	c->controls = ControlList(cam->controls());
+	c->pending = ControlList(cam->controls());
 	return c.release();
 }
 
@@ -378,10 +459,14 @@ void cs_lc_pix_format(const cs_lc_camera *c, cs_lc_pix_format *info)
 	snprintf(info->format, sizeof(info->format), "%s", sc.pixelFormat.toString().c_str());
 	bool rgb = sc.pixelFormat == formats::BGR888 || sc.pixelFormat == formats::RGB888;
 	info->full_range = rgb || (sc.colorSpace && sc.colorSpace->range == ColorSpace::Range::Full);
+	info->flips = c->flips;
+	info->can_flip = c->canFlip;
 }
 
-/* Sets control `id` (as cs_lc_describe lists it) when streaming starts.
- * Numbers come as doubles (exact for every integer a control takes). */
+/* Sets control `id` (as cs_lc_describe lists it) when streaming starts,
+ * or, once it has, from the next request queued (the thread that queues
+ * them calls this). Numbers come as doubles (exact for every integer a
+ * control takes). */
 int cs_lc_control(cs_lc_camera *c, uint32_t id, const double *v, size_t n, char *err, size_t len)
 {
 	const ControlInfoMap &infos = c->camera->controls();
@@ -420,6 +505,8 @@ int cs_lc_control(cs_lc_camera *c, uint32_t id, const double *v, size_t n, char 
 		return -1;
 	}
 	c->controls.set(id, value);
+	if (c->started)
+		c->pending.set(id, value);
 	return 0;
 count:
 	fail(err, len, "%s takes one value, not %zu", cid->name().c_str(), n);

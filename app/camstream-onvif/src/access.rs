@@ -53,6 +53,15 @@ impl AccessClass {
             | "GetVideoEncoderConfigurationOptions"
             | "GetStreamUri"
             | "GetSnapshotUri"
+            | "GetAudioSources"
+            | "GetAudioSourceConfigurations"
+            | "GetAudioSourceConfiguration"
+            | "GetCompatibleAudioSourceConfigurations"
+            | "GetAudioSourceConfigurationOptions"
+            | "GetAudioEncoderConfigurations"
+            | "GetAudioEncoderConfiguration"
+            | "GetCompatibleAudioEncoderConfigurations"
+            | "GetAudioEncoderConfigurationOptions"
             // The event service's (its WSDL's access classes).
             | "GetEventProperties"
             | "CreatePullPointSubscription"
@@ -65,7 +74,10 @@ impl AccessClass {
             | "GetOptions"
             | "GetStatus"
             | "GetMoveOptions" => AccessClass::ReadMedia,
-            "SetVideoEncoderConfiguration" | "SetImagingSettings" => AccessClass::Actuate,
+            "SetVideoEncoderConfiguration"
+            | "SetImagingSettings"
+            | "AddAudioSourceConfiguration"
+            | "AddAudioEncoderConfiguration" => AccessClass::Actuate,
             "GetUsers" => AccessClass::ReadSystemSecret,
             _ => AccessClass::WriteSystem,
         }

@@ -357,9 +357,23 @@ fn encoder_configuration(tag: &str, p: &Profile) -> String {
     )
 }
 
-fn profile(tag: &str, p: &Profile, src: &VideoSource, profiles: usize) -> String {
+fn profile(
+    tag: &str,
+    p: &Profile,
+    src: &VideoSource,
+    profiles: usize,
+    audio: Option<&Audio>,
+) -> String {
+    // The schema's order: video source, audio source, video encoder,
+    // audio encoder.
+    let (audio_source, audio_encoder) = audio.map_or_else(Default::default, |a| {
+        (
+            audio_source_configuration("tt:AudioSourceConfiguration", profiles),
+            audio_encoder_configuration("tt:AudioEncoderConfiguration", a, profiles),
+        )
+    });
     format!(
-        "<{tag} token=\"{t}\" fixed=\"true\"><tt:Name>{n}</tt:Name>{}{}</{tag}>",
+        "<{tag} token=\"{t}\" fixed=\"true\"><tt:Name>{n}</tt:Name>{}{audio_source}{}{audio_encoder}</{tag}>",
         source_configuration("tt:VideoSourceConfiguration", src, profiles),
         encoder_configuration("tt:VideoEncoderConfiguration", p),
         t = escape(&p.token),
@@ -367,19 +381,123 @@ fn profile(tag: &str, p: &Profile, src: &VideoSource, profiles: usize) -> String
     )
 }
 
-pub fn profiles(ps: &[Profile], src: &VideoSource) -> String {
+/// The sound's source, its configuration's and its encoder
+/// configuration's token: one of each, in every profile.
+pub const AUDIO_TOKEN: &str = "audio";
+
+/// The sound as Media ver10 tells it (its AudioEncoding is G711, G726 or
+/// AAC: Opus has no name there).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Audio {
+    /// "G711" or "AAC".
+    pub encoding: &'static str,
+    /// kbit/s.
+    pub bitrate: u32,
+    /// kHz.
+    pub sample_rate: u32,
+    /// What each encoding this build has may be: (encoding, bit rates,
+    /// sample rates).
+    pub options: Vec<(&'static str, Vec<u32>, Vec<u32>)>,
+}
+
+fn audio_source_configuration(tag: &str, profiles: usize) -> String {
+    format!(
+        "<{tag} token=\"{AUDIO_TOKEN}\"><tt:Name>{AUDIO_TOKEN}</tt:Name><tt:UseCount>{profiles}</tt:UseCount><tt:SourceToken>{AUDIO_TOKEN}</tt:SourceToken></{tag}>"
+    )
+}
+
+fn audio_encoder_configuration(tag: &str, a: &Audio, profiles: usize) -> String {
+    format!(
+        "<{tag} token=\"{AUDIO_TOKEN}\"><tt:Name>{AUDIO_TOKEN}</tt:Name><tt:UseCount>{profiles}</tt:UseCount><tt:Encoding>{}</tt:Encoding><tt:Bitrate>{}</tt:Bitrate><tt:SampleRate>{}</tt:SampleRate><tt:Multicast><tt:Address><tt:Type>IPv4</tt:Type><tt:IPv4Address>0.0.0.0</tt:IPv4Address></tt:Address><tt:Port>0</tt:Port><tt:TTL>0</tt:TTL><tt:AutoStart>false</tt:AutoStart></tt:Multicast><tt:SessionTimeout>PT60S</tt:SessionTimeout></{tag}>",
+        a.encoding, a.bitrate, a.sample_rate
+    )
+}
+
+/// GetAudioSources: the one microphone (or none).
+pub fn audio_sources(audio: Option<&Audio>) -> String {
+    let source = audio.map_or_else(String::new, |_| {
+        format!("<trt:AudioSources token=\"{AUDIO_TOKEN}\"><tt:Channels>1</tt:Channels></trt:AudioSources>")
+    });
+    envelope(&format!(
+        "<trt:GetAudioSourcesResponse>{source}</trt:GetAudioSourcesResponse>"
+    ))
+}
+
+/// `op`'s response with the audio source configuration (none without
+/// sound): under `trt:Configurations` for the lists, `trt:Configuration`
+/// for GetAudioSourceConfiguration.
+pub fn audio_source_configurations(op: &str, audio: Option<&Audio>, profiles: usize) -> String {
+    let tag = if op.ends_with("Configurations") {
+        "trt:Configurations"
+    } else {
+        "trt:Configuration"
+    };
+    let c = audio.map_or_else(String::new, |_| audio_source_configuration(tag, profiles));
+    envelope(&format!("<trt:{op}Response>{c}</trt:{op}Response>"))
+}
+
+/// `op`'s response with the audio encoder configuration, as above.
+pub fn audio_encoder_configurations(op: &str, audio: Option<&Audio>, profiles: usize) -> String {
+    let tag = if op.ends_with("Configurations") {
+        "trt:Configurations"
+    } else {
+        "trt:Configuration"
+    };
+    let c = audio.map_or_else(String::new, |a| {
+        audio_encoder_configuration(tag, a, profiles)
+    });
+    envelope(&format!("<trt:{op}Response>{c}</trt:{op}Response>"))
+}
+
+/// GetAudioSourceConfigurationOptions: the one input.
+pub fn audio_source_configuration_options() -> String {
+    envelope(&format!(
+        "<trt:GetAudioSourceConfigurationOptionsResponse><trt:Options><tt:InputTokensAvailable>{AUDIO_TOKEN}</tt:InputTokensAvailable></trt:Options></trt:GetAudioSourceConfigurationOptionsResponse>"
+    ))
+}
+
+/// GetAudioEncoderConfigurationOptions: each encoding with its bit rates
+/// (kbit/s) and sample rates (kHz).
+pub fn audio_encoder_configuration_options(a: &Audio) -> String {
+    let items = |v: &[u32]| {
+        v.iter()
+            .map(|i| format!("<tt:Items>{i}</tt:Items>"))
+            .collect::<String>()
+    };
+    let options: String = a
+        .options
+        .iter()
+        .map(|(encoding, bitrates, rates)| {
+            format!(
+                "<tt:Options><tt:Encoding>{encoding}</tt:Encoding><tt:BitrateList>{}</tt:BitrateList><tt:SampleRateList>{}</tt:SampleRateList></tt:Options>",
+                items(bitrates),
+                items(rates)
+            )
+        })
+        .collect();
+    envelope(&format!(
+        "<trt:GetAudioEncoderConfigurationOptionsResponse><trt:Options>{options}</trt:Options></trt:GetAudioEncoderConfigurationOptionsResponse>"
+    ))
+}
+
+pub fn profiles(ps: &[Profile], src: &VideoSource, audio: Option<&Audio>) -> String {
     let mut body = String::from("<trt:GetProfilesResponse>");
     for p in ps {
-        body.push_str(&profile("trt:Profiles", p, src, ps.len()));
+        body.push_str(&profile("trt:Profiles", p, src, ps.len(), audio));
     }
     body.push_str("</trt:GetProfilesResponse>");
     envelope(&body)
 }
 
-pub fn profile_response(p: &Profile, src: &VideoSource, profiles: usize) -> String {
+pub fn profile_response(
+    p: &Profile,
+    src: &VideoSource,
+    profiles: usize,
+    audio: Option<&Audio>,
+) -> String {
     envelope(&format!(
         "<trt:GetProfileResponse>{}</trt:GetProfileResponse>",
-        profile("trt:Profile", p, src, profiles)
+        profile("trt:Profile", p, src, profiles, audio)
     ))
 }
 
@@ -567,6 +685,12 @@ mod tests {
             ipv4: Some(("192.0.2.10".into(), 24)),
             dhcp: true,
         };
+        let audio = Audio {
+            encoding: "G711",
+            bitrate: 64,
+            sample_rate: 8,
+            options: vec![("G711", vec![64], vec![8]), ("AAC", vec![32, 64], vec![48])],
+        };
         let all = [
             system_date_and_time(1_795_591_800, false),
             device_information(&info),
@@ -578,8 +702,8 @@ mod tests {
             scopes(&["onvif://www.onvif.org/name/cam".into()]),
             hostname("cam", true),
             network_interfaces(&[iface]),
-            profiles(&ps, &src),
-            profile_response(&ps[1], &src, 2),
+            profiles(&ps, &src, None),
+            profile_response(&ps[1], &src, 2, None),
             video_sources(
                 &src,
                 "<tt:Imaging><tt:Brightness>128</tt:Brightness></tt:Imaging>",
@@ -612,6 +736,20 @@ mod tests {
             media_uri(false, "rtsp://192.0.2.10/stream?a=1&b=2"),
             media_uri(true, "http://192.0.2.10/snapshot.jpg"),
             empty("trt", "SetVideoEncoderConfiguration"),
+            profiles(&ps, &src, Some(&audio)),
+            audio_sources(Some(&audio)),
+            audio_sources(None),
+            audio_source_configurations("GetAudioSourceConfigurations", Some(&audio), 2),
+            audio_source_configurations("GetAudioSourceConfiguration", Some(&audio), 2),
+            audio_encoder_configurations(
+                "GetCompatibleAudioEncoderConfigurations",
+                Some(&audio),
+                2,
+            ),
+            audio_encoder_configurations("GetAudioEncoderConfiguration", Some(&audio), 2),
+            audio_source_configuration_options(),
+            audio_encoder_configuration_options(&audio),
+            empty("trt", "AddAudioEncoderConfiguration"),
             wsdl_url(),
             crate::imaging::imaging_settings(&imaging),
             crate::imaging::options(&imaging),

@@ -219,9 +219,10 @@ impl Fault {
         let mut s = String::with_capacity(512);
         let _ = write!(
             s,
-            r#"<?xml version="1.0" encoding="UTF-8"?><env:Envelope xmlns:env="{}" xmlns:ter="{}"><env:Body><env:Fault><env:Code><env:Value>{code}</env:Value>"#,
+            r#"<?xml version="1.0" encoding="UTF-8"?><env:Envelope xmlns:env="{}" xmlns:ter="{}" xmlns:wsnt="{}"><env:Body><env:Fault><env:Code><env:Value>{code}</env:Value>"#,
             ns::SOAP_ENV,
-            ns::ERROR
+            ns::ERROR,
+            ns::WSNT
         );
         for sub in self.subcodes {
             let _ = write!(s, "<env:Subcode><env:Value>{sub}</env:Value>");

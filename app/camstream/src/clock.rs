@@ -52,6 +52,12 @@ impl RtpClock {
         }
     }
 
+    /// The timestamp at its origin: where a count of ticks (audio's
+    /// samples) starts.
+    pub fn offset(&self) -> u32 {
+        self.offset
+    }
+
     pub fn timestamp(&self, t: Mono) -> u32 {
         let ns = t.0.wrapping_sub(self.origin.0) as i64 as i128;
         // Rounded to the nearest tick, so frames on an exact 1/fps grid are

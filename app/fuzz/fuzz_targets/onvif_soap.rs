@@ -1,7 +1,8 @@
 //! Any bytes as the body of a POST to an ONVIF service: no panic; a
 //! request's UsernameToken never passes the check without the password;
 //! every fault the parser gives is itself a well-formed SOAP envelope; the
-//! event service's times parse or are refused; SetImagingSettings' values
+//! event service's times and topic filters parse or are refused (a filter
+//! accepted selects a topic); SetImagingSettings' values
 //! are taken only within the camera's ranges.
 #![no_main]
 
@@ -32,6 +33,9 @@ fuzz_target!(|data: &[u8]| {
                     let _ = events::parse_duration(t);
                     let _ = events::parse_termination(t, 1_795_591_800);
                 }
+            }
+            if let Ok(topics) = events::subscription_filter(&r) {
+                assert!(events::Topic::ALL.iter().any(|&t| topics.has(t)));
             }
             // A camera with a brightness of 0 to 255 and nothing else.
             let has = Imaging {

@@ -5,6 +5,7 @@
 //! it. A codec added here is one arm in each match below; the fan-out,
 //! RTSP and HTTP ask this module rather than match codecs themselves.
 
+use camstream_audio::packetize::Format;
 use camstream_h264::AccessUnit;
 use camstream_h264::packetize::PAYLOAD_TYPE_H264;
 use camstream_h264::sdp as h264_sdp;
@@ -14,17 +15,18 @@ use camstream_rtp::{Jpeg, jfif};
 
 use crate::source::StreamInfo;
 
-/// What an SDP media line is (its `m=` media): video so far; audio will
-/// be the next.
+/// What an SDP media line is (its `m=` media).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MediaKind {
     Video,
+    Audio,
 }
 
 impl MediaKind {
     pub fn sdp(self) -> &'static str {
         match self {
             MediaKind::Video => "video",
+            MediaKind::Audio => "audio",
         }
     }
 }
@@ -36,6 +38,8 @@ pub enum Codec {
     Jpeg,
     /// H.264 (RFC 6184).
     H264,
+    /// Sound: Opus (RFC 7587), AAC (RFC 3640) or G.711 µ-law (RFC 3551).
+    Audio(Format),
 }
 
 /// One encoded unit of a stream, as its producer (or the intake) made it.
@@ -45,6 +49,11 @@ pub enum Unit<'a> {
     Jpeg(&'a Jpeg<'a>),
     /// An H.264 access unit (RFC 6184's).
     H264(&'a AccessUnit<'a>),
+    /// An encoded audio frame (an Opus packet, an AAC access unit, PCMU
+    /// bytes) and its first sample's index at the codec's clock rate,
+    /// which its RTP timestamp counts from the stream's offset: audio's
+    /// timestamps run on the sound card's samples, without gaps.
+    Audio { frame: &'a [u8], sample: u32 },
 }
 
 impl Unit<'_> {
@@ -52,7 +61,17 @@ impl Unit<'_> {
     pub fn size(&self) -> Option<(u16, u16)> {
         match self {
             Unit::Jpeg(j) => Some((j.width, j.height)),
-            Unit::H264(_) => None,
+            Unit::H264(_) | Unit::Audio { .. } => None,
+        }
+    }
+
+    /// Where its RTP timestamp comes from the unit itself (audio's sample
+    /// count) rather than its capture instant: the ticks from the stream's
+    /// offset.
+    pub fn ticks(&self) -> Option<u32> {
+        match self {
+            Unit::Audio { sample, .. } => Some(*sample),
+            Unit::Jpeg(_) | Unit::H264(_) => None,
         }
     }
 }
@@ -74,6 +93,8 @@ pub enum Packetizer {
     /// RFC 6184, packetization-mode 1 (boxed: it keeps the parameter sets
     /// inline, half a kilobyte).
     H264(Box<camstream_h264::Packetizer>),
+    /// RFC 7587, 3640 or 3551.
+    Audio(camstream_audio::Packetizer),
 }
 
 impl Packetizer {
@@ -85,6 +106,10 @@ impl Packetizer {
                 camstream_h264::Packetizer::new(ssrc, sequence, mtu)
                     .map_err(|e| anyhow::anyhow!("mtu = {mtu}: {e:?}"))?,
             )),
+            Codec::Audio(f) => Packetizer::Audio(
+                camstream_audio::Packetizer::new(f, ssrc, sequence, mtu)
+                    .map_err(|e| anyhow::anyhow!("mtu = {mtu}: {e}"))?,
+            ),
         })
     }
 
@@ -93,12 +118,14 @@ impl Packetizer {
         match self {
             Packetizer::Jpeg(_) => "jpeg",
             Packetizer::H264(_) => "h264",
+            Packetizer::Audio(p) => p.format().name(),
         }
     }
 
     pub fn kind(&self) -> MediaKind {
         match self {
             Packetizer::Jpeg(_) | Packetizer::H264(_) => MediaKind::Video,
+            Packetizer::Audio(_) => MediaKind::Audio,
         }
     }
 
@@ -107,6 +134,7 @@ impl Packetizer {
         match self {
             // RFC 6184 asks the same 90 kHz as RFC 2435.
             Packetizer::Jpeg(_) | Packetizer::H264(_) => JPEG_CLOCK_RATE,
+            Packetizer::Audio(p) => p.format().clock_rate(),
         }
     }
 
@@ -114,6 +142,7 @@ impl Packetizer {
         match self {
             Packetizer::Jpeg(_) => PAYLOAD_TYPE_JPEG,
             Packetizer::H264(_) => PAYLOAD_TYPE_H264,
+            Packetizer::Audio(p) => p.format().payload_type(),
         }
     }
 
@@ -121,6 +150,7 @@ impl Packetizer {
         match self {
             Packetizer::Jpeg(p) => p.ssrc(),
             Packetizer::H264(p) => p.ssrc(),
+            Packetizer::Audio(p) => p.ssrc(),
         }
     }
 
@@ -129,6 +159,7 @@ impl Packetizer {
         match self {
             Packetizer::Jpeg(p) => p.next_sequence(),
             Packetizer::H264(p) => p.next_sequence(),
+            Packetizer::Audio(p) => p.next_sequence(),
         }
     }
 
@@ -151,6 +182,12 @@ impl Packetizer {
                 ("rtpmap", h264_sdp::rtpmap(pt)),
                 ("fmtp", h264_sdp::fmtp(pt, p.parameter_sets())),
             ],
+            Packetizer::Audio(p) => {
+                let f = p.format();
+                let mut a = vec![("rtpmap", f.rtpmap())];
+                a.extend(f.fmtp().map(|v| ("fmtp", v)));
+                a
+            }
         }
     }
 
@@ -158,7 +195,9 @@ impl Packetizer {
     pub fn takes(&self, unit: &Unit<'_>) -> bool {
         matches!(
             (self, unit),
-            (Packetizer::Jpeg(_), Unit::Jpeg(_)) | (Packetizer::H264(_), Unit::H264(_))
+            (Packetizer::Jpeg(_), Unit::Jpeg(_))
+                | (Packetizer::H264(_), Unit::H264(_))
+                | (Packetizer::Audio(_), Unit::Audio { .. })
         )
     }
 
@@ -176,6 +215,35 @@ impl Packetizer {
                 let octets = lay_out(p.packetize(au, timestamp), out);
                 annex_b(out.file(), au, p.parameter_sets());
                 (au.idr, octets)
+            }
+            (Packetizer::Audio(p), Unit::Audio { frame, .. }) => {
+                // What an HTTP client (a page's audio element) plays: PCMU
+                // as 16-bit PCM (a WAV stream's data), an AAC unit as an
+                // ADTS frame; an Opus packet as it is (WebRTC's payload).
+                let file = out.file();
+                file.clear();
+                match p.format() {
+                    Format::Pcmu => {
+                        for &c in *frame {
+                            file.extend_from_slice(&camstream_audio::pcmu::decode(c).to_le_bytes());
+                        }
+                    }
+                    Format::Aac(c) => {
+                        if let Ok(h) = c.adts(frame.len()) {
+                            file.extend_from_slice(&h);
+                            file.extend_from_slice(frame);
+                        }
+                    }
+                    Format::Opus => file.extend_from_slice(frame),
+                }
+                match p.packetize(frame, timestamp) {
+                    // Every audio frame decodes alone.
+                    Ok(packets) => (true, lay_out(packets, out)),
+                    Err(e) => {
+                        log::warn!("audio frame not sent: {e}");
+                        (false, 0)
+                    }
+                }
             }
             _ => (false, 0),
         }

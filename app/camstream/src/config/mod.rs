@@ -62,8 +62,8 @@ use crate::source::{self, SourceSpec};
 
 pub use file::DEFAULT_CONFIG;
 pub use options::{
-    Command, H264Options, MotionOptions, MqttOptions, Options, StreamsOptions, SubOptions,
-    UserHashes,
+    AudioOptions, Command, H264Options, MotionOptions, MqttOptions, Options, StreamsOptions,
+    SubOptions, UserHashes,
 };
 pub use users::{
     HashedUser, REALM, set_hashed_user, set_user, valid_user_name, with_hashed_user, with_user,
@@ -125,6 +125,8 @@ pub struct Config {
     pub motion: Option<MotionSettings>,
     /// `[mqtt]`: None unless enabled.
     pub mqtt: Option<MqttSettings>,
+    /// `[audio]`: None without a device.
+    pub audio: Option<AudioSettings>,
     /// The users given a password for ONVIF (`camstream passwd --onvif`):
     /// name, password.
     pub onvif_passwords: Vec<(String, String)>,
@@ -240,7 +242,9 @@ fn sub_settings(o: SubOptions, main: (u32, u32, u32)) -> Result<Option<SubSettin
 #[derive(Debug, Clone, PartialEq)]
 pub struct MotionSettings {
     pub detector: camstream_motion::Settings,
-    pub fps: u32,
+    /// Pictures looked at a second; None: as many as the main stream's
+    /// size allows (`media::motion::default_rate`).
+    pub fps: Option<u32>,
 }
 
 fn motion_settings(o: MotionOptions, main_fps: u32) -> Result<Option<MotionSettings>> {
@@ -306,8 +310,60 @@ fn motion_settings(o: MotionOptions, main_fps: u32) -> Result<Option<MotionSetti
     detector
         .check()
         .map_err(|e| bad("motion", "", e.to_string()))?;
-    let fps = in_range("motion.fps", o.fps.unwrap_or(5.min(main_fps)), 1, main_fps)?;
+    let fps = o
+        .fps
+        .map(|f| in_range("motion.fps", f, 1, main_fps))
+        .transpose()?;
     Ok(Some(MotionSettings { detector, fps }))
+}
+
+/// Where sound comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AudioDevice {
+    /// A 1 kHz tone for the first 100 ms of each second of UTC, in step
+    /// with the test pattern's clock strip: what tests measure lip sync by.
+    Test,
+}
+
+/// Sound beside the picture: every RTSP presentation has it as its
+/// second track, in `format`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AudioSettings {
+    pub device: AudioDevice,
+    pub codec: AudioCodec,
+    /// Opus's bit rate, bit/s.
+    pub bitrate: u32,
+}
+
+/// What RTSP clients get the sound as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AudioCodec {
+    Opus,
+    Pcmu,
+    /// AAC-LC (RFC 3640), with the `aac` feature.
+    Aac,
+}
+
+fn audio_settings(o: AudioOptions) -> Result<Option<AudioSettings>> {
+    let device = match o.device.as_deref().unwrap_or("none") {
+        "none" => return Ok(None),
+        "test" => AudioDevice::Test,
+        d => return Err(bad("audio.device", d, "must be none or test")),
+    };
+    let codec = match o.codec.as_deref().unwrap_or("opus") {
+        "opus" => AudioCodec::Opus,
+        "pcmu" => AudioCodec::Pcmu,
+        "aac" => AudioCodec::Aac,
+        c => return Err(bad("audio.codec", c, "must be pcmu, opus or aac")),
+    };
+    // kbit/s: Opus is good at 32, AAC-LC wants more.
+    let default = if codec == AudioCodec::Aac { 64 } else { 32 };
+    let bitrate = in_range("audio.bitrate", o.bitrate.unwrap_or(default), 6, 128)? * 1000;
+    Ok(Some(AudioSettings {
+        device,
+        codec,
+        bitrate,
+    }))
 }
 
 /// MQTT: where the broker is, as whom to sign in, and the topics.
@@ -766,6 +822,7 @@ impl Config {
                 o.mqtt.clone().unwrap_or_default(),
                 o.motion.as_ref().is_some_and(|m| m.enabled == Some(true)),
             )?,
+            audio: audio_settings(o.audio.clone().unwrap_or_default())?,
         })
     }
 }
@@ -856,7 +913,7 @@ pub(super) mod tests {
         std::fs::write(&dir, "fps = 10\nrtsp_prot = 1\n").unwrap();
         let one_line = read_file(&dir).unwrap_err().to_string();
         std::fs::remove_file(&dir).unwrap();
-        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `encoder`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `http_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `max_connections_per_user`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`, `anonymous`, `onvif`, `webrtc`, `webrtc_port`, `webrtc_candidates`, `streams`, `motion`, `mqtt`"), "{one_line}");
+        assert!(one_line.ends_with(":2:1: unknown field `rtsp_prot`, expected one of `source`, `width`, `height`, `fps`, `quality`, `encoder`, `format`, `buffers`, `controls`, `listen`, `rtsp_port`, `http_port`, `rtp_port`, `path`, `mtu`, `max_clients`, `client_queue`, `session_timeout`, `rtcp_interval`, `max_request_size`, `max_connections_per_ip`, `max_connections_per_user`, `request_timeout`, `idle_timeout`, `user`, `log_level`, `users`, `basic_auth`, `nonce_lifetime`, `anonymous`, `onvif`, `webrtc`, `webrtc_port`, `webrtc_candidates`, `streams`, `motion`, `mqtt`, `audio`"), "{one_line}");
         assert!(!one_line.contains('\n'));
         assert!(e.contains("unknown field `rtsp_prot`"), "{e}");
         let e = parse("fps = \"fast\"").unwrap_err().to_string();
@@ -927,7 +984,7 @@ pub(super) mod tests {
             c.motion,
             Some(MotionSettings {
                 detector: camstream_motion::Settings::default(),
-                fps: 3,
+                fps: None,
             })
         );
         let c = Config::from_options(
@@ -938,7 +995,7 @@ pub(super) mod tests {
         .unwrap();
         assert_eq!(
             (c.detector.hold_ms, c.detector.ignore.len(), c.fps),
-            (10_000, 1, 5)
+            (10_000, 1, None)
         );
     }
 

@@ -182,6 +182,22 @@ pub struct Options {
     /// MQTT (Home Assistant's discovery), in the file only: `[mqtt]`.
     #[arg(skip)]
     pub mqtt: Option<MqttOptions>,
+
+    /// Sound, in the file only: `[audio]`.
+    #[arg(skip)]
+    pub audio: Option<AudioOptions>,
+}
+
+/// `[audio]`: where sound comes from, and what RTSP clients get of it.
+#[derive(Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AudioOptions {
+    /// "none" (the default), or "test": a tone each second.
+    pub device: Option<String>,
+    /// "opus", "pcmu" or "aac".
+    pub codec: Option<String>,
+    /// Opus's or AAC's bit rate in kbit/s.
+    pub bitrate: Option<u32>,
 }
 
 /// `[mqtt]`: the broker motion is published to, and as whom.
@@ -461,6 +477,7 @@ impl Options {
             streams: self.streams.or(other.streams),
             motion: self.motion.or(other.motion),
             mqtt: self.mqtt.or(other.mqtt),
+            audio: self.audio.or(other.audio),
         }
     }
 }

@@ -23,7 +23,7 @@ pub use pace::Pace;
 
 use crate::table::{Id, Table};
 use crate::clock::{Mono, RtpClock};
-use crate::codec::{Codec, Packetizer, Unit};
+use crate::codec::{Codec, MediaKind, Packetizer, Unit};
 use crate::intake::{Counts, Intake};
 use crate::latency::SendLatency;
 use crate::random::random_u64;
@@ -115,6 +115,22 @@ impl Stream {
         self.packetizer.name()
     }
 
+    /// The RTP timestamp of instant `now` (a sender report's, PLAY's
+    /// RTP-Info before any frame). Video's is its capture clock's; audio's
+    /// runs on the card's samples, so it is the newest frame's, moved on
+    /// at the nominal rate (off by its drift over at most a second: 0.1 ms
+    /// at 100 ppm).
+    pub fn rtp_at(&self, now: Mono) -> u32 {
+        match (&self.last, self.packetizer.kind()) {
+            (Some(f), MediaKind::Audio) => {
+                let ns = now.0 as i128 - f.captured.0 as i128;
+                let ticks = ns * i128::from(self.packetizer.clock_rate()) / 1_000_000_000;
+                f.timestamp.wrapping_add(ticks as i64 as u32)
+            }
+            _ => self.clock.timestamp(now),
+        }
+    }
+
     /// The newest frame, if it is fresh.
     pub fn latest(&self, now: Mono) -> Option<&Rc<SharedFrame>> {
         self.last
@@ -199,6 +215,8 @@ pub struct Fanout {
     /// waits for (docs/UPDATE.md).
     started: Mono,
     first_out: bool,
+    /// The sound (`[audio]`): every video presentation's second track.
+    audio: Option<StreamId>,
 }
 
 impl Fanout {
@@ -221,6 +239,7 @@ impl Fanout {
             present: true,
             started: Mono::now(),
             first_out: false,
+            audio: None,
         })
     }
 
@@ -366,9 +385,21 @@ impl Fanout {
         self.subscribers.remove(id)
     }
 
+    /// Starts its frames from the next one made (not the newest, which is
+    /// older than the next of another stream: a client lining up a
+    /// picture and its sound by their first packets' arrival, as
+    /// GStreamer's rtspsrc over TCP does, would take its age for theirs).
+    pub fn start_from_next(&mut self, id: SubscriberId) {
+        self.activate(id, true, false);
+    }
+
     /// Starts (the newest frame at once, if fresh, so the picture appears
     /// without waiting) or stops (what is queued is dropped) its frames.
     pub fn set_active(&mut self, id: SubscriberId, active: bool) {
+        self.activate(id, active, true);
+    }
+
+    fn activate(&mut self, id: SubscriberId, active: bool, newest: bool) {
         let Some(s) = self.subscribers.get_mut(id) else {
             return;
         };
@@ -384,7 +415,10 @@ impl Fanout {
         let Some(stream) = self.streams.get_mut(usize::from(s.stream.0)) else {
             return;
         };
-        match stream.latest(now) {
+        // A picture at once; sound only from its next frame (an older one
+        // would be a gap before the rest).
+        let picture = newest && stream.packetizer.kind() == MediaKind::Video;
+        match stream.latest(now).filter(|_| picture) {
             Some(f) if f.key => {
                 s.pace.restart(f.captured);
                 s.pace.advance(f.captured);
@@ -393,7 +427,8 @@ impl Fanout {
             }
             // No fresh key frame (H.264 mid-way through a group of
             // pictures): from the next one, which the stream's encoder is
-            // asked for. (A JPEG stream's next frame is one anyway.)
+            // asked for. (A JPEG stream's next frame is one anyway, and
+            // every sound frame.)
             _ => {
                 s.need_key = true;
                 stream.key_wanted = true;
@@ -406,6 +441,11 @@ impl Fanout {
     /// state).
     pub fn is_active(&self, id: SubscriberId) -> bool {
         self.subscribers.get(id).is_some_and(|s| s.active)
+    }
+
+    /// The next frame for it to send, left on its queue.
+    pub fn peek(&self, id: SubscriberId) -> Option<&Rc<SharedFrame>> {
+        self.subscribers.get(id)?.queue.front()
     }
 
     /// The next frame for it to send, taken off its queue.
@@ -489,6 +529,24 @@ impl Fanout {
             .any(|(_, s)| s.client && s.active && s.stream == stream)
     }
 
+    /// The sound stream, which video presentations carry as a second
+    /// track.
+    pub fn audio(&self) -> Option<StreamId> {
+        self.audio
+    }
+
+    pub fn set_audio(&mut self, id: StreamId) {
+        self.audio = Some(id);
+    }
+
+    /// Whether anyone takes `stream`'s frames now (audio, which no
+    /// producer subscribes to: its track is one of a client's).
+    pub fn listened(&self, stream: StreamId) -> bool {
+        self.subscribers
+            .iter()
+            .any(|(_, s)| s.active && s.stream == stream)
+    }
+
     /// Streaming clients now, of every stream (max_clients counts them).
     pub fn clients(&self) -> usize {
         self.subscribers.iter().filter(|(_, s)| s.client).count()
@@ -525,7 +583,10 @@ fn publish(
             stream.warned_size_change = true;
         }
     }
-    let ts = stream.clock.timestamp(captured);
+    let ts = match unit.ticks() {
+        Some(t) => stream.clock.offset().wrapping_add(t),
+        None => stream.clock.timestamp(captured),
+    };
     let frame = SharedFrame::build(
         &stream.pool,
         &mut stream.packetizer,

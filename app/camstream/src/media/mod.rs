@@ -6,6 +6,7 @@
 //! stream feeds its encoders from one capture buffer without its HTTP
 //! server knowing which.
 
+pub mod audio;
 mod h264;
 pub use h264::PATH as H264_PATH;
 mod i420;
@@ -88,6 +89,8 @@ pub struct Producers {
     /// Motion detection (`[motion]`), which takes the main stream's
     /// pictures as they do but makes no stream.
     pub motion: Option<motion::Motion>,
+    /// Sound (`[audio]`), made of a capture of its own.
+    pub audio: Option<audio::Audio>,
 }
 
 impl Producers {
@@ -105,9 +108,15 @@ impl Producers {
                 .map_err(|e| log::warn!("no motion detection: {e:#}"))
                 .ok()
         });
+        let audio = cfg.audio.clone().and_then(|a| {
+            audio::Audio::start(a, cfg.mtu, fanout, done)
+                .map_err(|e| log::warn!("no audio: {e:#}"))
+                .ok()
+        });
         Producers {
             list: list.into_iter().flatten().collect(),
             motion,
+            audio,
         }
     }
 
@@ -117,6 +126,9 @@ impl Producers {
 
     pub fn follow_watchers(&mut self, fanout: &mut Fanout) {
         self.each().for_each(|p| p.follow_watchers(fanout));
+        if let Some(a) = &mut self.audio {
+            a.follow_watchers(fanout);
+        }
     }
 
     pub fn picture(&mut self, pic: &MainPicture<'_>, fanout: &mut Fanout) {
@@ -134,6 +146,9 @@ impl Producers {
         self.each().for_each(|p| p.done(fanout));
         if let Some(m) = &mut self.motion {
             m.done();
+        }
+        if let Some(a) = &mut self.audio {
+            a.done(fanout);
         }
     }
 

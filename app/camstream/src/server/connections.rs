@@ -244,6 +244,10 @@ impl Server {
                         onvif_subscriptions: self.onvif.events.subscriptions(),
                         mqtt_connected: self.mqtt.as_ref().map(crate::mqtt::Mqtt::connected),
                     }),
+                    audio: self.producers.audio.as_ref().map(|a| super::http::metrics::AudioFigures {
+                        frames: a.frames_captured,
+                        lost: a.frames_lost(),
+                    }),
                 });
                 let ctx = &mut ctx!(self);
                 self.http.metrics(ci, &text, head_only, close, ctx);

@@ -131,6 +131,15 @@ pub struct MotionFigures {
     pub mqtt_connected: Option<bool>,
 }
 
+/// The sound's counts (`[audio]`).
+#[derive(Default, Clone, Copy)]
+pub struct AudioFigures {
+    /// Frames the capture made and the loop published.
+    pub frames: u64,
+    /// Frames lost because the loop was behind.
+    pub lost: u64,
+}
+
 /// Everything /metrics shows, gathered from the parts that count it.
 pub struct Figures<'a> {
     pub path: &'a str,
@@ -155,6 +164,8 @@ pub struct Figures<'a> {
     pub webrtc_figures: Option<WebRtcFigures>,
     /// Motion detection's, when it is on.
     pub motion: Option<MotionFigures>,
+    /// The sound's, with `[audio]`.
+    pub audio: Option<AudioFigures>,
     pub sessions_udp: usize,
     pub sessions_tcp: usize,
     pub sessions_tunnelled: usize,
@@ -444,6 +455,13 @@ pub fn text(f: &Figures<'_>) -> String {
                 &[(&[], m.onvif_subscriptions as f64)],
             ));
         }
+    }
+    if let Some(a) = f.audio {
+        families.push(counters(
+            "camstream_audio_frames_total",
+            "Sound frames (20 ms each) captured and encoded: made, or lost because the server was behind.",
+            &[(&[("state", "made")], a.frames), (&[("state", "lost")], a.lost)],
+        ));
     }
     if let Some(rss) = rss_bytes() {
         families.push(gauges(

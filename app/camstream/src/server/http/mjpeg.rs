@@ -15,11 +15,24 @@ use super::{Body, Http, State};
 
 pub struct Mjpeg {
     pub subscription: SubscriberId,
+    /// The frames' files one after the other, without part headers (the
+    /// sound's stream, /audio.wav or /audio.aac).
+    pub raw: bool,
 }
 
-/// The next part of a stream: its header, the frame, CRLF.
-pub fn part(frame: Rc<SharedFrame>) -> Body {
+/// The next part of a stream: its header, the frame, CRLF (or the frame
+/// alone, `raw`).
+pub fn part(frame: Rc<SharedFrame>, raw: bool) -> Body {
     let mut part_header = [0u8; MAX_PART_HEADER];
+    if raw {
+        return Body {
+            frame,
+            part_header,
+            part_header_len: 0,
+            trailer: b"",
+            written: 0,
+        };
+    }
     let part_header_len = mjpeg::part_header(
         &mut part_header,
         frame.jpeg().len(),
@@ -106,18 +119,104 @@ impl Http {
         );
         // The newest frame at once (the fan-out starts with it), so the
         // picture appears without waiting.
+        self.follow(ci, ctx, StreamId::MAIN, every, None, false);
+    }
+
+    /// Connection `ci` takes `stream`'s frames from now until it leaves:
+    /// MJPEG parts, or (`raw`) the frames' files one after the other.
+    fn follow(
+        &mut self,
+        ci: ConnId,
+        ctx: &mut Ctx<'_>,
+        stream: StreamId,
+        every: Option<Duration>,
+        queue: Option<usize>,
+        raw: bool,
+    ) {
         let subscription = ctx.fanout.subscribe(Subscription {
-            stream: StreamId::MAIN,
+            stream,
             wake: conn::token(ci),
             label: self.label,
             every,
-            queue: None,
+            queue,
             client: true,
             active: true,
         });
         if let Some(h) = self.conns.get_mut(ci) {
-            h.state = State::Mjpeg(Mjpeg { subscription });
+            h.state = State::Mjpeg(Mjpeg { subscription, raw });
             h.close_after = true;
         }
     }
+
+    /// GET /audio.wav (PCMU's sound as 16-bit PCM) or /audio.aac (AAC's,
+    /// ADTS frames): the sound for a page's audio element, from its next
+    /// frame on, until the client leaves. 404 when the camera's sound is
+    /// not in that form.
+    pub(super) fn start_sound(&mut self, ci: ConnId, path: &str, head_only: bool, ctx: &mut Ctx<'_>) {
+        use camstream_audio::packetize::Format;
+        let close = self.conns.get(ci).is_some_and(|h| h.close_after);
+        let Some(conn) = ctx.conns.get_mut(ci) else {
+            return;
+        };
+        let sound = ctx.fanout.audio().and_then(|s| match &ctx.fanout.stream(s).packetizer {
+            crate::codec::Packetizer::Audio(p) => Some((s, p.format())),
+            _ => None,
+        });
+        let (stream, content_type) = match (path, sound) {
+            ("/audio.wav", Some((s, Format::Pcmu))) => (s, "audio/wav"),
+            ("/audio.aac", Some((s, Format::Aac(_)))) => (s, "audio/aac"),
+            _ => {
+                return write_text(
+                    &mut conn.ctrl,
+                    404,
+                    "the camera's sound is not in that form: /metrics names its codec (pcmu: /audio.wav, aac: /audio.aac)",
+                    head_only,
+                    close,
+                );
+            }
+        };
+        let headers = [("Content-Type", content_type), ("Cache-Control", "no-store")];
+        if head_only {
+            return write_head(&mut conn.ctrl, 200, &headers, None, close);
+        }
+        if ctx.fanout.clients() >= ctx.cfg.max_clients {
+            let peer = conn.peer;
+            write_text(&mut conn.ctrl, 503, "max_clients streaming clients reached", false, close);
+            ctx.admission
+                .refused(peer, "sound stream refused: 503", Refusal::MaxClients);
+            return;
+        }
+        write_head(&mut conn.ctrl, 200, &headers, None, true);
+        if content_type == "audio/wav" {
+            conn.ctrl.extend_from_slice(&wav_header(Format::Pcmu.clock_rate()));
+        }
+        log::info!("sound stream ({content_type}) to {}", conn.peer);
+        self.follow(ci, ctx, stream, None, Some(crate::media::audio::QUEUE), true);
+    }
+}
+
+/// A WAV header for a stream of 16-bit mono PCM at `rate` without end:
+/// its sizes the largest there are, which players take as "until the
+/// connection closes".
+fn wav_header(rate: u32) -> [u8; 44] {
+    let fields: [&[u8]; 13] = [
+        b"RIFF",
+        &u32::MAX.to_le_bytes(),
+        b"WAVEfmt ",
+        &16u32.to_le_bytes(),
+        &1u16.to_le_bytes(), // PCM
+        &1u16.to_le_bytes(), // mono
+        &rate.to_le_bytes(),
+        &(rate * 2).to_le_bytes(),
+        &2u16.to_le_bytes(),
+        &16u16.to_le_bytes(),
+        b"data",
+        &(u32::MAX - 36).to_le_bytes(),
+        b"",
+    ];
+    let mut h = [0u8; 44];
+    for (d, s) in h.iter_mut().zip(fields.iter().flat_map(|f| f.iter())) {
+        *d = *s;
+    }
+    h
 }

@@ -433,7 +433,12 @@ impl Http {
             || pic
             || matches!(
                 req.path.as_str(),
-                "/" | "/index.html" | "/snapshot.jpg" | "/stream.mjpg" | "/metrics"
+                "/" | "/index.html"
+                    | "/snapshot.jpg"
+                    | "/stream.mjpg"
+                    | "/audio.wav"
+                    | "/audio.aac"
+                    | "/metrics"
             );
         if !known {
             write_text(
@@ -483,6 +488,7 @@ impl Http {
         match req.path.as_str() {
             "/snapshot.jpg" => self.snapshot(ci, head_only, ctx),
             "/stream.mjpg" => self.start_mjpeg(ci, req.fps.as_deref(), head_only, ctx),
+            "/audio.wav" | "/audio.aac" => self.start_sound(ci, &req.path.clone(), head_only, ctx),
             "/metrics" => return Some(Handoff::Metrics { head_only, close }),
             _ => status::page(&mut conn_mut(ctx, ci)?.ctrl, head_only, close),
         }
@@ -619,7 +625,7 @@ impl Http {
                     let Some(frame) = ctx.fanout.next(m.subscription) else {
                         return;
                     };
-                    h.body = Some(mjpeg::part(frame));
+                    h.body = Some(mjpeg::part(frame, m.raw));
                 }
                 State::Snapshot {
                     subscription,
@@ -652,7 +658,8 @@ impl Http {
                     .unsubscribe(m.subscription)
                     .map_or((0, 0), |s| (s.frames_sent, s.frames_dropped));
                 log::info!(
-                    "MJPEG stream to {peer} ended: {sent} frames sent, {dropped} dropped for a slow client",
+                    "{} stream to {peer} ended: {sent} frames sent, {dropped} dropped for a slow client",
+                    if m.raw { "sound" } else { "MJPEG" },
                 );
             }
             State::Snapshot { subscription, .. } => {

@@ -8,6 +8,7 @@ use camstream_onvif::soap::{Fault, Request as Soap, Service};
 use camstream_onvif::xml::{XML_SPACE, xs_float};
 
 use crate::codec::Codec;
+use camstream_audio::packetize::Format;
 use crate::fanout::StreamId;
 use crate::media::Encoding;
 use super::super::host::hostname;
@@ -97,7 +98,8 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
     }
     let encoding = match current.as_ref().map(|e| e.codec) {
         Some(Codec::H264) => "H264",
-        Some(Codec::Jpeg) | None => "JPEG",
+        // A video encoder configuration's stream is never audio's.
+        Some(Codec::Jpeg | Codec::Audio(_)) | None => "JPEG",
     };
     if soap
         .arg(&["Configuration", "Encoding"])
@@ -255,6 +257,15 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
             .find(|p| p.token == token)
             .ok_or_else(|| Fault::invalid_arg_val("ter:NoProfile", "no such profile"))
     };
+    let audio = ctx.producers.audio.as_ref().and_then(|a| onvif_audio(a.format()));
+    let audio = audio.as_ref();
+    // A configuration token, the sound's: else the fault that says so.
+    let audio_config = || -> Result<(), Fault> {
+        match (audio, soap.arg(&["ConfigurationToken"])) {
+            (Some(_), Some(resp::AUDIO_TOKEN)) => Ok(()),
+            _ => Err(Fault::invalid_arg_val("ter:NoConfig", "no such configuration")),
+        }
+    };
     let rtsp_host = host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h);
     Ok(match (media, op) {
         (false, "GetSystemDateAndTime") => {
@@ -282,8 +293,45 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
         (false, "GetHostname") => resp::hostname(&hostname(), true),
         (false, "GetWsdlUrl") => resp::wsdl_url(),
         (false, "GetNetworkInterfaces") => resp::network_interfaces(&ifaces::described()),
-        (true, "GetProfiles") => resp::profiles(&profiles, &src),
-        (true, "GetProfile") => resp::profile_response(profile_arg()?, &src, profiles.len()),
+        (true, "GetProfiles") => resp::profiles(&profiles, &src, audio),
+        (true, "GetProfile") => resp::profile_response(profile_arg()?, &src, profiles.len(), audio),
+        (true, "GetAudioSources") => resp::audio_sources(audio),
+        (true, "GetAudioSourceConfigurations") => {
+            resp::audio_source_configurations(op, audio, profiles.len())
+        }
+        (true, "GetCompatibleAudioSourceConfigurations") => {
+            profile_arg()?;
+            resp::audio_source_configurations(op, audio, profiles.len())
+        }
+        (true, "GetAudioSourceConfiguration") => {
+            audio_config()?;
+            resp::audio_source_configurations(op, audio, profiles.len())
+        }
+        (true, "GetAudioSourceConfigurationOptions") if audio.is_some() => {
+            resp::audio_source_configuration_options()
+        }
+        (true, "GetAudioEncoderConfigurations") => {
+            resp::audio_encoder_configurations(op, audio, profiles.len())
+        }
+        (true, "GetCompatibleAudioEncoderConfigurations") => {
+            profile_arg()?;
+            resp::audio_encoder_configurations(op, audio, profiles.len())
+        }
+        (true, "GetAudioEncoderConfiguration") => {
+            audio_config()?;
+            resp::audio_encoder_configurations(op, audio, profiles.len())
+        }
+        (true, "GetAudioEncoderConfigurationOptions") => match audio {
+            Some(a) => resp::audio_encoder_configuration_options(a),
+            None => return Err(Fault::invalid_arg_val("ter:NoConfig", "the camera has no sound")),
+        },
+        // Every profile carries the sound already: adding it changes
+        // nothing (an NVR adds it to the profile it records).
+        (true, "AddAudioSourceConfiguration" | "AddAudioEncoderConfiguration") => {
+            profile_arg()?;
+            audio_config()?;
+            resp::empty("trt", op)
+        }
         (true, "GetVideoSources") => resp::video_sources(
             &src,
             &picture.as_deref().map_or_else(String::new, |p| {
@@ -341,6 +389,27 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
             resp::media_uri(true, &format!("http://{host}/snapshot.jpg"))
         }
         _ => return Err(Fault::action_not_supported(op)),
+    })
+}
+
+/// The sound as Media ver10 can tell it: G.711 or AAC (Opus has no name
+/// there, so an Opus camera shows no sound to ONVIF); the options are the
+/// encodings this build has.
+fn onvif_audio((format, bitrate): (Format, u32)) -> Option<resp::Audio> {
+    let mut options = vec![("G711", vec![64], vec![8])];
+    if cfg!(feature = "aac") {
+        options.push(("AAC", vec![32, 48, 64, 96, 128], vec![48]));
+    }
+    let (encoding, bitrate, sample_rate) = match format {
+        Format::Pcmu => ("G711", 64, 8),
+        Format::Aac(c) => ("AAC", bitrate / 1000, c.rate() / 1000),
+        Format::Opus => return None,
+    };
+    Some(resp::Audio {
+        encoding,
+        bitrate,
+        sample_rate,
+        options,
     })
 }
 

@@ -11,7 +11,8 @@ use rtsp_types::{Method, Request, Response, ResponseBuilder, StatusCode, Url, Ve
 use super::super::admission::Refusal;
 use super::super::conn::{self, ConnId};
 use super::super::ctx::Ctx;
-use crate::fanout::{StreamId, Subscription};
+use crate::codec::MediaKind;
+use crate::fanout::{Fanout, StreamId, Subscription};
 use crate::random::random_u64;
 use super::Rtsp;
 use super::sdp::{self, TRACK};
@@ -38,27 +39,49 @@ enum Target {
     Server,
     /// rtsp://host/PATH: a stream's presentation.
     Aggregate(StreamId),
-    /// rtsp://host/PATH/trackID=0: its video.
-    Track(StreamId),
+    /// rtsp://host/PATH/trackID=N: one of its tracks (0 its picture, 1 the
+    /// sound), the stream that carries it.
+    Track {
+        presentation: StreamId,
+        stream: StreamId,
+        n: u8,
+    },
     Unknown,
 }
 
 impl Target {
+    /// The presentation it names (what Digest's realm of paths and a
+    /// session are of).
     fn stream(self) -> Option<StreamId> {
         match self {
-            Target::Aggregate(s) | Target::Track(s) => Some(s),
+            Target::Aggregate(s) | Target::Track { presentation: s, .. } => Some(s),
             Target::Server | Target::Unknown => None,
         }
     }
 }
 
+/// A presentation's tracks in SDP order: its own stream, then the sound
+/// where `[audio]` makes one (not for the sound's own presentation).
+fn tracks(fanout: &Fanout, presentation: StreamId) -> Vec<StreamId> {
+    let mut t = vec![presentation];
+    if let Some(audio) = fanout.audio().filter(|&a| a != presentation) {
+        t.push(audio);
+    }
+    t
+}
+
 /// The path in a request URI and what of it: the presentation (PATH) or
-/// its track (PATH/trackID=0); None for `*`.
-fn path_of(uri: Option<&Url>) -> Option<(&str, bool)> {
+/// one of its tracks (PATH/trackID=N); None for `*`.
+fn path_of(uri: Option<&Url>) -> Option<(&str, Option<u8>)> {
     let p = uri?.path().trim_matches('/');
-    Some(match p.strip_suffix(TRACK) {
-        Some(rest) if rest.ends_with('/') => (rest.trim_end_matches('/'), true),
-        _ => (p, false),
+    let track = p.rsplit_once('/').and_then(|(rest, last)| {
+        let n = last.strip_prefix(TRACK)?;
+        let digits = !n.is_empty() && n.len() <= 2 && n.bytes().all(|b| b.is_ascii_digit());
+        digits.then(|| (rest.trim_end_matches('/'), n.parse().ok()))
+    });
+    Some(match track {
+        Some((rest, Some(n))) => (rest, Some(n)),
+        _ => (p, None),
     })
 }
 
@@ -144,10 +167,17 @@ impl Rtsp {
         };
         let target = match path_of(req.request_uri()) {
             None => Target::Server,
-            Some((path, track)) => match ctx.fanout.find(path) {
-                Some(s) if track => Target::Track(s),
-                Some(s) => Target::Aggregate(s),
-                None => Target::Unknown,
+            Some((path, track)) => match (ctx.fanout.find(path), track) {
+                (Some(p), None) => Target::Aggregate(p),
+                (Some(p), Some(n)) => match tracks(ctx.fanout, p).get(usize::from(n)) {
+                    Some(&stream) => Target::Track {
+                        presentation: p,
+                        stream,
+                        n,
+                    },
+                    None => Target::Unknown,
+                },
+                (None, _) => Target::Unknown,
             },
         };
         let named = req
@@ -187,8 +217,11 @@ impl Rtsp {
         match (named, named_session) {
             (None, _) => Ok(None),
             (Some(_), Some(si)) if self.owns(ci, user, si) => {
-                if let Some(s) = self.sessions.get_mut(si) {
-                    s.last_seen = Mono::now();
+                let now = Mono::now();
+                for t in self.group(si) {
+                    if let Some(s) = self.sessions.get_mut(t) {
+                        s.last_seen = now;
+                    }
                 }
                 Ok(Some(si))
             }
@@ -238,7 +271,14 @@ impl Rtsp {
                     return reply(StatusCode::NotFound);
                 };
                 let s = ctx.fanout.stream(stream);
-                let body = sdp::describe(&s.info, &s.packetizer, conn.local.ip(), s.sdp_session_id);
+                let described: Vec<_> = tracks(ctx.fanout, stream)
+                    .into_iter()
+                    .map(|t| {
+                        let t = ctx.fanout.stream(t);
+                        (&t.info, &t.packetizer)
+                    })
+                    .collect();
+                let body = sdp::describe(&described, conn.local.ip(), s.sdp_session_id);
                 let r = response(StatusCode::Ok, Some(cseq))
                     .header(headers::CONTENT_TYPE, "application/sdp")
                     .header(headers::CONTENT_BASE, base_url(uri, &s.name))
@@ -246,8 +286,12 @@ impl Rtsp {
                 Outcome::respond(r)
             }
             Method::Setup => match target {
-                Target::Track(stream) => self.setup(call, stream, ctx),
-                // One stream only: SETUP names it, not the presentation.
+                Target::Track {
+                    presentation,
+                    stream,
+                    n,
+                } => self.setup(call, (presentation, stream, n), ctx),
+                // SETUP names a track, not the presentation.
                 Target::Aggregate(_) => reply(StatusCode::AggregateOperationNotAllowed),
                 _ => reply(StatusCode::NotFound),
             },
@@ -261,12 +305,16 @@ impl Rtsp {
                 match req.method() {
                     Method::Play => self.play(req, cseq, si, ctx),
                     Method::Pause => {
-                        let Some(s) = self.sessions.get_mut(si) else {
+                        // Each track: what is queued is dropped; a UDP
+                        // frame being sent is finished.
+                        for t in self.group(si) {
+                            if let Some(s) = self.sessions.get_mut(t) {
+                                s.stop(ctx.fanout, false);
+                            }
+                        }
+                        let Some(s) = self.sessions.get(si) else {
                             return reply(StatusCode::SessionNotFound);
                         };
-                        // What is queued is dropped; a UDP frame being sent
-                        // is finished.
-                        s.stop(ctx.fanout, false);
                         Outcome::respond(
                             with_session(response(StatusCode::Ok, Some(cseq)), s).build(Vec::new()),
                         )
@@ -382,8 +430,10 @@ impl Rtsp {
             .is_some_and(|s| s.conn == ci || (user.is_some() && s.user.as_deref() == user))
     }
 
-    /// SETUP of a stream's one track (`answer` turned away the rest).
-    fn setup(&mut self, call: Call<'_>, stream: StreamId, ctx: &mut Ctx<'_>) -> Outcome {
+    /// SETUP of a track: a new session, the next track of the session it
+    /// names (the same presentation's), or a new transport for a track the
+    /// session has and does not play.
+    fn setup(&mut self, call: Call<'_>, (presentation, stream, n): (StreamId, StreamId, u8), ctx: &mut Ctx<'_>) -> Outcome {
         let Call {
             ci,
             req,
@@ -395,41 +445,53 @@ impl Rtsp {
         let Some(peer) = ctx.conns.get(ci).map(|c| c.peer) else {
             return reply(StatusCode::BadRequest);
         };
-        if let Some(si) = session {
-            let Some(s) = self.sessions.get(si) else {
-                return reply(StatusCode::SessionNotFound);
-            };
-            if s.stream != stream {
-                // One stream per session.
-                return reply(StatusCode::AggregateOperationNotAllowed);
+        // The entry this SETUP changes (None: a new one), and the session
+        // a new entry joins.
+        let (entry, lead) = match session {
+            Some(lead) => {
+                let Some(l) = self.sessions.get(lead) else {
+                    return reply(StatusCode::SessionNotFound);
+                };
+                if l.presentation != presentation {
+                    // One presentation per session.
+                    return reply(StatusCode::AggregateOperationNotAllowed);
+                }
+                // Changing transport while playing is not supported (RFC
+                // 2326 10.4), nor adding a track, nor from another
+                // connection.
+                if l.playing() || l.conn != ci {
+                    return reply(StatusCode::MethodNotValidInThisState);
+                }
+                let entry = self
+                    .group(lead)
+                    .into_iter()
+                    .find(|&t| self.sessions.get(t).is_some_and(|s| s.stream == stream));
+                (entry, Some(lead))
             }
-            // Changing transport while playing is not supported (RFC 2326
-            // 10.4), nor from another connection.
-            if s.playing() || s.conn != ci {
-                return reply(StatusCode::MethodNotValidInThisState);
+            None if ctx.fanout.clients() >= ctx.cfg.max_clients => {
+                ctx.admission
+                    .refused(peer, "SETUP refused: 453", Refusal::MaxClients);
+                return reply(StatusCode::NotEnoughBandwidth);
             }
-        } else if ctx.fanout.clients() >= ctx.cfg.max_clients {
-            ctx.admission
-                .refused(peer, "SETUP refused: 453", Refusal::MaxClients);
-            return reply(StatusCode::NotEnoughBandwidth);
-        }
+            None => (None, None),
+        };
         let transports = match req.typed_header::<Transports>() {
             Ok(Some(t)) => t,
             Ok(None) => return reply(StatusCode::BadRequest),
             Err(_) => return reply(StatusCode::UnsupportedTransport),
         };
         let Some((transport, spec)) =
-            self.choose_transport(ci, peer, &transports, session, stream, ctx)
+            self.choose_transport(ci, peer, &transports, entry, stream, ctx)
         else {
             return reply(StatusCode::UnsupportedTransport);
         };
         let taken = self
             .sessions
             .iter()
-            .find(|&(si, s)| Some(si) != session && s.transport.shares_ports(&transport));
+            .find(|&(si, s)| Some(si) != entry && s.transport.shares_ports(&transport));
         if let Some((_, other)) = taken {
-            // Its packets and RTCP would mix with another client's: RTCP
-            // from those ports must name one session only.
+            // Its packets and RTCP would mix with another stream's: RTCP
+            // from those ports must name one session's track only.
             log::info!(
                 "{peer}: SETUP with the UDP ports of session {}: 461",
                 other.id
@@ -438,9 +500,9 @@ impl Rtsp {
         }
 
         let now = Mono::now();
-        let si = match session {
+        let si = match entry {
             Some(si) => {
-                // Re-SETUP of a session that is not playing: new transport.
+                // Re-SETUP of a track that is not playing: new transport.
                 let Some(s) = self.sessions.get_mut(si) else {
                     return reply(StatusCode::SessionNotFound);
                 };
@@ -451,31 +513,43 @@ impl Rtsp {
                 si
             }
             None => {
-                let id = format!("{:016X}", random_u64());
+                let id = match lead.and_then(|l| self.sessions.get(l)) {
+                    Some(l) => l.id.clone(),
+                    None => format!("{:016X}", random_u64()),
+                };
+                let audio = ctx.fanout.stream(stream).packetizer.kind() == MediaKind::Audio;
                 let subscription = ctx.fanout.subscribe(Subscription {
                     stream,
                     wake: conn::token(ci),
                     label: self.label,
                     every: None,
-                    queue: None,
-                    client: true,
+                    queue: audio.then_some(crate::media::audio::QUEUE),
+                    // A client counts once (max_clients), by its session.
+                    client: lead.is_none(),
                     active: false,
                 });
-                let si = self.sessions.insert(Session::new(
+                let mut new = Session::new(
                     id.clone(),
-                    stream,
+                    (presentation, stream, n),
                     subscription,
                     ci,
                     user,
                     peer,
                     transport,
                     now,
-                ));
-                self.session_ids.insert(id.clone(), si);
+                );
+                new.lead = lead;
+                let si = self.sessions.insert(new);
+                match lead.and_then(|l| self.sessions.get_mut(l)) {
+                    Some(l) => l.tracks.push(si),
+                    None => {
+                        self.session_ids.insert(id.clone(), si);
+                    }
+                }
                 if let Some(r) = self.conns.get_mut(ci) {
                     r.sessions.push(si);
                 }
-                log::info!("session {id} from {peer}: {spec}");
+                log::info!("session {id} from {peer}, track {n}: {spec}");
                 si
             }
         };
@@ -543,26 +617,27 @@ impl Rtsp {
             return Outcome::status(StatusCode::SessionNotFound, cseq);
         };
         let now = Mono::now();
-        // The client gets the newest frame at once if it is fresh (see
-        // start_playing), else the next one: RTP-Info names its first packet.
-        let stream = ctx.fanout.stream(s.stream);
-        let (seq, rtptime) = match stream.latest(now) {
-            Some(f) => (f.first_sequence, f.timestamp),
-            None => (
-                stream.packetizer.next_sequence(),
-                stream.clock.timestamp(now),
-            ),
-        };
+        // Each track's client gets the newest frame at once if it is fresh
+        // (see start_playing), else the next one: RTP-Info names each
+        // track's first packet.
+        let base = base_url(uri, &ctx.fanout.stream(s.presentation).name);
+        let info: Vec<String> = self
+            .group(si)
+            .into_iter()
+            .filter_map(|t| self.sessions.get(t))
+            .map(|t| {
+                let stream = ctx.fanout.stream(t.stream);
+                let (seq, rtptime) = match stream.latest(now) {
+                    Some(f) => (f.first_sequence, f.timestamp),
+                    None => (stream.packetizer.next_sequence(), stream.rtp_at(now)),
+                };
+                format!("url={base}{TRACK}{};seq={seq};rtptime={rtptime}", t.track)
+            })
+            .collect();
         let r = response(StatusCode::Ok, Some(cseq))
             .header(headers::SESSION, session_header(s, ctx.cfg.session_timeout))
             .header(headers::RANGE, "npt=now-")
-            .header(
-                headers::RTP_INFO,
-                format!(
-                    "url={}{TRACK};seq={seq};rtptime={rtptime}",
-                    base_url(uri, &stream.name)
-                ),
-            )
+            .header(headers::RTP_INFO, info.join(","))
             .build(Vec::new());
         Outcome {
             response: r,
@@ -579,13 +654,17 @@ mod tests {
     fn paths() {
         assert_eq!(path_of(None), None);
         for (url, want) in [
-            ("rtsp://h:8554/stream", ("stream", false)),
-            ("rtsp://h/stream/", ("stream", false)),
-            ("rtsp://h/stream?x=1", ("stream", false)),
-            ("rtsp://h/stream/trackID=0", ("stream", true)),
-            ("rtsp://h/streams", ("streams", false)),
-            ("rtsp://h/cam/1/trackID=0", ("cam/1", true)),
-            ("rtsp://h/trackID=0", ("trackID=0", false)),
+            ("rtsp://h:8554/stream", ("stream", None)),
+            ("rtsp://h/stream/", ("stream", None)),
+            ("rtsp://h/stream?x=1", ("stream", None)),
+            ("rtsp://h/stream/trackID=0", ("stream", Some(0))),
+            ("rtsp://h/stream/trackID=1/", ("stream", Some(1))),
+            ("rtsp://h/stream/trackID=", ("stream/trackID=", None)),
+            ("rtsp://h/stream/trackID=+1", ("stream/trackID=+1", None)),
+            ("rtsp://h/stream/trackID=999", ("stream/trackID=999", None)),
+            ("rtsp://h/streams", ("streams", None)),
+            ("rtsp://h/cam/1/trackID=0", ("cam/1", Some(0))),
+            ("rtsp://h/trackID=0", ("trackID=0", None)),
         ] {
             assert_eq!(
                 path_of(Some(&Url::parse(url).unwrap())),

@@ -129,8 +129,18 @@ impl Rtsp {
         c
     }
 
+    /// Sessions (a session's second track is not another).
     pub fn sessions(&self) -> usize {
-        self.sessions.len()
+        self.sessions.iter().filter(|(_, s)| s.lead.is_none()).count()
+    }
+
+    /// A session's entries: its lead (`si`) and the lead's second tracks.
+    fn group(&self, si: SessionId) -> Vec<SessionId> {
+        let mut g = vec![si];
+        if let Some(s) = self.sessions.get(si) {
+            g.extend_from_slice(&s.tracks);
+        }
+        g
     }
 
     /// Whether it is a tunnel's GET side (whose input is its POST's).
@@ -259,11 +269,21 @@ impl Rtsp {
         self.flush(ci, ctx);
     }
 
-    /// PLAY: the newest frame at once, so the picture appears without
-    /// waiting; then each new one.
+    /// PLAY, each track of the session: a picture alone starts with the
+    /// newest frame at once, so it appears without waiting; a picture with
+    /// its sound from the next frame on, as the sound does (what a client
+    /// lines tracks up by should be as fresh for both). Before each
+    /// track's first packet goes a sender report for that packet's
+    /// instant, so a client maps the tracks to one clock from their first
+    /// packets (FFmpeg lines streams up only by their reports, live555
+    /// syncs only after one).
     fn start_playing(&mut self, si: SessionId, ctx: &mut Ctx<'_>) {
-        if let Some(s) = self.sessions.get_mut(si) {
-            s.play(ctx.fanout, Mono::now());
+        let group = self.group(si);
+        let alone = group.len() == 1;
+        for t in group {
+            if let Some(s) = self.sessions.get_mut(t) {
+                s.play(ctx.fanout, Mono::now(), alone);
+            }
         }
     }
 
@@ -318,6 +338,7 @@ impl Rtsp {
             }
             let n = r.sessions.len();
             let mut next = None;
+            let mut report_queued = false;
             for k in 0..n {
                 let Some(&si) = r.sessions.get((r.round_robin + k) % n) else {
                     continue;
@@ -325,9 +346,19 @@ impl Rtsp {
                 let Some(s) = self.sessions.get_mut(si) else {
                     continue;
                 };
-                let Transport::Interleaved { rtp, .. } = s.transport else {
+                let Transport::Interleaved { rtp, rtcp } = s.transport else {
                     continue;
                 };
+                if s.report_first {
+                    if let Some(f) = ctx.fanout.peek(s.subscription) {
+                        // Its report first: into the control bytes, which
+                        // go before the next frame is taken.
+                        s.report_first = false;
+                        rtcp::interleaved_report(s, Some(f), false, ctx.fanout, &self.cname, rtcp, &mut conn.ctrl);
+                        report_queued = true;
+                        break;
+                    }
+                }
                 if let Some(f) = ctx.fanout.next(s.subscription) {
                     r.round_robin = (r.round_robin + k + 1) % n;
                     next = Some(Writing {
@@ -341,6 +372,7 @@ impl Rtsp {
             }
             match next {
                 Some(w) => r.writing = Some(w),
+                None if report_queued => continue,
                 None => return,
             }
         }
@@ -374,11 +406,11 @@ impl Rtsp {
     /// The fan-out queued frames for a UDP session: they go out on the
     /// RTP socket, or the session waits for it.
     pub fn session_woken(&mut self, si: SessionId, fanout: &mut Fanout) {
-        self.udp.flush_or_backlog(&mut self.sessions, si, fanout);
+        self.udp.flush_or_backlog(&mut self.sessions, si, fanout, &self.cname);
     }
 
     pub fn rtp_writable(&mut self, fanout: &mut Fanout) {
-        self.udp.writable(&mut self.sessions, fanout);
+        self.udp.writable(&mut self.sessions, fanout, &self.cname);
     }
 
     pub fn rtp_readable(&mut self) {
@@ -404,7 +436,21 @@ impl Rtsp {
         let Some(s) = self.sessions.remove(si) else {
             return;
         };
-        self.session_ids.remove(&s.id);
+        match s.lead {
+            // A second track ends alone (its connection closing lists it).
+            Some(lead) => {
+                if let Some(l) = self.sessions.get_mut(lead) {
+                    l.tracks.retain(|&t| t != si);
+                }
+            }
+            // The lead ends the session: its tracks with it.
+            None => {
+                self.session_ids.remove(&s.id);
+                for &t in &s.tracks {
+                    self.end_session(t, why, send_bye, ctx);
+                }
+            }
+        }
         if let Transport::Udp { rtcp, .. } = s.transport {
             self.session_by_rtcp.remove(&rtcp);
         }
@@ -449,10 +495,17 @@ impl Rtsp {
 
     pub fn housekeeping(&mut self, now: Mono, ctx: &mut Ctx<'_>) {
         let timeout = Duration::from_secs(u64::from(ctx.cfg.session_timeout));
+        // A session is alive while any of its tracks is (its RTCP).
         let expired: Vec<SessionId> = self
             .sessions
             .iter()
-            .filter(|(_, s)| now.saturating_sub(s.last_seen) > timeout)
+            .filter(|(_, s)| s.lead.is_none())
+            .filter(|&(si, _)| {
+                self.group(si)
+                    .into_iter()
+                    .filter_map(|t| self.sessions.get(t))
+                    .all(|t| now.saturating_sub(t.last_seen) > timeout)
+            })
             .map(|(k, _)| k)
             .collect();
         for si in expired {
@@ -532,8 +585,24 @@ impl Rtsp {
             {
                 return Err(format!("session {si:?} is not listed by its connection"));
             }
-            if self.session_ids.get(&s.id) != Some(&si) {
-                return Err(format!("session {si:?} is not found by its id"));
+            match s.lead {
+                None if self.session_ids.get(&s.id) != Some(&si) => {
+                    return Err(format!("session {si:?} is not found by its id"));
+                }
+                Some(lead)
+                    if !self
+                        .sessions
+                        .get(lead)
+                        .is_some_and(|l| l.id == s.id && l.lead.is_none() && l.tracks.contains(&si)) =>
+                {
+                    return Err(format!("session {si:?}'s lead {lead:?} does not list it"));
+                }
+                _ => {}
+            }
+            for &t in &s.tracks {
+                if self.sessions.get(t).is_none_or(|t| t.lead != Some(si)) {
+                    return Err(format!("session {si:?} lists a track {t:?}, gone or another's"));
+                }
             }
             if s.peer.ip() != conn.peer.ip() {
                 return Err(format!(

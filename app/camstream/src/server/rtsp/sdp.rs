@@ -4,11 +4,12 @@ use std::net::IpAddr;
 
 use sdp_types::{Attribute, Connection, Media, Origin, Session, Time};
 
-use crate::codec::Packetizer;
+use crate::codec::{MediaKind, Packetizer};
 use crate::source::StreamInfo;
 
-/// The media-level control URL, relative to the Content-Base.
-pub const TRACK: &str = "trackID=0";
+/// The media-level control URL's name, relative to the Content-Base: the
+/// track's number follows (`trackID=0` the picture, `trackID=1` the sound).
+pub const TRACK: &str = "trackID=";
 
 fn attr(name: &str, value: impl Into<Option<String>>) -> Attribute {
     Attribute {
@@ -17,14 +18,9 @@ fn attr(name: &str, value: impl Into<Option<String>>) -> Attribute {
     }
 }
 
-/// One live stream, aggregate control `*`, track `trackID=0`, its media
-/// description as its codec says ([`Packetizer::sdp_attributes`]).
-pub fn describe(info: &StreamInfo, codec: &Packetizer, local: IpAddr, session_id: u64) -> Vec<u8> {
-    let unspecified: IpAddr = if local.is_ipv4() {
-        [0u8; 4].into()
-    } else {
-        [0u16; 8].into()
-    };
+/// One track's media description as its codec says
+/// ([`Packetizer::sdp_attributes`]), control `trackID=N`.
+fn media(n: usize, info: &StreamInfo, codec: &Packetizer) -> Media {
     let mut media_attrs: Vec<Attribute> = codec
         .sdp_attributes(info)
         .into_iter()
@@ -35,8 +31,32 @@ pub fn describe(info: &StreamInfo, codec: &Packetizer, local: IpAddr, session_id
         .iter()
         .take_while(|a| a.attribute == "rtpmap" || a.attribute == "fmtp")
         .count();
-    media_attrs.insert(at, attr("control", TRACK.to_string()));
-    media_attrs.insert(at + 1, attr("framerate", info.fps.to_string()));
+    media_attrs.insert(at, attr("control", format!("{TRACK}{n}")));
+    if codec.kind() == MediaKind::Video {
+        media_attrs.insert(at + 1, attr("framerate", info.fps.to_string()));
+    }
+    Media {
+        media: codec.kind().sdp().into(),
+        port: 0,
+        num_ports: None,
+        proto: "RTP/AVP".into(),
+        fmt: codec.payload_type().to_string(),
+        media_title: None,
+        connections: vec![],
+        bandwidths: vec![],
+        key: None,
+        attributes: media_attrs,
+    }
+}
+
+/// A live presentation, aggregate control `*`, its tracks in order (the
+/// picture, then the sound where there is one).
+pub fn describe(tracks: &[(&StreamInfo, &Packetizer)], local: IpAddr, session_id: u64) -> Vec<u8> {
+    let unspecified: IpAddr = if local.is_ipv4() {
+        [0u8; 4].into()
+    } else {
+        [0u16; 8].into()
+    };
     let session = Session {
         origin: Origin::with_ip_addr(session_id, 1, local),
         session_name: "camstream".into(),
@@ -58,18 +78,11 @@ pub fn describe(info: &StreamInfo, codec: &Packetizer, local: IpAddr, session_id
             attr("range", "npt=now-".to_string()),
             attr("control", "*".to_string()),
         ],
-        medias: vec![Media {
-            media: codec.kind().sdp().into(),
-            port: 0,
-            num_ports: None,
-            proto: "RTP/AVP".into(),
-            fmt: codec.payload_type().to_string(),
-            media_title: None,
-            connections: vec![],
-            bandwidths: vec![],
-            key: None,
-            attributes: media_attrs,
-        }],
+        medias: tracks
+            .iter()
+            .enumerate()
+            .map(|(n, (info, codec))| media(n, info, codec))
+            .collect(),
     };
     let mut out = Vec::with_capacity(512);
     // Writing to a Vec cannot fail: an error would leave the body empty.
@@ -87,12 +100,14 @@ mod tests {
     #[test]
     fn sdp_for_hd_and_4k() {
         let hd = describe(
-            &StreamInfo {
-                width: 1920,
-                height: 1080,
-                fps: 30,
-            },
-            &Packetizer::new(Codec::Jpeg, 1, 1, 1400).unwrap(),
+            &[(
+                &StreamInfo {
+                    width: 1920,
+                    height: 1080,
+                    fps: 30,
+                },
+                &Packetizer::new(Codec::Jpeg, 1, 1, 1400).unwrap(),
+            )],
             "192.0.2.7".parse().unwrap(),
             42,
         );
@@ -117,12 +132,14 @@ mod tests {
         }
         assert!(!hd.contains("x-dimensions"));
         let uhd = String::from_utf8(describe(
-            &StreamInfo {
-                width: 3840,
-                height: 2160,
-                fps: 5,
-            },
-            &Packetizer::new(Codec::Jpeg, 1, 1, 1400).unwrap(),
+            &[(
+                &StreamInfo {
+                    width: 3840,
+                    height: 2160,
+                    fps: 5,
+                },
+                &Packetizer::new(Codec::Jpeg, 1, 1, 1400).unwrap(),
+            )],
             "::1".parse().unwrap(),
             1,
         ))
@@ -144,8 +161,7 @@ mod tests {
             fps: 30,
         };
         let sdp = describe(
-            &info,
-            &Packetizer::new(Codec::H264, 1, 1, 1400).unwrap(),
+            &[(&info, &Packetizer::new(Codec::H264, 1, 1, 1400).unwrap())],
             "192.0.2.7".parse().unwrap(),
             7,
         );
@@ -157,5 +173,28 @@ mod tests {
             "{sdp}"
         );
         assert!(sdp.contains("\r\na=control:trackID=0\r\na=framerate:30\r\n"), "{sdp}");
+    }
+
+    #[test]
+    fn sdp_with_a_sound_track() {
+        use camstream_audio::packetize::Format;
+        let info = StreamInfo {
+            width: 640,
+            height: 480,
+            fps: 25,
+        };
+        let video = Packetizer::new(Codec::Jpeg, 1, 1, 1400).unwrap();
+        let opus = Packetizer::new(Codec::Audio(Format::Opus), 2, 1, 1400).unwrap();
+        let sdp = describe(&[(&info, &video), (&info, &opus)], "192.0.2.7".parse().unwrap(), 7);
+        let sdp = String::from_utf8(sdp).unwrap();
+        assert!(
+            sdp.ends_with(
+                "m=video 0 RTP/AVP 26\r\na=rtpmap:26 JPEG/90000\r\na=control:trackID=0\r\na=framerate:25\r\n\
+                 m=audio 0 RTP/AVP 98\r\na=rtpmap:98 opus/48000/2\r\na=fmtp:98 sprop-stereo=0;useinbandfec=0\r\n\
+                 a=control:trackID=1\r\n"
+            ),
+            "{sdp}"
+        );
+        sdp_types::Session::parse(sdp.as_bytes()).unwrap();
     }
 }

@@ -1,6 +1,13 @@
 //! An RTSP session: one client's stream, set up by SETUP, started by PLAY,
 //! ended by TEARDOWN, its connection closing, RTCP BYE or silence. Its
 //! frames come from its subscription to the fan-out.
+//!
+//! A presentation's second track (the sound) set up in the same session is
+//! an entry of its own here (its stream, subscription and transport, so
+//! sending and RTCP stay one stream's business) that follows its lead, the
+//! entry the first SETUP made: the client's session id names the lead,
+//! and PLAY, PAUSE, TEARDOWN and silence act on the lead and its tracks
+//! together.
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -74,6 +81,14 @@ pub struct Session {
     /// its subscription with it.
     state: State,
     pub stream: StreamId,
+    /// The presentation it is a track of (its picture's stream), and its
+    /// track in the presentation's SDP (trackID=N).
+    pub presentation: StreamId,
+    pub track: u8,
+    /// A second track's lead entry (None: it is the lead).
+    pub lead: Option<SessionId>,
+    /// A lead's second tracks.
+    pub tracks: Vec<SessionId>,
     /// Its frames.
     pub subscription: SubscriberId,
     /// The connection that set it up (a tunnel's GET side).
@@ -87,6 +102,9 @@ pub struct Session {
     pub sending: Option<(Rc<SharedFrame>, usize)>,
     pub last_seen: Mono,
     pub next_report: Mono,
+    /// Played, its first frame not yet sent: a sender report for that
+    /// frame's instant goes before it.
+    pub report_first: bool,
     pub warned_send_error: bool,
 }
 
@@ -95,7 +113,7 @@ impl Session {
     #[expect(clippy::too_many_arguments, reason = "each is what SETUP gives it")]
     pub fn new(
         id: String,
-        stream: StreamId,
+        (presentation, stream, track): (StreamId, StreamId, u8),
         subscription: SubscriberId,
         conn: ConnId,
         user: Option<String>,
@@ -107,6 +125,10 @@ impl Session {
             id,
             state: State::Ready,
             stream,
+            presentation,
+            track,
+            lead: None,
+            tracks: Vec::new(),
             subscription,
             conn,
             user,
@@ -115,6 +137,7 @@ impl Session {
             sending: None,
             last_seen: now,
             next_report: now,
+            report_first: false,
             warned_send_error: false,
         }
     }
@@ -132,11 +155,17 @@ impl Session {
         self.state == State::Playing
     }
 
-    /// PLAY: frames from the newest on, a sender report within a second.
-    pub fn play(&mut self, fanout: &mut Fanout, now: Mono) {
+    /// PLAY: frames from the newest on (`at_once`; else from the next),
+    /// a sender report before the first and another within a second.
+    pub fn play(&mut self, fanout: &mut Fanout, now: Mono, at_once: bool) {
         self.state = State::Playing;
         self.next_report = now.add(std::time::Duration::from_secs(1));
-        fanout.set_active(self.subscription, true);
+        self.report_first = true;
+        if at_once {
+            fanout.set_active(self.subscription, true);
+        } else {
+            fanout.start_from_next(self.subscription);
+        }
     }
 
     /// PAUSE or RTCP BYE: what is queued is dropped, a UDP frame being

@@ -55,8 +55,9 @@ impl Udp {
         sessions: &mut Sessions,
         si: SessionId,
         fanout: &mut Fanout,
+        cname: &str,
     ) {
-        if self.blocked || !self.flush(sessions, si, fanout) {
+        if self.blocked || !self.flush(sessions, si, fanout, cname) {
             self.blocked = true;
             // The backlog is the one record of who waits (a few sessions:
             // max_clients at most).
@@ -67,14 +68,24 @@ impl Udp {
     }
 
     /// Sends a UDP session's frames; false if the socket buffer is full.
-    fn flush(&mut self, sessions: &mut Sessions, si: SessionId, fanout: &mut Fanout) -> bool {
+    fn flush(&mut self, sessions: &mut Sessions, si: SessionId, fanout: &mut Fanout, cname: &str) -> bool {
         let Some(s) = sessions.get_mut(si) else {
             return true;
         };
-        let Transport::Udp { rtp, .. } = &s.transport else {
+        let Transport::Udp { rtp, rtcp } = &s.transport else {
             return true;
         };
+        let rtcp = *rtcp;
         loop {
+            if s.sending.is_none() && s.report_first {
+                // The report for its first frame's instant, just before it.
+                if let Some(f) = fanout.peek(s.subscription) {
+                    s.report_first = false;
+                    let mut report = [0u8; camstream_rtp::rtcp::MAX_COMPOUND_LEN];
+                    let n = super::rtcp::sender_report(s, Some(f), false, fanout, cname, &mut report);
+                    self.send_rtcp(rtcp, report.get(..n).unwrap_or_default());
+                }
+            }
             if s.sending.is_none() {
                 match fanout.next(s.subscription) {
                     Some(f) => s.sending = Some((f, 0)),
@@ -116,10 +127,10 @@ impl Udp {
     }
 
     /// The RTP socket takes more: the waiting sessions, in turn.
-    pub fn writable(&mut self, sessions: &mut Sessions, fanout: &mut Fanout) {
+    pub fn writable(&mut self, sessions: &mut Sessions, fanout: &mut Fanout, cname: &str) {
         self.blocked = false;
         while let Some(si) = self.backlog.pop_front() {
-            if !self.flush(sessions, si, fanout) {
+            if !self.flush(sessions, si, fanout, cname) {
                 self.blocked = true;
                 if sessions.get(si).is_some() {
                     self.backlog.push_front(si);

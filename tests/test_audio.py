@@ -151,6 +151,21 @@ def test_ffmpeg_records_sound_in_step_with_the_picture(camstream, sound_config, 
     assert_in_step(rec, 6)
 
 
+def test_ffmpeg_records_opus_in_step_with_the_picture(camstream, sound_config, tmp_path):
+    """Opus (RFC 7587, libopus at 32 kbit/s): FFmpeg's own decoder takes
+    it, and its look-ahead is taken off the timestamps."""
+    sound_config.write_text(sound_config.read_text().replace('codec = "pcmu"', 'codec = "opus"'))
+    cs = camstream("--config", str(sound_config))
+    rec = tmp_path / "ffmpeg-opus.mkv"
+    run(["ffmpeg", "-v", "error", "-rtsp_transport", "tcp", "-i", with_user(cs.url),
+         "-map", "0", "-c", "copy", "-t", "6", str(rec)], timeout=60)
+    streams = probe(rec, "a", "stream=codec_name,sample_rate,channels")["streams"]
+    # RFC 7587's rtpmap is always opus/48000/2 (sprop-stereo=0 says the
+    # sender's is mono): FFmpeg takes the 2.
+    assert streams == [{"codec_name": "opus", "sample_rate": "48000", "channels": 2}], streams
+    assert_in_step(rec, 6)
+
+
 @pytest.mark.parametrize("protocols", ["tcp", "udp"])
 def test_gstreamer_records_sound_in_step_with_the_picture(camstream, sound_config, tmp_path, protocols):
     """rtspsrc's rtpbin lines the tracks up by their sender reports (one

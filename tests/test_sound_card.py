@@ -18,7 +18,7 @@ import requests
 
 import guest
 from helpers import run
-from test_audio import assert_in_step, probe
+from test_audio import PCMU, ffmpeg_records_in_step
 from test_auth import PASSWORD, USER, with_user
 from test_http import metric
 
@@ -68,12 +68,7 @@ def test_the_loopback_card_recorded_in_step_with_the_picture(firmware, tmp_path)
     try:
         log = start(firmware, "device = \"plughw:CARD=Loopback,DEV=1\"", "codec = \"pcmu\"")
         assert "audio: pcmu from plughw:CARD=Loopback,DEV=1" in log, log
-        rec = tmp_path / "aloop.mkv"
-        run(["ffmpeg", "-v", "error", "-rtsp_transport", "tcp", "-i", with_user(firmware.url),
-             "-map", "0", "-c", "copy", "-t", "8", str(rec)], timeout=90)
-        streams = probe(rec, "a", "stream=codec_name,sample_rate,channels")["streams"]
-        assert streams == [{"codec_name": "pcm_mulaw", "sample_rate": "8000", "channels": 1}], streams
-        assert_in_step(rec, 8)
+        ffmpeg_records_in_step(firmware.url, tmp_path / "aloop.mkv", 8, "tcp", PCMU)
         m = requests.get(f"http://127.0.0.1:{firmware.http_port}/metrics",
                          auth=requests.auth.HTTPDigestAuth(USER, PASSWORD), timeout=10).text
         assert metric(m, "camstream_audio_frames_total", 'state="made"') > 300, m

@@ -294,7 +294,10 @@ class Guest:
         return f"logread | sed -n '/{mark}/,$p'"
 
     def wait_for(self, command: str, pattern: str, timeout: float = 60) -> re.Match:
-        """Reruns `command` (once a second) until its output matches."""
+        """Reruns `command` (once a second) until its output matches.
+        `pattern` is read by the guest's grep -E and then by Python's re,
+        so it keeps to what both read alike ([0-9], not \\d, which grep
+        takes as "d": the loop would run to its timeout)."""
         out = self.sh(f"i=0; until {command} | grep -qE '{pattern}' || [ $i -ge {int(timeout)} ]; "
                       f"do sleep 1; i=$((i+1)); done; {command}", timeout=timeout + 30, check=False)
         m = re.search(pattern, out)

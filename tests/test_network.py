@@ -144,7 +144,7 @@ def test_an_nvr_on_a_second_network_finds_the_camera(firmware, tmp_path):
         since = firmware.log_since_mark()
         firmware.qmp("device_add", driver="virtio-net-pci", netdev="net3", bus="hp0", id="nic3",
                      mac="52:54:00:12:34:58")
-        address = firmware.wait_for(f"{since} | grep udhcpc", r"eth1: (198\.51\.100\.\d+)/24", timeout=60).group(1)
+        address = firmware.wait_for(f"{since} | grep udhcpc", r"eth1: (198\.51\.100\.[0-9]+)/24", timeout=60).group(1)
         xaddr = f"http://{address}/onvif/device_service"
         found = ""
         deadline = time.monotonic() + 30

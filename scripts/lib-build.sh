@@ -9,7 +9,7 @@
 
 # Builds the release binary of camstream (linked against libturbojpeg).
 build_camstream() {
-    need_packages gcc libc6-dev pkg-config libturbojpeg0-dev libssl-dev
+    need_packages gcc libc6-dev pkg-config libturbojpeg0-dev libssl-dev libasound2-dev libopus-dev
     ensure_rust
     (cd "$ROOT/app" && cargo build --release --locked -p camstream)
 }
@@ -27,10 +27,11 @@ cargo_aarch64() {
     need_arm64
     # ca-certificates: cargo fetches crates over HTTPS (Debian's cargo only
     # recommends it). libcamera: the Pi's Camera Modules (and vimc in the
-    # tests); linked dynamically, as its C++ library is.
+    # tests); linked dynamically, as its C++ library is. alsa-lib and
+    # libopus: the sound (the alsa and opus features).
     need_packages rustc-web cargo-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu \
         g++-aarch64-linux-gnu libc6-dev:arm64 libturbojpeg0-dev:arm64 libcamera-dev:arm64 libssl-dev:arm64 \
-        pkgconf ca-certificates >&2
+        libasound2-dev:arm64 libopus-dev:arm64 pkgconf ca-certificates >&2
     (
         cd "$ROOT/app" || exit
         RUSTC=/usr/bin/rustc \

@@ -53,8 +53,10 @@ def test_the_daemon_runs_as_its_own_user(firmware):
     assert uid and uid != "0" and gid and gid != "0"
     assert st["Uid"].split() == [uid] * 4, st["Uid"]
     assert st["Gid"].split() == [gid] * 4, st["Gid"]
-    video = firmware.sh("sed -n 's/^video:x:\\([0-9]*\\):.*/\\1/p' /etc/group").strip()
-    assert sorted(st["Groups"].split()) == sorted([video, gid]), st["Groups"]
+    # Group video for the camera, audio for the sound card.
+    video, audio = (firmware.sh(f"sed -n 's/^{name}:x:\\([0-9]*\\):.*/\\1/p' /etc/group").strip()
+                    for name in ("video", "audio"))
+    assert sorted(st["Groups"].split()) == sorted([video, audio, gid]), st["Groups"]
     for caps in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
         assert int(st[caps], 16) == 0, (caps, st[caps])
     assert st["NoNewPrivs"].strip() == "1"

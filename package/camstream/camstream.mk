@@ -45,22 +45,43 @@ CAMSTREAM_CARGO_ENV = \
 	CARGO_PROFILE_RELEASE_OPT_LEVEL=3 \
 	PKG_CONFIG_ALLOW_CROSS=1
 
+# The crate's features, each where the image has what it links: H.264
+# (OpenH264, built in) and WebRTC always.
+CAMSTREAM_FEATURES = h264 webrtc
+
 # The libcamera frame source (the Pi's Camera Modules) when the image has
 # libcamera: build.rs compiles its C++ shim with the target's CXX and asks
 # Buildroot's pkg-config (which knows the staging directory) what to link.
 ifeq ($(BR2_PACKAGE_LIBCAMERA),y)
 CAMSTREAM_DEPENDENCIES += libcamera
-CAMSTREAM_CARGO_BUILD_OPTS += --features libcamera
-# cargo install builds again: without the feature it would install a
-# camstream without libcamera.
-CAMSTREAM_CARGO_INSTALL_OPTS += --features libcamera
+CAMSTREAM_FEATURES += libcamera
 endif
+
+# Sound from a sound card (alsa-sys asks pkg-config for alsa-lib).
+ifeq ($(BR2_PACKAGE_ALSA_LIB),y)
+CAMSTREAM_DEPENDENCIES += alsa-lib
+CAMSTREAM_FEATURES += alsa
+endif
+
+# Opus for the sound.
+ifeq ($(BR2_PACKAGE_OPUS),y)
+CAMSTREAM_DEPENDENCIES += opus
+CAMSTREAM_FEATURES += opus
+endif
+
+# cargo install builds again: it is given the same features, or it would
+# install another camstream.
+CAMSTREAM_CARGO_BUILD_OPTS += --no-default-features \
+	--features $(subst $(space),$(comma),$(strip $(CAMSTREAM_FEATURES)))
+CAMSTREAM_CARGO_INSTALL_OPTS += --no-default-features \
+	--features $(subst $(space),$(comma),$(strip $(CAMSTREAM_FEATURES)))
 
 # The daemon's own user: started as root, camstream binds its ports, opens
 # the camera and becomes this user (user = "camstream" in its config);
-# group video gives it the camera nodes mdev creates.
+# groups video and audio give it the camera's and the sound card's nodes
+# mdev creates.
 define CAMSTREAM_USERS
-	camstream -1 camstream -1 * - - video camstream daemon
+	camstream -1 camstream -1 * - - video,audio camstream daemon
 endef
 
 define CAMSTREAM_INSTALL_INIT_SYSV

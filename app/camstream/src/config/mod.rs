@@ -323,6 +323,22 @@ pub enum AudioDevice {
     /// A 1 kHz tone for the first 100 ms of each second of UTC, in step
     /// with the test pattern's clock strip: what tests measure lip sync by.
     Test,
+    /// The machine's sound card: a USB one first, none when there is none
+    /// (the `alsa` feature).
+    Auto,
+    /// An ALSA capture device by name (`plughw:CARD=Device,DEV=0`).
+    Named(String),
+}
+
+impl AudioDevice {
+    /// What the log calls it.
+    pub fn name(&self) -> &str {
+        match self {
+            AudioDevice::Test => "the test tone",
+            AudioDevice::Auto => "auto",
+            AudioDevice::Named(name) => name,
+        }
+    }
 }
 
 /// Sound beside the picture: every RTSP presentation has it as its
@@ -348,9 +364,28 @@ fn audio_settings(o: AudioOptions) -> Result<Option<AudioSettings>> {
     let device = match o.device.as_deref().unwrap_or("none") {
         "none" => return Ok(None),
         "test" => AudioDevice::Test,
-        d => return Err(bad("audio.device", d, "must be none or test")),
+        "auto" => AudioDevice::Auto,
+        d if is_alsa_name(d) => AudioDevice::Named(d.to_owned()),
+        d => {
+            return Err(bad(
+                "audio.device",
+                d,
+                "must be none, auto, test or an ALSA capture device (plughw:CARD=Device,DEV=0)",
+            ));
+        }
     };
-    let codec = match o.codec.as_deref().unwrap_or("opus") {
+    // "auto" finds no card in such a build (the log says why); a card
+    // named is a mistake.
+    if !cfg!(feature = "alsa") && matches!(device, AudioDevice::Named(_)) {
+        return Err(bad(
+            "audio.device",
+            o.device.as_deref().unwrap_or_default(),
+            "must be none, auto or test: this build captures from no sound card (its alsa feature is off)",
+        ));
+    }
+    // G.711 by default: every NVR takes it, and ONVIF's Media service can
+    // name it (Opus it cannot).
+    let codec = match o.codec.as_deref().unwrap_or("pcmu") {
         "opus" => AudioCodec::Opus,
         "pcmu" => AudioCodec::Pcmu,
         "aac" => AudioCodec::Aac,
@@ -364,6 +399,22 @@ fn audio_settings(o: AudioOptions) -> Result<Option<AudioSettings>> {
         codec,
         bitrate,
     }))
+}
+
+/// An ALSA PCM name as `arecord -L` lists them: a plugin, then `:` and
+/// its arguments (`hw:1,0`, `plughw:CARD=Device,DEV=0`, `dsnoop:Mic`).
+fn is_alsa_name(d: &str) -> bool {
+    d.len() <= 100
+        && d.split_once(':').is_some_and(|(plugin, args)| {
+            !plugin.is_empty()
+                && plugin
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                && !args.is_empty()
+                && args
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_=,.-".contains(&b))
+        })
 }
 
 /// MQTT: where the broker is, as whom to sign in, and the topics.
@@ -927,6 +978,46 @@ pub(super) mod tests {
         assert!(Config::from_options(o).is_err());
         let o = parse("source = \"webcam\"").unwrap();
         assert!(Config::from_options(o).is_err());
+    }
+
+    #[test]
+    fn audio_devices_by_kind_and_by_alsa_name() {
+        let device = |d: &str| {
+            Config::from_options(parse(&format!("[audio]\ndevice = {d:?}\n")).unwrap())
+                .map(|c| c.audio.map(|a| a.device))
+        };
+        assert_eq!(device("none").unwrap(), None);
+        assert_eq!(device("test").unwrap(), Some(AudioDevice::Test));
+        let names = [
+            "hw:1,0",
+            "plughw:CARD=Device,DEV=0",
+            "dsnoop:Mic",
+            "plughw:Loopback,1",
+        ];
+        assert_eq!(device("auto").unwrap(), Some(AudioDevice::Auto));
+        if cfg!(feature = "alsa") {
+            for name in names {
+                assert_eq!(device(name).unwrap(), Some(AudioDevice::Named(name.into())));
+            }
+        } else {
+            for name in names {
+                let e = device(name).unwrap_err().to_string();
+                assert!(e.ends_with("(its alsa feature is off)"), "{e}");
+            }
+        }
+        for bad in ["usb", "hw:", ":1", "hw:1;rm", "plughw:CARD=a b", "hw:1\n"] {
+            let e = device(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("must be none, auto, test or an ALSA"),
+                "{bad}: {e}"
+            );
+        }
+        let codec = Config::from_options(parse("[audio]\ndevice = \"test\"\n").unwrap())
+            .unwrap()
+            .audio
+            .unwrap()
+            .codec;
+        assert_eq!(codec, AudioCodec::Pcmu);
     }
 
     #[test]

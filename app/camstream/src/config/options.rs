@@ -192,9 +192,10 @@ pub struct Options {
 #[derive(Deserialize, Debug, Clone, Default, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct AudioOptions {
-    /// "none" (the default), or "test": a tone each second.
+    /// "none" (the default), "auto" (a USB sound card first), an ALSA
+    /// capture device's name, or "test": a tone each second.
     pub device: Option<String>,
-    /// "opus", "pcmu" or "aac".
+    /// "pcmu" (the default), "opus" or "aac".
     pub codec: Option<String>,
     /// Opus's or AAC's bit rate in kbit/s.
     pub bitrate: Option<u32>,

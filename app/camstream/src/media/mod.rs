@@ -112,6 +112,7 @@ impl Producers {
             audio::Audio::start(a, cfg.mtu, fanout, done)
                 .map_err(|e| log::warn!("no audio: {e:#}"))
                 .ok()
+                .flatten()
         });
         Producers {
             list: list.into_iter().flatten().collect(),

@@ -14,6 +14,8 @@ pub const FRAME: usize = 960;
 pub const INPUT_RATE: u32 = 48_000;
 
 pub struct Encoder {
+    format: Format,
+    bitrate: u32,
     kind: Kind,
     /// The frame being made.
     scratch: Vec<u8>,
@@ -50,7 +52,6 @@ fn opus_or_aac_missing(format: Format) -> anyhow::Error {
 
 impl Encoder {
     /// An encoder for `format`; `bitrate` (bit/s) where it has one.
-    #[cfg_attr(not(any(feature = "opus", feature = "aac")), allow(unused_variables))]
     pub fn new(format: Format, bitrate: u32) -> Result<Encoder> {
         let kind = match format {
             Format::Pcmu => Kind::Pcmu {
@@ -98,9 +99,18 @@ impl Encoder {
             other => return Err(opus_or_aac_missing(other)),
         };
         Ok(Encoder {
+            format,
+            bitrate,
             kind,
             scratch: Vec::with_capacity(2048),
         })
+    }
+
+    /// Forgets the samples it holds: the next is input sample 0.
+    #[cfg_attr(not(feature = "alsa"), allow(dead_code))]
+    pub fn reset(&mut self) -> Result<()> {
+        *self = Encoder::new(self.format, self.bitrate)?;
+        Ok(())
     }
 
     /// Input samples to one tick of its RTP clock: (numerator,

@@ -9,6 +9,8 @@
 //! fit. The sender reports map both tracks to one wall clock from there
 //! (`Stream::rtp_at`), which is what players keep lips in sync by.
 
+#[cfg(feature = "alsa")]
+mod alsa;
 mod encode;
 mod tone;
 
@@ -73,7 +75,13 @@ pub struct Audio {
 
 impl Audio {
     /// The audio stream on `fanout`; capture starts with its first client.
-    pub fn start(settings: AudioSettings, mtu: usize, fanout: &mut Fanout, done: &Arc<Waker>) -> Result<Audio> {
+    /// None where `device = "auto"` found no sound card: no sound track.
+    pub fn start(
+        settings: AudioSettings,
+        mtu: usize,
+        fanout: &mut Fanout,
+        done: &Arc<Waker>,
+    ) -> Result<Option<Audio>> {
         let format = match settings.codec {
             AudioCodec::Opus => Format::Opus,
             AudioCodec::Pcmu => Format::Pcmu,
@@ -81,6 +89,9 @@ impl Audio {
         };
         // Refused now rather than at the first client.
         Encoder::new(format, settings.bitrate)?;
+        let Some(settings) = check_device(settings)? else {
+            return Ok(None);
+        };
         let info = StreamInfo {
             width: 0,
             height: 0,
@@ -89,8 +100,8 @@ impl Audio {
         let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
         let stream = fanout.add_stream(Stream::new(PATH, Codec::Audio(format), info, mtu, POOL, ids)?);
         fanout.set_audio(stream);
-        log::info!("audio: {} from {:?}", format.name(), settings.device);
-        Ok(Audio {
+        log::info!("audio: {} from {}", format.name(), settings.device.name());
+        Ok(Some(Audio {
             settings,
             stream,
             format,
@@ -99,7 +110,7 @@ impl Audio {
             worker: None,
             frames_captured: 0,
             lost: Arc::new(AtomicU64::new(0)),
-        })
+        }))
     }
 
     /// What it encodes to, and at what bit rate (bit/s, where the format
@@ -186,6 +197,45 @@ struct Out<'a> {
     done: &'a Waker,
 }
 
+/// `settings` with the device `auto` found, checked: None where it found
+/// none (sound off, said in the log). A named device that is not there is
+/// only warned of: it may be plugged in later.
+#[cfg(feature = "alsa")]
+fn check_device(mut settings: AudioSettings) -> Result<Option<AudioSettings>> {
+    match &settings.device {
+        AudioDevice::Test => {}
+        AudioDevice::Auto => {
+            let all = alsa::devices();
+            let Some(d) = alsa::choose(&all) else {
+                log::info!(
+                    "audio: no sound card to capture from (the machine has {}; auto takes no loopback card): no sound",
+                    alsa::listing()
+                );
+                return Ok(None);
+            };
+            log::info!("audio: {} ({}, {})", d.name, d.card, d.driver);
+            settings.device = AudioDevice::Named(d.name.clone());
+        }
+        AudioDevice::Named(name) => {
+            if let Err(e) = alsa::check(name) {
+                log::warn!("{e:#}");
+            }
+        }
+    }
+    Ok(Some(settings))
+}
+
+/// The test tone; `auto` finds nothing in such a build (the config
+/// refuses a card named).
+#[cfg(not(feature = "alsa"))]
+fn check_device(settings: AudioSettings) -> Result<Option<AudioSettings>> {
+    if settings.device == AudioDevice::Auto {
+        log::info!("audio: this build captures from no sound card (its alsa feature is off): no sound");
+        return Ok(None);
+    }
+    Ok(Some(settings))
+}
+
 /// The capture thread: 20 ms in, one encoded frame out, until stopped.
 fn run(
     device: AudioDevice,
@@ -195,21 +245,135 @@ fn run(
     out: &Out<'_>,
     stop: &AtomicBool,
 ) -> Result<()> {
-    let AudioDevice::Test = device;
-    let mut source = tone::Tone::new();
-    let mut clock = SampleClock::new(INPUT_RATE);
+    let mut pipe = Pipe::new(encoder, rtp, max);
+    match device {
+        AudioDevice::Test => {
+            let mut source = tone::Tone::new();
+            let mut pcm = [0i16; FRAME];
+            while !stop.load(Ordering::Relaxed) {
+                let first = source.read(&mut pcm);
+                let last = first + FRAME as u64;
+                if !pipe.encode(&pcm, first, (last, source.instant(last)), out)? {
+                    return Ok(());
+                }
+            }
+            Ok(())
+        }
+        #[cfg(feature = "alsa")]
+        AudioDevice::Named(name) => run_alsa(&name, &mut pipe, out, stop),
+        #[allow(unreachable_patterns)]
+        other => anyhow::bail!("audio.device {other:?} is not in this build"),
+    }
+}
+
+/// Captures from `name` until stopped: opened again a second after it
+/// fails or goes silent (a USB microphone unplugged and plugged back),
+/// each failure said once.
+#[cfg(feature = "alsa")]
+fn run_alsa(name: &str, pipe: &mut Pipe<'_>, out: &Out<'_>, stop: &AtomicBool) -> Result<()> {
+    // Silence this long (no samples at all, not quiet ones) is a device
+    // that stopped: opened again.
+    const SILENT: u32 = 8;
+    let mut said = String::new();
     let mut pcm = [0i16; FRAME];
-    let (num, den) = encoder.ticks_per_input();
-    // The stream's RTP clock at sample 0: the timestamps count samples
-    // from there, so they agree with that clock (which sender reports
-    // before the first frame use) but for the card's drift.
-    let base = rtp.timestamp(source.instant(0)).wrapping_sub(rtp.offset());
     while !stop.load(Ordering::Relaxed) {
-        let first = source.read(&mut pcm);
-        let last = first + FRAME as u64;
-        clock.observe(last, source.instant(last).0);
+        let failed = match alsa::Capture::open(name) {
+            Err(e) => e,
+            Ok(mut capture) => {
+                if !said.is_empty() {
+                    log::info!("audio: capturing from {name} again");
+                    said.clear();
+                }
+                pipe.restart()?;
+                let mut silent = 0;
+                loop {
+                    if stop.load(Ordering::Relaxed) {
+                        return Ok(());
+                    }
+                    match capture.read(&mut pcm) {
+                        Ok(alsa::Got::Frame(r)) => {
+                            silent = 0;
+                            if !pipe.encode(&pcm, r.first, r.seen, out)? {
+                                return Ok(());
+                            }
+                        }
+                        Ok(alsa::Got::Restarted) => {
+                            out.lost.fetch_add(1, Ordering::Relaxed);
+                            pipe.restart()?;
+                        }
+                        Ok(alsa::Got::Nothing) if silent < SILENT => silent += 1,
+                        Ok(alsa::Got::Nothing) => break anyhow::anyhow!("{name} gave no sound for 2 s"),
+                        Err(e) => break e,
+                    }
+                }
+            }
+        };
+        let msg = format!("{failed:#}");
+        if msg != said {
+            log::warn!("audio: {msg}; trying again each second");
+            said = msg;
+        }
+        for _ in 0..10 {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    Ok(())
+}
+
+/// From captured samples to the loop: the encoder, the capture clock's
+/// fit and the RTP timestamps counted from the stream's clock at the
+/// capture's first sample.
+struct Pipe<'a> {
+    encoder: &'a mut Encoder,
+    clock: SampleClock,
+    rtp: RtpClock,
+    /// The RTP timestamp of sample 0, once the card's clock said when
+    /// that was.
+    base: Option<u32>,
+    max: usize,
+}
+
+impl<'a> Pipe<'a> {
+    fn new(encoder: &'a mut Encoder, rtp: RtpClock, max: usize) -> Pipe<'a> {
+        Pipe {
+            encoder,
+            clock: SampleClock::new(INPUT_RATE),
+            rtp,
+            base: None,
+            max,
+        }
+    }
+
+    /// The count begins at 0 again (the device opened again, or overran):
+    /// a new fit, a new base, and an encoder without the old samples
+    /// (its delay counts from the new first sample). The timestamps jump
+    /// over the gap, which is what tells a player sound is missing.
+    #[cfg_attr(not(feature = "alsa"), allow(dead_code))]
+    fn restart(&mut self) -> Result<()> {
+        self.clock.reset();
+        self.base = None;
+        self.encoder.reset()
+    }
+
+    /// Encodes `pcm` (its first sample `first`; sample `seen.0` was
+    /// captured at `seen.1`) and sends what it made; false once the loop
+    /// is gone.
+    fn encode(&mut self, pcm: &[i16], first: u64, seen: (u64, Mono), out: &Out<'_>) -> Result<bool> {
+        self.clock.observe(seen.0, seen.1.0);
+        let (num, den) = self.encoder.ticks_per_input();
+        // The stream's RTP clock at sample 0: the timestamps count samples
+        // from there, so they agree with that clock (which sender reports
+        // before the first frame use) but for the card's drift.
+        let (clock, rtp) = (&self.clock, &self.rtp);
+        let base = *self.base.get_or_insert_with(|| {
+            let zero = Mono(clock.instant_of(0.0).unwrap_or(seen.1.0));
+            rtp.timestamp(zero).wrapping_sub(rtp.offset())
+        });
         let mut gone = false;
-        encoder.encode(&pcm, first, max, |frame, stands_for| {
+        self.encoder.encode(pcm, first, self.max, |frame, stands_for| {
             let mut data = out.buffers.recv_timeout(Duration::from_millis(100)).unwrap_or_default();
             data.clear();
             data.extend_from_slice(frame);
@@ -226,9 +390,6 @@ fn run(
             }
             Ok(())
         })?;
-        if gone {
-            return Ok(());
-        }
+        Ok(!gone)
     }
-    Ok(())
 }

@@ -459,7 +459,7 @@ pub fn text(f: &Figures<'_>) -> String {
     if let Some(a) = f.audio {
         families.push(counters(
             "camstream_audio_frames_total",
-            "Sound frames (20 ms each) captured and encoded: made, or lost because the server was behind.",
+            "Sound frames (20 ms each) captured and encoded: made, or lost because the server (or the capture, an overrun) was behind.",
             &[(&[("state", "made")], a.frames), (&[("state", "lost")], a.lost)],
         ));
     }

@@ -406,9 +406,10 @@ def test_ffmpeg_takes_the_sound_over_http_with_the_password(camstream, sound_con
 
 def test_the_status_page_names_the_sound(camstream, sound_config, chromium):  # noqa: F811
     """The status page (Chromium, with the password) lists the sound, its
-    codec and the HTTP stream a player takes, and fetches no sound itself
-    (an audio element cannot play an endless WAV in Chromium: the page's
-    sound waits for WebRTC's Opus track)."""
+    codec and the HTTP stream a player takes, shows its Sound switch, and
+    fetches no sound until it is switched on (an audio element cannot play
+    an endless WAV in Chromium: the page's sound comes in its WebRTC
+    session)."""
     from playwright.sync_api import expect
 
     cs = camstream("--config", str(sound_config))
@@ -417,4 +418,85 @@ def test_the_status_page_names_the_sound(camstream, sound_config, chromium):  # 
     expect(page.locator("#sound-codec")).to_have_text("G.711", timeout=20000)
     assert page.locator("#row-sound").is_visible()
     assert page.locator("#url-sound").text_content() == cs.http + "/audio.wav"
+    assert page.locator("#sound-switch").is_visible() and not page.locator("#sound-on").is_checked()
     assert "sound stream" not in cs.log()
+
+
+def audio_frames_made(cs) -> float:
+    from requests.auth import HTTPDigestAuth
+
+    m = requests.get(cs.http + "/metrics", auth=HTTPDigestAuth(USER, PASSWORD), timeout=10).text
+    return next(float(line.split()[-1]) for line in m.splitlines()
+                if line.startswith('camstream_audio_frames_total{state="made"}'))
+
+
+def inbound_audio(page) -> dict:
+    """Chromium's statistics of the sound it receives over WebRTC (an
+    empty dict before any)."""
+    return page.evaluate("""async () => {
+        let found = {};
+        (await player.pc.getStats()).forEach(x => {
+            if (x.type === "inbound-rtp" && x.kind === "audio") found = x;
+        });
+        return found;
+    }""")
+
+
+@pytest.mark.parametrize("codec", ["opus", "pcmu"])
+def test_the_status_page_plays_the_sound_with_the_picture(camstream, sound_config, chromium, codec):  # noqa: F811
+    """The page (Chromium, with the password) plays the picture over
+    WebRTC without sound, and nothing captures it; its Sound switch starts
+    a session with the sound in the camera's codec (Opus, G.711), which
+    Chromium decodes at the codec's rate with the tone in it (its energy:
+    a tenth of each second at -6 dBFS), lip-synced by the session's
+    sender reports; switched off, the sound stops at the camera."""
+    from playwright.sync_api import expect
+
+    sound_config.write_text(sound_config.read_text().replace('codec = "pcmu"', f'codec = "{codec}"'))
+    cs = camstream("--config", str(sound_config))
+    page = chromium.new_context(http_credentials={"username": USER, "password": PASSWORD}).new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    assert page.goto(cs.http + "/").status == 200
+    receiving = page.locator("#receiving")
+    playing = re.compile(rf"^receiving WebRTC H\.264 {W}x{H}, [\d.]+ frames/s, [\d.]+ Mbit/s$")
+    expect(receiving).to_have_text(playing, timeout=20000)
+    assert page.evaluate("document.getElementById('video').muted")
+    time.sleep(2)
+    assert audio_frames_made(cs) == 0, "the sound was captured with no one listening"
+    assert "with sound" not in cs.log()
+
+    page.locator("#sound-on").check()
+    name = {"opus": "Opus", "pcmu": "G.711"}[codec]
+    expect(receiving).to_have_text(re.compile(rf"^receiving WebRTC H\.264 {W}x{H}, .* Mbit/s, with sound \({name}\)$"),
+                                   timeout=20000)
+    cs.wait_for("with sound (port")
+    assert not page.evaluate("document.getElementById('video').muted")
+    first = inbound_audio(page)
+    time.sleep(5)
+    last = inbound_audio(page)
+    seconds = (last["timestamp"] - first["timestamp"]) / 1000
+    packets = (last["packetsReceived"] - first["packetsReceived"]) / seconds
+    energy = (last["totalAudioEnergy"] - first["totalAudioEnergy"]) / seconds
+    concealed = last["concealedSamples"] - first["concealedSamples"]
+    samples = last["totalSamplesReceived"] - first["totalSamplesReceived"]
+    print(f"Chromium over WebRTC, {name}: {packets:.1f} packets/s, {samples / seconds:.0f} samples/s, "
+          f"{concealed} concealed, tone energy {energy:.4f} per second")
+    # 20 ms frames: 50 a second.
+    assert 45 <= packets <= 55, packets
+    # The tone at -6 dBFS for a tenth of each second. Chromium's level is
+    # the peak of each 100 ms block (libwebrtc), held for the block, and
+    # its energy the level squared times the time: a tone straddling two
+    # blocks gives 0.5^2 * 0.2 = 0.05 a second, the tone unbroken 0.25,
+    # silence none (0.056 Opus, 0.061 G.711 measured).
+    assert 0.01 < energy < 0.125, energy
+    assert concealed < samples / 10, (concealed, samples)
+    assert audio_frames_made(cs) > 100
+
+    page.locator("#sound-on").uncheck()
+    expect(receiving).to_have_text(playing, timeout=20000)
+    made = audio_frames_made(cs)
+    time.sleep(1)
+    assert audio_frames_made(cs) - made <= 3, "the sound was still captured with the switch off"
+    assert not errors, errors

@@ -25,6 +25,8 @@ pub struct Job {
     pub cert: DtlsCert,
     pub send_buffer: usize,
     pub candidates: Vec<SocketAddr>,
+    /// The camera's sound's codec, where browsers take it.
+    pub sound: Option<str0m::format::Codec>,
 }
 
 
@@ -43,7 +45,7 @@ impl Answerer {
             .spawn(move || {
                 while let Ok(j) = take.recv() {
                     let made =
-                        super::peer_connection(&j.sdp, &j.cert, j.send_buffer, &j.candidates, Instant::now());
+                        super::peer_connection(&j.sdp, &j.cert, j.send_buffer, &j.candidates, j.sound, Instant::now());
                     if give.send((j.ci, made)).is_err() {
                         return;
                     }

@@ -2,7 +2,9 @@
 //! browser or player POSTs an SDP offer to /whep/h264 on the HTTP port
 //! (through the same gate as every page), gets the answer and a resource
 //! to DELETE, and receives the H.264 stream the RTSP clients get, from the
-//! same encoder, over one UDP socket shared by every session.
+//! same encoder, over one UDP socket shared by every session; and the
+//! sound where the offer asks for it and the camera's is in a codec
+//! browsers take (Opus, G.711 µ-law: `[audio] codec`).
 //!
 //! The stack is str0m (sans-IO: it never touches a socket or a clock, so
 //! it runs inside this event loop), with DTLS over OpenSSL. The camera is
@@ -26,7 +28,8 @@ use anyhow::{Context, Result};
 use str0m::change::SdpOffer;
 use str0m::config::DtlsCert;
 use str0m::net::{Protocol, Receive, TcpType, Transmit};
-use str0m::media::{Mid, Pt};
+use str0m::format::Codec;
+use str0m::media::{Frequency, Mid, Pt};
 use str0m::{Candidate, Input, Rtc};
 
 use super::conn::ConnId;
@@ -38,7 +41,7 @@ use crate::table::TOKEN_SLOTS;
 pub use offer::{Network, keep_local_candidates};
 pub use session::of_token;
 pub use tcp::of_token as tcp_of_token;
-use session::{HANDSHAKE, Owner, Session, SessionId, Sessions, SharedAu};
+use session::{AudioTrack, HANDSHAKE, Owner, Session, SessionId, Sessions, Shared, Unwrap};
 
 /// Sessions of one address still in ICE or DTLS: a client cannot hold
 /// many handshakes open.
@@ -122,7 +125,7 @@ pub struct WebRtc {
     /// consent expired): a DELETE of one is answered as done.
     ended: std::collections::VecDeque<Owner>,
     label: Label,
-    shared: SharedAu,
+    shared: Shared,
     /// The socket may hold datagrams not read yet (READS_PER_TURN).
     unread: bool,
     /// TCP connections that may hold input not read yet.
@@ -180,7 +183,7 @@ impl WebRtc {
             sessions: Sessions::new(),
             ended: std::collections::VecDeque::with_capacity(ENDED_KEPT),
             label: fanout.label("webrtc"),
-            shared: SharedAu::default(),
+            shared: Shared::default(),
             unread: false,
             tcp_unread: Vec::new(),
             input_times: Vec::with_capacity(INPUT_TIMES_KEPT),
@@ -276,6 +279,7 @@ impl WebRtc {
             cert: self.cert.clone(),
             send_buffer: self.send_buffer,
             candidates,
+            sound: sound(fanout).map(|(_, codec, _)| codec),
         };
         if self.answerer.ask(job).is_err() {
             return refuse(503, "other WebRTC offers are being answered: try again");
@@ -309,7 +313,7 @@ impl WebRtc {
                 continue;
             }
             let answer = match made {
-                Ok((rtc, sdp, video)) => self.start(rtc, sdp, video, p, fanout),
+                Ok(pc) => self.start(pc, p, fanout),
                 Err((status, why)) => Answer::Refused(status, why),
             };
             out.push((ci, answer));
@@ -318,15 +322,9 @@ impl WebRtc {
     }
 
     /// A session for an answered offer: subscribed to its stream (a
-    /// client from now on), active once connected.
-    fn start(
-        &mut self,
-        rtc: Rtc,
-        answer: String,
-        video: (Mid, Pt),
-        p: Pending,
-        fanout: &mut Fanout,
-    ) -> Answer {
+    /// client from now on) and to the sound where its answer took it,
+    /// active once connected.
+    fn start(&mut self, pc: PeerConnection, p: Pending, fanout: &mut Fanout) -> Answer {
         let Some(si) = self.sessions.next_id() else {
             return Answer::Refused(503, "no room for another WebRTC session".into());
         };
@@ -339,10 +337,29 @@ impl WebRtc {
             client: true,
             active: false,
         });
+        // The sound as the offer was answered: the camera's codec then.
+        let audio = pc.audio.zip(sound(fanout)).map(|((mid, pt), (stream, _, rate))| AudioTrack {
+            mid,
+            pt,
+            stream,
+            subscription: fanout.subscribe(Subscription {
+                stream,
+                wake: session::token(si),
+                label: self.label,
+                every: None,
+                queue: Some(crate::media::audio::QUEUE),
+                // One client: the session, counted once.
+                client: false,
+                active: false,
+            }),
+            rate,
+            time: Unwrap::default(),
+        });
         let mut resource = [0u8; 16];
         random_fill(&mut resource);
+        let with_sound = if audio.is_some() { " with sound" } else { "" };
         let s = Session {
-            rtc,
+            rtc: pc.rtc,
             owner: Owner {
                 resource: resource.iter().map(|b| format!("{b:02x}")).collect(),
                 peer: p.peer.ip(),
@@ -350,7 +367,8 @@ impl WebRtc {
             },
             stream: p.stream,
             subscription,
-            video,
+            video: pc.video,
+            audio,
             started: Mono::now(),
             connected: false,
             due: Instant::now(),
@@ -358,7 +376,7 @@ impl WebRtc {
         };
         let resource = s.owner.resource.clone();
         log::info!(
-            "{}: WebRTC session {} for /{} (port {})",
+            "{}: WebRTC session {} for /{}{with_sound} (port {})",
             p.peer,
             s.owner.short(),
             p.path,
@@ -367,7 +385,7 @@ impl WebRtc {
         self.sessions.insert(s);
         self.counts.sessions_started += 1;
         Answer::Created {
-            sdp: answer,
+            sdp: pc.answer,
             resource,
         }
     }
@@ -648,6 +666,9 @@ impl WebRtc {
         let (sent, dropped) = fanout
             .unsubscribe(s.subscription)
             .map_or((0, 0), |sub| (sub.frames_sent, sub.frames_dropped));
+        if let Some(a) = &s.audio {
+            fanout.unsubscribe(a.subscription);
+        }
         log::info!(
             "WebRTC session {} from {} ended ({why}): {sent} frames sent, {dropped} dropped for a slow client, {} key frames asked for",
             s.owner.short(),
@@ -683,6 +704,11 @@ impl WebRtc {
             if s.connected != fanout.is_active(s.subscription) {
                 return Err(format!("WebRTC session {} active out of step", s.owner.resource));
             }
+            if let Some(a) = &s.audio {
+                if fanout.subscriber(a.subscription).is_none() || s.connected != fanout.is_active(a.subscription) {
+                    return Err(format!("WebRTC session {}: its sound out of step", s.owner.resource));
+                }
+            }
         }
         Ok(())
     }
@@ -695,31 +721,60 @@ fn send_buffer(bitrate: u32) -> usize {
     packets.clamp(SEND_BUFFER.0, SEND_BUFFER.1)
 }
 
-/// A peer connection, its answer and its video track (H.264's payload type
-/// on it); or the status and why the offer is refused.
-pub type Made = Result<(Rtc, String, (Mid, Pt)), (u16, String)>;
+/// The camera's sound as WebRTC carries it: the fan-out's audio stream,
+/// its codec and RTP clock rate; None without sound or where browsers do
+/// not take its codec (AAC).
+fn sound(fanout: &Fanout) -> Option<(crate::fanout::StreamId, Codec, Frequency)> {
+    let stream = fanout.audio()?;
+    let crate::codec::Packetizer::Audio(p) = &fanout.stream(stream).packetizer else {
+        return None;
+    };
+    let codec = session::webrtc_codec(p.format())?;
+    Some((stream, codec, Frequency::new(p.format().clock_rate())?))
+}
+
+/// A peer connection made for an offer: its answer, its video track (H.264's
+/// payload type on it) and its sound's, where the offer asked for sound and
+/// the camera has it.
+pub struct PeerConnection {
+    pub rtc: Rtc,
+    pub answer: String,
+    pub video: (Mid, Pt),
+    pub audio: Option<(Mid, Pt)>,
+}
+
+/// A peer connection, or the status and why the offer is refused.
+pub type Made = Result<PeerConnection, (u16, String)>;
 
 /// A peer connection answering `sdp` as every session's does: ICE-lite,
-/// H.264 alone, `cert`, `send_buffer` packets kept for NACK, a UDP and a
-/// passive TCP host candidate on each of `candidates`; its answer and
-/// its video track with H.264's payload type. Or the status and why the
-/// offer is refused. (Public for the `whep_offer` fuzz target.)
+/// H.264 and `sound` (the camera's audio codec, if browsers take it),
+/// `cert`, `send_buffer` packets kept for NACK, a UDP and a passive TCP
+/// host candidate on each of `candidates`. Or the status and why the offer
+/// is refused: one without a video track that takes H.264 is. An audio
+/// track the camera cannot fill is answered as str0m answers a codec it
+/// lacks, not refused. (Public for the `whep_offer` fuzz target.)
 pub fn peer_connection(
     sdp: &str,
     cert: &DtlsCert,
     send_buffer: usize,
     candidates: &[SocketAddr],
+    sound: Option<Codec>,
     now: Instant,
 ) -> Made {
     let offer = SdpOffer::from_sdp_string(sdp)
         .map_err(|e| (400, format!("the offer is not SDP this camera reads: {e}")))?;
-    let mut rtc = Rtc::builder()
+    let mut builder = Rtc::builder()
         .set_ice_lite(true)
         .set_dtls_cert(cert.clone())
         .clear_codecs()
         .enable_h264(true)
-        .set_send_buffer_video(send_buffer)
-        .build(now);
+        .set_send_buffer_video(send_buffer);
+    builder = match sound {
+        Some(Codec::Opus) => builder.enable_opus(true, false),
+        Some(Codec::PCMU) => builder.enable_pcmu(true, false),
+        _ => builder,
+    };
+    let mut rtc = builder.build(now);
     for &a in candidates {
         if let Ok(c) = Candidate::host(a, "udp") {
             rtc.add_local_candidate(c);
@@ -733,9 +788,9 @@ pub fn peer_connection(
         .accept_offer(offer)
         .map_err(|e| (400, format!("the offer cannot be answered: {e}")))?
         .to_sdp_string();
-    // The answer's video track (str0m tells of it only once media can
-    // flow) and H.264's payload type on it.
-    let video = offer::video_mid(&answer)
+    // The answer's tracks (str0m tells of them only once media can flow)
+    // and their codecs' payload types.
+    let video = offer::accepted_mid(&answer, "video")
         .map(Mid::from)
         .and_then(|mid| Some((mid, session::h264_payload_type(&mut rtc, mid)?)))
         .ok_or_else(|| {
@@ -745,7 +800,16 @@ pub fn peer_connection(
                     .to_string(),
             )
         })?;
-    Ok((rtc, answer, video))
+    let audio = sound.and_then(|codec| {
+        let mid = Mid::from(offer::accepted_mid(&answer, "audio")?);
+        Some((mid, session::audio_payload_type(&mut rtc, mid, codec)?))
+    });
+    Ok(PeerConnection {
+        rtc,
+        answer,
+        video,
+        audio,
+    })
 }
 
 /// The DTLS certificate every session presents, made once.
@@ -774,6 +838,52 @@ fn transmit(socket: &socket::Socket, tcp: &mut tcp::TcpConns, t: &Transmit) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Chromium 156's offer for a receive-only picture and sound.
+    const WITH_SOUND: &str = include_str!("../../../../../tests/testdata/webrtc/chromium-156-offer-with-sound.sdp");
+    const PICTURE_ONLY: &str = include_str!("../../../../../tests/testdata/webrtc/chromium-156-offer.sdp");
+
+    fn answer(offer: &str, sound: Option<Codec>) -> PeerConnection {
+        let cands: [SocketAddr; 1] = ["192.168.1.7:8555".parse().unwrap()];
+        peer_connection(offer, &certificate().unwrap(), 227, &cands, sound, Instant::now())
+            .unwrap_or_else(|e| panic!("{e:?}"))
+    }
+
+    /// The m= line of `kind` in an answer and the lines after it.
+    fn section<'a>(answer: &'a str, kind: &str) -> &'a str {
+        let at = answer.find(&format!("m={kind} ")).unwrap_or_else(|| panic!("no {kind}: {answer}"));
+        let rest = &answer[at..];
+        &rest[..rest[2..].find("m=").map_or(rest.len(), |e| e + 2)]
+    }
+
+    #[test]
+    fn the_sound_in_the_cameras_codec_beside_the_picture() {
+        let pc = answer(WITH_SOUND, Some(Codec::Opus));
+        let (mid, pt) = pc.audio.expect("a sound track");
+        let audio = section(&pc.answer, "audio");
+        assert!(audio.contains(&format!("a=mid:{mid}")) && audio.contains("a=sendonly"), "{audio}");
+        assert!(audio.contains(&format!("a=rtpmap:{pt} opus/48000/2")), "{audio}");
+        assert!(!audio.contains("PCMU"), "{audio}");
+        assert_ne!(mid, pc.video.0);
+
+        let pc = answer(WITH_SOUND, Some(Codec::PCMU));
+        let (_, pt) = pc.audio.expect("a sound track");
+        assert_eq!(*pt, 0);
+        assert!(section(&pc.answer, "audio").contains("a=rtpmap:0 PCMU/8000"), "{}", pc.answer);
+    }
+
+    #[test]
+    fn no_sound_track_without_sound_and_the_picture_still_plays() {
+        // The camera has no sound (or AAC's): the offer's sound track is
+        // turned down, the picture answered.
+        let pc = answer(WITH_SOUND, None);
+        assert!(pc.audio.is_none());
+        assert!(section(&pc.answer, "audio").starts_with("m=audio 0 "), "{}", pc.answer);
+        assert!(pc.answer.contains(&format!("a=mid:{}", pc.video.0)));
+        // The camera has sound, the offer asks for none.
+        let pc = answer(PICTURE_ONLY, Some(Codec::Opus));
+        assert!(pc.audio.is_none() && !pc.answer.contains("m=audio"), "{}", pc.answer);
+    }
 
     #[test]
     fn a_second_of_packets_within_bounds() {
@@ -807,7 +917,7 @@ mod cost {
         let build = t.elapsed() / 100;
         let t = Instant::now();
         for _ in 0..100 {
-            peer_connection(offer, &cert, 227, &cands, Instant::now()).unwrap();
+            peer_connection(offer, &cert, 227, &cands, None, Instant::now()).unwrap();
         }
         let all = t.elapsed() / 100;
         println!(

@@ -66,15 +66,15 @@ pub fn keep_local_candidates(sdp: &str, networks: &[Network]) -> (String, usize)
     (out, dropped)
 }
 
-/// The mid of the first video section an answer accepted (port not 0),
-/// or None: the offer had no video the camera can send.
-pub fn video_mid(answer: &str) -> Option<&str> {
-    let mut in_video = false;
+/// The mid of the first `kind` ("video", "audio") section an answer
+/// accepted (port not 0), or None: the offer had none the camera can send.
+pub fn accepted_mid<'a>(answer: &'a str, kind: &str) -> Option<&'a str> {
+    let mut in_kind = false;
     for line in answer.lines() {
         if let Some(m) = line.strip_prefix("m=") {
             let mut f = m.split_ascii_whitespace();
-            in_video = f.next() == Some("video") && f.next().is_some_and(|p| p != "0");
-        } else if let (true, Some(mid)) = (in_video, line.strip_prefix("a=mid:")) {
+            in_kind = f.next() == Some(kind) && f.next().is_some_and(|p| p != "0");
+        } else if let (true, Some(mid)) = (in_kind, line.strip_prefix("a=mid:")) {
             return Some(mid.trim());
         }
     }
@@ -154,13 +154,15 @@ mod tests {
     }
 
     #[test]
-    fn the_answers_video_mid() {
+    fn the_answers_accepted_mids() {
         let answer = "v=0\r\nm=audio 0 UDP/TLS/RTP/SAVPF 0\r\na=mid:a\r\n\
-            m=video 9 UDP/TLS/RTP/SAVPF 102\r\na=sendonly\r\na=mid:1\r\n";
-        assert_eq!(video_mid(answer), Some("1"));
+            m=video 9 UDP/TLS/RTP/SAVPF 102\r\na=sendonly\r\na=mid:1\r\n\
+            m=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=sendonly\r\na=mid:2\r\n";
+        assert_eq!(accepted_mid(answer, "video"), Some("1"));
+        assert_eq!(accepted_mid(answer, "audio"), Some("2"));
         let rejected = "v=0\r\nm=video 0 UDP/TLS/RTP/SAVPF 0\r\na=mid:0\r\n";
-        assert_eq!(video_mid(rejected), None);
-        assert_eq!(video_mid("v=0\r\n"), None);
+        assert_eq!(accepted_mid(rejected, "video"), None);
+        assert_eq!(accepted_mid("v=0\r\n", "audio"), None);
     }
 
     #[test]

@@ -1,13 +1,16 @@
 //! One WebRTC viewer: its peer connection (str0m's `Rtc`: ICE-lite,
-//! DTLS-SRTP, RTCP with NACK and PLI), the fan-out subscription its frames
-//! come from, and the resource a WHEP client names to end it.
+//! DTLS-SRTP, RTCP with NACK and PLI), the fan-out subscriptions its
+//! frames come from (the picture's, and the sound's where the offer asked
+//! for it), and the resource a WHEP client names to end it.
 
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use camstream_audio::packetize::Format;
+use camstream_rtp::rtp::HEADER_LEN;
 use str0m::format::Codec;
-use str0m::media::{MediaTime, Mid, Pt};
+use str0m::media::{Frequency, MediaTime, Mid, Pt};
 use str0m::net::Transmit;
 use str0m::{Event, IceConnectionState, Output, Rtc};
 
@@ -67,6 +70,9 @@ pub struct Session {
     pub subscription: SubscriberId,
     /// The video track and the payload type H.264 has on it.
     pub video: (Mid, Pt),
+    /// The sound, where the offer asked for it and the camera has it in a
+    /// codec browsers take.
+    pub audio: Option<AudioTrack>,
     pub started: Mono,
     /// ICE and DTLS done: media flows.
     pub connected: bool,
@@ -74,6 +80,39 @@ pub struct Session {
     pub due: Instant,
     /// Key frames the browser asked for (PLI, FIR).
     pub key_requests: u64,
+}
+
+/// A session's sound: its track, the payload type its codec has on it,
+/// and its subscription to the fan-out's audio stream.
+pub struct AudioTrack {
+    pub mid: Mid,
+    pub pt: Pt,
+    pub stream: StreamId,
+    pub subscription: SubscriberId,
+    pub rate: Frequency,
+    /// The frames' RTP timestamps, 32 bits, as the 64-bit time str0m takes.
+    pub time: Unwrap,
+}
+
+/// 32-bit RTP timestamps as a 64-bit count that does not wrap (every 25
+/// hours at 48 kHz), for str0m's media time.
+#[derive(Default, Clone, Copy)]
+pub struct Unwrap {
+    last: Option<(u32, u64)>,
+}
+
+impl Unwrap {
+    /// The count for `ts`: as far from the last one's as `ts` is from the
+    /// last timestamp (forward or back by less than 2^31), from 2^32 on so
+    /// a step back from the first is no underflow.
+    pub fn next(&mut self, ts: u32) -> u64 {
+        let at = match self.last {
+            None => (1 << 32) + u64::from(ts),
+            Some((last, at)) => at.wrapping_add_signed(i64::from(ts.wrapping_sub(last) as i32)),
+        };
+        self.last = Some((ts, at));
+        at
+    }
 }
 
 /// Why a session ends.
@@ -110,6 +149,10 @@ impl Session {
                 self.connected = true;
                 // The newest key frame at once, else the encoder is asked.
                 fanout.set_active(self.subscription, true);
+                // The sound's capture starts with its first listener.
+                if let Some(a) = &self.audio {
+                    fanout.set_active(a.subscription, true);
+                }
             }
             Event::IceConnectionStateChange(IceConnectionState::Disconnected) => {
                 return Err("no ICE check from the browser for 15 s (consent expired)".into());
@@ -124,12 +167,12 @@ impl Session {
         Ok(())
     }
 
-    /// Hands the frames its subscription queued to its packetizer (the
-    /// access unit shared by every session through `shared`), then takes
-    /// the packets.
+    /// Hands the frames its subscriptions queued to its packetizer (each
+    /// frame's payload shared by every session through `shared`), then
+    /// takes the packets.
     pub fn send_frames(
         &mut self,
-        shared: &mut SharedAu,
+        shared: &mut Shared,
         send: &mut impl FnMut(&Transmit),
         fanout: &mut Fanout,
     ) -> Result<(), Ended> {
@@ -138,7 +181,7 @@ impl Session {
             let Some(writer) = self.rtc.writer(mid) else {
                 break;
             };
-            let data = shared.of(self.stream, &frame);
+            let data = shared.video.of(self.stream, &frame, frame.annex_b());
             let bytes = data.len();
             let (time, wallclock) = times(&frame);
             if let Err(e) = writer.write(pt, wallclock, time, data) {
@@ -147,8 +190,46 @@ impl Session {
             fanout.delivered(self.subscription, &frame, bytes);
             self.drain(send, fanout)?;
         }
+        let Some(a) = &self.audio else {
+            return Ok(());
+        };
+        let (mid, pt, stream, subscription, rate, mut clock) = (a.mid, a.pt, a.stream, a.subscription, a.rate, a.time);
+        while let Some(frame) = fanout.next(subscription) {
+            let Some(writer) = self.rtc.writer(mid) else {
+                break;
+            };
+            // Opus and PCMU frames are one RTP packet each: its payload is
+            // the frame as str0m packetizes it again.
+            let data = shared.audio.of(stream, &frame, frame.packet(0).get(HEADER_LEN..).unwrap_or_default());
+            let bytes = data.len();
+            let time = MediaTime::new(clock.next(frame.timestamp), rate);
+            if let Err(e) = writer.write(pt, times(&frame).1, time, data) {
+                return Err(format!("WebRTC: {e}"));
+            }
+            fanout.delivered(subscription, &frame, bytes);
+            self.drain(send, fanout)?;
+        }
+        if let Some(a) = &mut self.audio {
+            a.time = clock;
+        }
         Ok(())
     }
+}
+
+/// The codec a session's sound goes in, where browsers take the camera's:
+/// Opus and G.711 µ-law, not AAC.
+pub fn webrtc_codec(format: Format) -> Option<Codec> {
+    match format {
+        Format::Opus => Some(Codec::Opus),
+        Format::Pcmu => Some(Codec::PCMU),
+        Format::Aac(_) => None,
+    }
+}
+
+/// `codec`'s payload type among those the answer gave the track.
+pub fn audio_payload_type(rtc: &mut Rtc, mid: Mid, codec: Codec) -> Option<Pt> {
+    let writer = rtc.writer(mid)?;
+    writer.payload_params().find(|p| p.spec().codec == codec).map(|p| p.pt())
 }
 
 /// H.264 in packetization mode 1, Baseline or Constrained Baseline (what
@@ -184,21 +265,29 @@ fn times(frame: &SharedFrame) -> (MediaTime, Instant) {
     )
 }
 
-/// The newest access unit as every session's packetizer takes it: copied
-/// once per frame, not once per viewer.
+/// The newest frame of each kind as every session's packetizer takes it:
+/// copied once per frame, not once per viewer.
 #[derive(Default)]
-pub struct SharedAu {
+pub struct Shared {
+    video: SharedFrameData,
+    audio: SharedFrameData,
+}
+
+#[derive(Default)]
+struct SharedFrameData {
     of: Option<(StreamId, u16, u32)>,
     data: Option<Arc<[u8]>>,
 }
 
-impl SharedAu {
-    fn of(&mut self, stream: StreamId, frame: &SharedFrame) -> Arc<[u8]> {
+impl SharedFrameData {
+    /// `bytes` (of `frame`, from `stream`) shared, copied if this is
+    /// another frame than the last one's.
+    fn of(&mut self, stream: StreamId, frame: &SharedFrame, bytes: &[u8]) -> Arc<[u8]> {
         let key = Some((stream, frame.first_sequence, frame.timestamp));
         match &self.data {
             Some(d) if self.of == key => d.clone(),
             _ => {
-                let d: Arc<[u8]> = Arc::from(frame.annex_b());
+                let d: Arc<[u8]> = Arc::from(bytes);
                 self.of = key;
                 self.data = Some(d.clone());
                 d
@@ -209,3 +298,22 @@ impl SharedAu {
 
 /// How long a session may take to finish ICE and DTLS.
 pub const HANDSHAKE: Duration = Duration::from_secs(10);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rtp_timestamps_unwrap_across_the_wrap_and_steps_back() {
+        let mut u = Unwrap::default();
+        let first = u.next(u32::MAX - 959);
+        assert_eq!(u.next(0), first + 960);
+        assert_eq!(u.next(960), first + 1920);
+        // A step back (a restarted capture) stays one, not a jump forward
+        // of a day.
+        assert_eq!(u.next(0), first + 960);
+        let mut fresh = Unwrap::default();
+        assert_eq!(fresh.next(0), 1 << 32);
+        assert_eq!(fresh.next(u32::MAX), (1 << 32) - 1);
+    }
+}

@@ -320,8 +320,11 @@ def test_sound_alone_and_a_session_of_one_presentation(camstream, tmp_path):
 def test_an_onvif_client_sees_and_chooses_the_sound(camstream, tmp_path):
     """onvif-zeep-async (Home Assistant's) finds the sound in every
     profile (G.711, Media ver10's name for PCMU), its source and options,
-    adds it to a profile as an NVR does, and the profile's stream URI
-    carries it: FFmpeg reads a PCMU track there."""
+    adds it to a profile as an NVR does, sets its source and encoder
+    configurations back as it read them (an NVR's way), and is refused
+    another bit rate or encoding than the options say, by name; the
+    profile's stream URI carries the sound: FFmpeg reads a PCMU track
+    there."""
     from test_onvif import PASSWORD as ONVIF_PASSWORD
     from test_onvif import USER as ONVIF_USER
     from test_onvif import with_camera
@@ -339,11 +342,30 @@ def test_an_onvif_client_sees_and_chooses_the_sound(camstream, tmp_path):
         options = await media.GetAudioEncoderConfigurationOptions({"ConfigurationToken": "audio"})
         source_configs = await media.GetCompatibleAudioSourceConfigurations({"ProfileToken": "main"})
         await media.AddAudioEncoderConfiguration({"ProfileToken": "main", "ConfigurationToken": "audio"})
+        await media.SetAudioSourceConfiguration({"Configuration": source_configs[0], "ForcePersistence": False})
+        conf = configs[0]
+        await media.SetAudioEncoderConfiguration({"Configuration": conf, "ForcePersistence": False})
+        refused = []
+        for field, value in (("Bitrate", 32), ("Encoding", "AAC"), ("SampleRate", 16)):
+            bad = (await media.GetAudioEncoderConfigurations())[0]
+            setattr(bad, field, value)
+            try:
+                await media.SetAudioEncoderConfiguration({"Configuration": bad, "ForcePersistence": False})
+                refused.append(None)
+            except Fault as f:
+                refused.append(f.message)
+        after = await media.GetAudioEncoderConfigurations()
         setup = {"Stream": "RTP-Unicast", "Transport": {"Protocol": "RTSP"}}
         uri = (await media.GetStreamUri({"StreamSetup": setup, "ProfileToken": "main"})).Uri
-        return profiles, sources, configs, options, source_configs, uri
+        return profiles, sources, configs, options, source_configs, uri, refused, after
 
-    profiles, sources, configs, options, source_configs, uri = with_camera(cs.http_port, ask)
+    from zeep.exceptions import Fault
+
+    profiles, sources, configs, options, source_configs, uri, refused, after = with_camera(cs.http_port, ask)
+    assert refused == ["not one of the bit rates GetAudioEncoderConfigurationOptions lists",
+                       "the sound's encoding is camstream.toml's ([audio] codec)",
+                       "the sound's sample rate is its encoding's"], refused
+    assert [(c.Encoding, c.Bitrate, c.SampleRate) for c in after] == [("G711", 64, 8)], after
     assert [(p.token, p.AudioSourceConfiguration.SourceToken, p.AudioEncoderConfiguration.Encoding,
              p.AudioEncoderConfiguration.SampleRate) for p in profiles] == \
         [(p.token, "audio", "G711", 8) for p in profiles], profiles

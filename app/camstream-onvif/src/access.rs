@@ -75,6 +75,8 @@ impl AccessClass {
             | "GetStatus"
             | "GetMoveOptions" => AccessClass::ReadMedia,
             "SetVideoEncoderConfiguration"
+            | "SetAudioEncoderConfiguration"
+            | "SetAudioSourceConfiguration"
             | "SetImagingSettings"
             | "AddAudioSourceConfiguration"
             | "AddAudioEncoderConfiguration" => AccessClass::Actuate,
@@ -191,6 +193,8 @@ mod tests {
         assert_eq!(AccessClass::of("GetStreamUri"), AccessClass::ReadMedia);
         assert!(!UserLevel::User.may(AccessClass::of("SetVideoEncoderConfiguration")));
         assert!(UserLevel::Operator.may(AccessClass::of("SetVideoEncoderConfiguration")));
+        assert!(!UserLevel::User.may(AccessClass::of("SetAudioEncoderConfiguration")));
+        assert!(UserLevel::Operator.may(AccessClass::of("SetAudioEncoderConfiguration")));
         assert!(!UserLevel::Operator.may(AccessClass::of("SetSystemFactoryDefault")));
         for name in UserLevel::NAMES {
             assert_eq!(name.parse::<UserLevel>().unwrap().to_string(), name);

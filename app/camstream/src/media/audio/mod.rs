@@ -119,6 +119,23 @@ impl Audio {
         (self.format, self.settings.bitrate)
     }
 
+    /// Encodes at `bitrate` (bit/s) from now on, if its encoder takes it:
+    /// a capture that runs stops, and the next turn of the loop starts it
+    /// again with the new rate (the sound pauses while the device is
+    /// opened again).
+    pub fn set_bitrate(&mut self, bitrate: u32) -> Result<()> {
+        if bitrate == self.settings.bitrate {
+            return Ok(());
+        }
+        Encoder::new(self.format, bitrate)?;
+        self.settings.bitrate = bitrate;
+        if let Some(w) = self.worker.take() {
+            w.stop.store(true, Ordering::Relaxed);
+        }
+        log::info!("audio: {} at {} kbit/s from now on", self.format.name(), bitrate / 1000);
+        Ok(())
+    }
+
     /// Captures while a client plays the audio track; stops when none does.
     pub fn follow_watchers(&mut self, fanout: &mut Fanout) {
         let listened = fanout.listened(self.stream);

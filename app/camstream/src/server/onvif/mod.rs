@@ -292,6 +292,8 @@ impl Onvif {
             }
         } else if op == "SetVideoEncoderConfiguration" {
             services::set_encoder(&soap, &mut ctx)
+        } else if op == "SetAudioEncoderConfiguration" {
+            services::set_audio_encoder(&soap, &mut ctx)
         } else {
             services::answer(req, &soap, &ctx)
         };

@@ -1,7 +1,8 @@
 //! ONVIF's device and media services (Profile S): each operation's answer
 //! from the camera's streams (main, sub, and the H.264 stream's profile,
 //! "h264"), and the changes a client may make (the sub-stream's encoder,
-//! the H.264 streams' bit rate and key frame interval).
+//! the H.264 streams' bit rate and key frame interval, the sound's bit
+//! rate).
 
 use camstream_onvif::responses::{self as resp, DeviceInfo, Profile, VideoSource, XAddrs};
 use camstream_onvif::soap::{Fault, Request as Soap, Service};
@@ -176,6 +177,54 @@ pub fn set_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> 
     Ok(resp::empty("trt", "SetVideoEncoderConfiguration"))
 }
 
+/// SetAudioEncoderConfiguration: the sound's encoding and sample rate are
+/// camstream.toml's (`[audio] codec`); its bit rate may be any of those
+/// GetAudioEncoderConfigurationOptions lists (AAC's; G.711 has one). What
+/// the request leaves out stays; Multicast and SessionTimeout are taken
+/// as they are (camstream streams no multicast). Not kept past a restart,
+/// as the video's changes are not.
+pub fn set_audio_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, Fault> {
+    let bad = |why: &str| Fault::invalid_arg_val("ter:ConfigModify", why);
+    let no_config = || Fault::invalid_arg_val("ter:NoConfig", "no such configuration");
+    let Some(a) = ctx.producers.audio.as_mut() else {
+        return Err(no_config());
+    };
+    let now = onvif_audio(a.format()).ok_or_else(no_config)?;
+    if soap.arg_attr(&["Configuration"], "token") != Some(resp::AUDIO_TOKEN) {
+        return Err(no_config());
+    }
+    let num = |name: &str| -> Result<Option<u32>, Fault> {
+        soap.arg(&["Configuration", name])
+            .map(|v| {
+                xs_int(v)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| bad("a number is not a positive xs:int"))
+            })
+            .transpose()
+    };
+    if soap.arg(&["Configuration", "Encoding"]).is_some_and(|e| e != now.encoding) {
+        return Err(bad("the sound's encoding is camstream.toml's ([audio] codec)"));
+    }
+    if num("SampleRate")?.is_some_and(|r| r != now.sample_rate) {
+        return Err(bad("the sound's sample rate is its encoding's"));
+    }
+    let kbit = num("Bitrate")?.unwrap_or(now.bitrate);
+    let allowed = now
+        .options
+        .iter()
+        .find(|(encoding, ..)| *encoding == now.encoding)
+        .is_some_and(|(_, bitrates, _)| bitrates.contains(&kbit));
+    if !allowed {
+        return Err(bad("not one of the bit rates GetAudioEncoderConfigurationOptions lists"));
+    }
+    // G.711's one rate is its own, not an encoder's setting.
+    if kbit != now.bitrate {
+        a.set_bitrate(kbit * 1000)
+            .map_err(|e| Fault::receiver(&["ter:Action"], &format!("{e:#}")))?;
+    }
+    Ok(resp::empty("trt", "SetAudioEncoderConfiguration"))
+}
+
 /// The bit rate (kbit/s) and key frame interval SetVideoEncoderConfiguration
 /// asks of an H.264 stream encoding at `now` (bit/s, key frame interval;
 /// what it leaves out stays).
@@ -208,7 +257,8 @@ fn xs_int(v: &str) -> Option<i32> {
     v.trim_matches(XML_SPACE).parse().ok()
 }
 
-/// The answer to every operation but SetVideoEncoderConfiguration.
+/// The answer to every operation but SetVideoEncoderConfiguration and
+/// SetAudioEncoderConfiguration.
 pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, Fault> {
     let host = req.host.clone().unwrap_or_else(|| "camera".to_owned());
     // As known (the camera is asked only by the picture thread).
@@ -325,6 +375,18 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
             Some(a) => resp::audio_encoder_configuration_options(a),
             None => return Err(Fault::invalid_arg_val("ter:NoConfig", "the camera has no sound")),
         },
+        // The one input, which a client may set to itself.
+        (true, "SetAudioSourceConfiguration") => {
+            let token = soap.arg_attr(&["Configuration"], "token");
+            let source = soap.arg(&["Configuration", "SourceToken"]);
+            if audio.is_none() || token != Some(resp::AUDIO_TOKEN) {
+                return Err(Fault::invalid_arg_val("ter:NoConfig", "no such configuration"));
+            }
+            if source.is_some_and(|s| s != resp::AUDIO_TOKEN) {
+                return Err(Fault::invalid_arg_val("ter:ConfigModify", "the camera has one audio source, \"audio\""));
+            }
+            resp::empty("trt", op)
+        }
         // Every profile carries the sound already: adding it changes
         // nothing (an NVR adds it to the profile it records).
         (true, "AddAudioSourceConfiguration" | "AddAudioEncoderConfiguration") => {

@@ -475,12 +475,10 @@ def test_the_status_page_plays_the_sound_with_the_picture(camstream, sound_confi
     from playwright.sync_api import expect
 
     sound_config.write_text(sound_config.read_text().replace('codec = "pcmu"', f'codec = "{codec}"'))
+    from test_webrtc import signed_in_page
+
     cs = camstream("--config", str(sound_config))
-    page = chromium.new_context(http_credentials={"username": USER, "password": PASSWORD}).new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    assert page.goto(cs.http + "/").status == 200
+    page, errors = signed_in_page(chromium, cs.http + "/", USER, PASSWORD)
     receiving = page.locator("#receiving")
     playing = re.compile(rf"^receiving WebRTC H\.264 {W}x{H}, [\d.]+ frames/s, [\d.]+ Mbit/s$")
     expect(receiving).to_have_text(playing, timeout=20000)

@@ -43,6 +43,17 @@ def metric(text: str, name: str, **labels: str) -> float:
     return 0.0
 
 
+def signed_in_page(chromium, url: str, user: str = USER, password: str = PASSWORD):
+    """Chromium's page at `url`, signed in as `user` (Digest), and the
+    errors it writes to its console, as they come."""
+    page = chromium.new_context(http_credentials={"username": user, "password": password}).new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    assert page.goto(url).status == 200
+    return page, errors
+
+
 def frames_decoded(page) -> int:
     return page.evaluate("() => document.getElementById('video').getVideoPlaybackQuality().totalVideoFrames")
 
@@ -56,11 +67,7 @@ def test_the_status_page_plays_webrtc_with_a_password(camstream, config, chromiu
     from playwright.sync_api import expect
 
     cs = camstream("--config", str(config), "--width", "640", "--height", "360")
-    page = chromium.new_context(http_credentials={"username": USER, "password": PASSWORD}).new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    assert page.goto(cs.http + "/").status == 200
+    page, errors = signed_in_page(chromium, cs.http + "/")
     receiving = page.locator("#receiving")
     expect(receiving).to_have_text(re.compile(r"^receiving WebRTC H\.264 640x360, [\d.]+ frames/s, [\d.]+ Mbit/s$"),
                                    timeout=20000)

@@ -203,7 +203,7 @@ impl Session {
             let data = shared.audio.of(stream, &frame, frame.packet(0).get(HEADER_LEN..).unwrap_or_default());
             let bytes = data.len();
             let time = MediaTime::new(clock.next(frame.timestamp), rate);
-            if let Err(e) = writer.write(pt, times(&frame).1, time, data) {
+            if let Err(e) = writer.write(pt, captured_at(&frame), time, data) {
                 return Err(format!("WebRTC: {e}"));
             }
             fanout.delivered(subscription, &frame, bytes);
@@ -257,12 +257,14 @@ pub fn h264_payload_type(rtc: &mut Rtc, mid: Mid) -> Option<Pt> {
 /// reports map one to the other).
 fn times(frame: &SharedFrame) -> (MediaTime, Instant) {
     let ticks = u128::from(frame.captured.0) * 90_000 / 1_000_000_000;
+    (MediaTime::from_90khz(ticks as u64), captured_at(frame))
+}
+
+/// The instant `frame` was captured, on str0m's clock.
+fn captured_at(frame: &SharedFrame) -> Instant {
     let age = Mono::now().saturating_sub(frame.captured);
     let now = Instant::now();
-    (
-        MediaTime::from_90khz(ticks as u64),
-        now.checked_sub(age).unwrap_or(now),
-    )
+    now.checked_sub(age).unwrap_or(now)
 }
 
 /// The newest frame of each kind as every session's packetizer takes it:

@@ -141,6 +141,9 @@ def assert_in_step(rec: Path, seconds: int) -> None:
 
 
 PCMU = {"codec_name": "pcm_mulaw", "sample_rate": "8000", "channels": 1}
+# RFC 7587's rtpmap is always opus/48000/2 (sprop-stereo=0 says the
+# sender's is mono): FFmpeg takes the 2.
+OPUS = {"codec_name": "opus", "sample_rate": "48000", "channels": 2}
 
 
 def ffmpeg_records_in_step(url: str, rec: Path, seconds: int, transport: str, sound: dict) -> None:
@@ -165,25 +168,28 @@ def test_ffmpeg_records_opus_in_step_with_the_picture(camstream, sound_config, t
     it, and its look-ahead is taken off the timestamps."""
     sound_config.write_text(sound_config.read_text().replace('codec = "pcmu"', 'codec = "opus"'))
     cs = camstream("--config", str(sound_config))
-    # RFC 7587's rtpmap is always opus/48000/2 (sprop-stereo=0 says the
-    # sender's is mono): FFmpeg takes the 2.
-    ffmpeg_records_in_step(cs.url, tmp_path / "ffmpeg-opus.mkv", 6, "tcp",
-                           {"codec_name": "opus", "sample_rate": "48000", "channels": 2})
+    ffmpeg_records_in_step(cs.url, tmp_path / "ffmpeg-opus.mkv", 6, "tcp", OPUS)
+
+
+def gst_records(url: str, rec: Path, seconds: int, fps: int, protocols: str = "tcp",
+                depay: str = "rtppcmudepay") -> None:
+    """GStreamer records `url` (an MJPEG picture at `fps`, with the
+    password) into `rec`: rtspsrc's rtpbin lines the tracks up by their
+    sender reports (one CNAME); matroskamux writes both. Each branch ends
+    after `seconds` of its own (pictures, and 20 ms frames of sound)."""
+    gst_launch(["rtspsrc", f"location={url}", f"protocols={protocols}", f"user-id={USER}",
+                f"user-pw={PASSWORD}", "latency=200", "name=s",
+                "s.", "!", "queue", "!", "rtpjpegdepay", "!", "identity", f"eos-after={fps * seconds}",
+                "!", "mux.",
+                "s.", "!", "queue", "!", depay, "!", "identity", f"eos-after={50 * seconds}", "!", "mux.",
+                "matroskamux", "name=mux", "!", "filesink", f"location={rec}"])
 
 
 @pytest.mark.parametrize("protocols", ["tcp", "udp"])
 def test_gstreamer_records_sound_in_step_with_the_picture(camstream, sound_config, tmp_path, protocols):
-    """rtspsrc's rtpbin lines the tracks up by their sender reports (one
-    CNAME); matroskamux writes both. Each branch ends after 6 s of its
-    own (150 pictures, 300 frames of sound)."""
     cs = camstream("--config", str(sound_config))
     rec = tmp_path / f"gst-{protocols}.mkv"
-    gst_launch(["rtspsrc", f"location={cs.url}", f"protocols={protocols}", f"user-id={USER}",
-                f"user-pw={PASSWORD}", "latency=200", "name=s",
-                "s.", "!", "queue", "!", "rtpjpegdepay", "!", "identity", "eos-after=150",
-                "!", "mux.",
-                "s.", "!", "queue", "!", "rtppcmudepay", "!", "identity", "eos-after=300", "!", "mux.",
-                "matroskamux", "name=mux", "!", "filesink", f"location={rec}"])
+    gst_records(cs.url, rec, 6, 25, protocols)
     assert_in_step(rec, 6)
 
 
@@ -248,7 +254,7 @@ def test_both_tracks_in_one_session(camstream, tmp_path):
     r = c.call("SETUP", c.url + "/trackID=1", {"Transport": "RTP/AVP/TCP;unicast;interleaved=2-3"})
     assert r.status == 200 and r.header("session").split(";")[0] == c.session
     assert "interleaved=2-3" in r.header("transport")
-    assert c.call("SETUP", c.url + "/trackID=2", {"Transport": "RTP/AVP/TCP;unicast;interleaved=4-5"}).status == 404
+    assert c.call("SETUP", c.url + "/trackID=9", {"Transport": "RTP/AVP/TCP;unicast;interleaved=4-5"}).status == 404
     play = c.play()
     info = play.header("rtp-info").split(",")
     assert [i.split(";")[0] for i in info] == [f"url={c.url}/trackID=0", f"url={c.url}/trackID=1"], info
@@ -281,17 +287,59 @@ def test_both_tracks_in_one_session(camstream, tmp_path):
     # Whatever was on its way when PAUSE came: a frame's packets at most.
     assert late.count(2) <= 1, late
     # Paused, nobody plays the sound: its capture stops.
-    def made() -> float:
-        metrics = requests.get(f"{cs.http}/metrics", timeout=10).text
-        return next(float(line.split()[-1]) for line in metrics.splitlines()
-                    if line.startswith('camstream_audio_frames_total{state="made"}'))
-    before = made()
+    before = made(cs, "pcmu")
     time.sleep(0.5)
-    assert made() == before >= 1
+    assert made(cs, "pcmu") == before >= 1
     assert c.call("TEARDOWN", c.url + "/").status == 200
     # Both entries ended with the session: the same id names nothing now.
     assert c.call("PLAY", c.url + "/").status == 454
     c.close()
+
+
+def made(cs, codec: str) -> float:
+    """Frames of the sound in `codec` the camera has made (its /metrics)."""
+    from requests.auth import HTTPDigestAuth
+    metrics = requests.get(f"{cs.http}/metrics", auth=HTTPDigestAuth(USER, PASSWORD), timeout=10).text
+    return next(float(line.split()[-1]) for line in metrics.splitlines()
+                if line.startswith(f'camstream_audio_frames_total{{codec="{codec}",state="made"}}'))
+
+
+def test_each_client_has_the_sound_in_the_encoding_it_asks_for(camstream, sound_config, tmp_path):
+    """One capture, an encoding for each client: at once, FFmpeg records
+    the sound as Opus (`?audio=opus`, as go2rtc's clients ask) and
+    GStreamer as the configured G.711, both in step with the picture.
+    /metrics counts each encoding's frames; one that nobody plays is not
+    made. `?audio=none` is the picture alone; an encoding the camera does
+    not make is refused."""
+    import concurrent.futures
+    cs = camstream("--config", str(sound_config))
+    opus_rec, pcmu_rec = tmp_path / "ffmpeg-opus.mkv", tmp_path / "gst-pcmu.mkv"
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        opus = pool.submit(ffmpeg_records_in_step, cs.url + "?audio=opus", opus_rec, 6, "tcp", OPUS)
+        pcmu = pool.submit(gst_records, cs.url, pcmu_rec, 6, 25)
+        opus.result()
+        pcmu.result()
+    assert_in_step(pcmu_rec, 6)
+    counts = {c: made(cs, c) for c in ("pcmu", "opus")}
+    print(f"frames made while both played: {counts}")
+    assert all(n >= 250 for n in counts.values()), counts
+    time.sleep(0.5)
+    assert {c: made(cs, c) for c in ("pcmu", "opus")} == counts
+
+    def streams(query: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["ffprobe", "-v", "error", "-rtsp_transport", "tcp", "-show_entries",
+                               "stream=codec_name", "-of", "csv=p=0", with_user(cs.url + query)],
+                              capture_output=True, text=True, timeout=30)
+    assert streams("?audio=none").stdout.split() == ["mjpeg"]
+    assert streams("?audio=opus").stdout.split() == ["mjpeg", "opus"]
+    refused = streams("?audio=mp3")
+    assert refused.returncode != 0 and "404" in refused.stderr, refused.stderr
+    # The picture's own, and a sound alone in an encoding of its own.
+    assert streams("").stdout.split() == ["mjpeg", "pcm_mulaw"]
+    alone = subprocess.run(["ffprobe", "-v", "error", "-rtsp_transport", "tcp", "-show_entries",
+                            "stream=codec_name", "-of", "csv=p=0", with_user(cs.url.rsplit("/", 1)[0] + "/audio/opus")],
+                           capture_output=True, text=True, timeout=30)
+    assert alone.stdout.split() == ["opus"], alone.stderr
 
 
 def test_sound_alone_and_a_session_of_one_presentation(camstream, tmp_path):
@@ -437,19 +485,12 @@ def test_the_status_page_names_the_sound(camstream, sound_config, chromium):  # 
     cs = camstream("--config", str(sound_config))
     page = chromium.new_context(http_credentials={"username": USER, "password": PASSWORD}).new_page()
     assert page.goto(cs.http + "/").status == 200
-    expect(page.locator("#sound-codec")).to_have_text("G.711", timeout=20000)
+    # The configured encoding, then the others a stream's address may ask for.
+    expect(page.locator("#sound-codec")).to_have_text("G.711; Opus: ?audio=opus", timeout=20000)
     assert page.locator("#row-sound").is_visible()
     assert page.locator("#url-sound").text_content() == cs.http + "/audio.wav"
     assert page.locator("#sound-switch").is_visible() and not page.locator("#sound-on").is_checked()
     assert "sound stream" not in cs.log()
-
-
-def audio_frames_made(cs) -> float:
-    from requests.auth import HTTPDigestAuth
-
-    m = requests.get(cs.http + "/metrics", auth=HTTPDigestAuth(USER, PASSWORD), timeout=10).text
-    return next(float(line.split()[-1]) for line in m.splitlines()
-                if line.startswith('camstream_audio_frames_total{state="made"}'))
 
 
 def inbound_audio(page) -> dict:
@@ -484,7 +525,7 @@ def test_the_status_page_plays_the_sound_with_the_picture(camstream, sound_confi
     expect(receiving).to_have_text(playing, timeout=20000)
     assert page.evaluate("document.getElementById('video').muted")
     time.sleep(2)
-    assert audio_frames_made(cs) == 0, "the sound was captured with no one listening"
+    assert made(cs, codec) == 0, "the sound was captured with no one listening"
     assert "with sound" not in cs.log()
 
     page.locator("#sound-on").check()
@@ -512,11 +553,11 @@ def test_the_status_page_plays_the_sound_with_the_picture(camstream, sound_confi
     # silence none (0.056 Opus, 0.061 G.711 measured).
     assert 0.01 < energy < 0.125, energy
     assert concealed < samples / 10, (concealed, samples)
-    assert audio_frames_made(cs) > 100
+    assert made(cs, codec) > 100
 
     page.locator("#sound-on").uncheck()
     expect(receiving).to_have_text(playing, timeout=20000)
-    made = audio_frames_made(cs)
+    before = made(cs, codec)
     time.sleep(1)
-    assert audio_frames_made(cs) - made <= 3, "the sound was still captured with the switch off"
+    assert made(cs, codec) - before <= 3, "the sound was still captured with the switch off"
     assert not errors, errors

@@ -342,16 +342,16 @@ impl AudioDevice {
 }
 
 /// Sound beside the picture: every RTSP presentation has it as its
-/// second track, in `format`.
+/// second track, in `codec` unless a client asks for another.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AudioSettings {
     pub device: AudioDevice,
     pub codec: AudioCodec,
-    /// Opus's bit rate, bit/s.
+    /// `codec`'s bit rate, bit/s (where it has one).
     pub bitrate: u32,
 }
 
-/// What RTSP clients get the sound as.
+/// What RTSP clients get the sound as unless they ask for another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AudioCodec {
     Opus,
@@ -391,14 +391,22 @@ fn audio_settings(o: AudioOptions) -> Result<Option<AudioSettings>> {
         "aac" => AudioCodec::Aac,
         c => return Err(bad("audio.codec", c, "must be pcmu, opus or aac")),
     };
-    // kbit/s: Opus is good at 32, AAC-LC wants more.
-    let default = if codec == AudioCodec::Aac { 64 } else { 32 };
+    let default = default_audio_bitrate(codec) / 1000;
     let bitrate = in_range("audio.bitrate", o.bitrate.unwrap_or(default), 6, 128)? * 1000;
     Ok(Some(AudioSettings {
         device,
         codec,
         bitrate,
     }))
+}
+
+/// An encoding's bit rate (bit/s) where `audio.bitrate` does not set it:
+/// Opus is good at 32 kbit/s, AAC-LC wants more (G.711's is fixed).
+pub fn default_audio_bitrate(codec: AudioCodec) -> u32 {
+    match codec {
+        AudioCodec::Aac => 64_000,
+        AudioCodec::Opus | AudioCodec::Pcmu => 32_000,
+    }
 }
 
 /// An ALSA PCM name as `arecord -L` lists them: a plugin, then `:` and
@@ -743,6 +751,16 @@ impl Config {
                 "use letters, digits, '-', '_', '.' and '/' between names",
             ));
         }
+        // The sound's paths, whether or not [audio] is on (turning it on
+        // must not take a stream's path from its clients).
+        let sound = crate::media::audio::PATH;
+        if path == sound || path.strip_prefix(sound).is_some_and(|p| p.starts_with('/')) {
+            return Err(bad(
+                "path",
+                format!("{path:?}"),
+                "\"audio\" and the paths under it are the sound's: use another",
+            ));
+        }
         let rtp_port = o.rtp_port.unwrap_or(default!(rtp_port));
         if rtp_port % 2 != 0 || rtp_port == u16::MAX - 1 {
             return Err(bad(
@@ -976,6 +994,12 @@ pub(super) mod tests {
         assert!(Config::from_options(o).is_err());
         let o = parse("path = \"../x\"").unwrap();
         assert!(Config::from_options(o).is_err());
+        for sound in ["audio", "audio/opus"] {
+            let o = parse(&format!("path = \"{sound}\"")).unwrap();
+            assert!(Config::from_options(o).is_err(), "{sound}");
+        }
+        let o = parse("path = \"audiobook\"").unwrap();
+        assert!(Config::from_options(o).is_ok());
         let o = parse("source = \"webcam\"").unwrap();
         assert!(Config::from_options(o).is_err());
     }

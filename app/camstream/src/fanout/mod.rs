@@ -215,8 +215,10 @@ pub struct Fanout {
     /// waits for (docs/UPDATE.md).
     started: Mono,
     first_out: bool,
-    /// The sound (`[audio]`): every video presentation's second track.
-    audio: Option<StreamId>,
+    /// The sound's encodings (`[audio]`), the configured one first: it is
+    /// every video presentation's second track unless a client asks for
+    /// another.
+    audio: Vec<StreamId>,
 }
 
 impl Fanout {
@@ -239,7 +241,7 @@ impl Fanout {
             present: true,
             started: Mono::now(),
             first_out: false,
-            audio: None,
+            audio: Vec::new(),
         })
     }
 
@@ -271,8 +273,12 @@ impl Fanout {
         &mut self.streams[usize::from(id.0)]
     }
 
-    /// The stream clients name `name`.
+    /// The stream clients name `name`; "audio" is the configured
+    /// encoding of the sound, whatever its own name.
     pub fn find(&self, name: &str) -> Option<StreamId> {
+        if name == crate::media::audio::PATH {
+            return self.audio();
+        }
         let i = self.streams.iter().position(|s| s.name == name)?;
         Some(StreamId(i as u8))
     }
@@ -529,14 +535,25 @@ impl Fanout {
             .any(|(_, s)| s.client && s.active && s.stream == stream)
     }
 
-    /// The sound stream, which video presentations carry as a second
-    /// track.
+    /// The sound in its configured encoding, which video presentations
+    /// carry as a second track.
     pub fn audio(&self) -> Option<StreamId> {
-        self.audio
+        self.audio.first().copied()
     }
 
-    pub fn set_audio(&mut self, id: StreamId) {
-        self.audio = Some(id);
+    /// Every encoding of the sound, the configured one first.
+    pub fn sounds(&self) -> &[StreamId] {
+        &self.audio
+    }
+
+    /// The sound in `format` ("pcmu", "opus", "aac"), where it is made.
+    pub fn sound(&self, format: &str) -> Option<StreamId> {
+        self.audio.iter().copied().find(|&s| self.stream(s).codec() == format)
+    }
+
+    /// One more encoding of the sound (the configured one first).
+    pub fn add_audio(&mut self, id: StreamId) {
+        self.audio.push(id);
     }
 
     /// Whether anyone takes `stream`'s frames now (audio, which no

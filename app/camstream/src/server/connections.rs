@@ -244,10 +244,7 @@ impl Server {
                         onvif_subscriptions: self.onvif.events.subscriptions(),
                         mqtt_connected: self.mqtt.as_ref().map(crate::mqtt::Mqtt::connected),
                     }),
-                    audio: self.producers.audio.as_ref().map(|a| super::http::metrics::AudioFigures {
-                        frames: a.frames_captured,
-                        lost: a.frames_lost(),
-                    }),
+                    audio: self.producers.audio.as_ref().map(crate::media::audio::Audio::counted),
                 });
                 let ctx = &mut ctx!(self);
                 self.http.metrics(ci, &text, head_only, close, ctx);

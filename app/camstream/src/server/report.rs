@@ -43,8 +43,8 @@ pub struct Parts<'a> {
     pub webrtc: Option<metrics::WebRtcFigures>,
     /// Motion detection's, when it is on.
     pub motion: Option<metrics::MotionFigures>,
-    /// The sound's, with `[audio]`.
-    pub audio: Option<metrics::AudioFigures>,
+    /// The sound's frames an encoding each, with `[audio]`.
+    pub audio: Option<Vec<crate::media::audio::Counted>>,
 }
 
 impl Reports {
@@ -145,7 +145,7 @@ impl Reports {
             webrtc: delivery("webrtc"),
             webrtc_figures: p.webrtc,
             motion: p.motion,
-            audio: p.audio,
+            audio: p.audio.clone(),
             sessions_udp: p.rtsp.sessions_udp,
             sessions_tcp: p.rtsp.sessions_tcp,
             sessions_tunnelled: p.rtsp.sessions_tunnelled,

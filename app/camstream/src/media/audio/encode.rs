@@ -14,8 +14,6 @@ pub const FRAME: usize = 960;
 pub const INPUT_RATE: u32 = 48_000;
 
 pub struct Encoder {
-    format: Format,
-    bitrate: u32,
     kind: Kind,
     /// The frame being made.
     scratch: Vec<u8>,
@@ -36,8 +34,11 @@ enum Kind {
     #[cfg(feature = "aac")]
     Aac {
         encoder: Box<fdk_aac::enc::Encoder>,
-        /// Access units made so far: unit n begins at input 1024·n, less
-        /// the delay.
+        /// The input sample it began at (an encoder starts when a client
+        /// first plays it, not with the capture).
+        start: Option<i64>,
+        /// Access units made so far: unit n begins at input start + 1024·n,
+        /// less the delay.
         units: i64,
         delay: i64,
     },
@@ -52,6 +53,10 @@ fn opus_or_aac_missing(format: Format) -> anyhow::Error {
 
 impl Encoder {
     /// An encoder for `format`; `bitrate` (bit/s) where it has one.
+    #[cfg_attr(
+        not(any(feature = "opus", feature = "aac")),
+        expect(unused_variables, reason = "G.711 has no bit rate")
+    )]
     pub fn new(format: Format, bitrate: u32) -> Result<Encoder> {
         let kind = match format {
             Format::Pcmu => Kind::Pcmu {
@@ -91,6 +96,7 @@ impl Encoder {
                 );
                 Kind::Aac {
                     encoder: Box::new(e),
+                    start: None,
                     units: 0,
                     delay: i64::from(info.nDelay),
                 }
@@ -99,18 +105,9 @@ impl Encoder {
             other => return Err(opus_or_aac_missing(other)),
         };
         Ok(Encoder {
-            format,
-            bitrate,
             kind,
             scratch: Vec::with_capacity(2048),
         })
-    }
-
-    /// Forgets the samples it holds: the next is input sample 0.
-    #[cfg_attr(not(feature = "alsa"), allow(dead_code))]
-    pub fn reset(&mut self) -> Result<()> {
-        *self = Encoder::new(self.format, self.bitrate)?;
-        Ok(())
     }
 
     /// Input samples to one tick of its RTP clock: (numerator,
@@ -166,9 +163,11 @@ impl Encoder {
             #[cfg(feature = "aac")]
             Kind::Aac {
                 encoder,
+                start,
                 units,
                 delay,
             } => {
+                let start = *start.get_or_insert(first);
                 // AAC-hbr's 13-bit size bounds a unit; a mono LC unit is at
                 // most 768 bytes.
                 out.resize(max.min(camstream_audio::aac::MAX_AU), 0);
@@ -178,7 +177,7 @@ impl Encoder {
                         .encode(rest, out)
                         .map_err(|e| anyhow::anyhow!("AAC: {e}"))?;
                     if let Some(unit) = out.get(..done.output_size).filter(|u| !u.is_empty()) {
-                        emit(unit, *units * 1024 - *delay)?;
+                        emit(unit, start + *units * 1024 - *delay)?;
                         *units += 1;
                     }
                     rest = rest.get(done.input_consumed..).unwrap_or_default();

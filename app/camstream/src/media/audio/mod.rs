@@ -1,7 +1,10 @@
 //! Sound beside the picture (`[audio]`): a capture thread reads 20 ms at a
-//! time, encodes it and hands the frame to the event loop, which publishes
-//! it on the fan-out's audio stream, the second track of every RTSP
-//! presentation. It runs only while a client plays that track.
+//! time, encodes it in each encoding a client listens to and hands the
+//! frames to the event loop, which publishes each on the fan-out's stream
+//! of its encoding. The configured encoding is the second track of every
+//! RTSP presentation; a client may ask for another (`?audio=opus`). The
+//! capture runs only while a client plays one of them, and an encoding
+//! only while a client plays it.
 //!
 //! Audio's RTP timestamps count its samples, without gaps; each frame's
 //! capture instant is the monotonic time of the input its first sample
@@ -15,7 +18,7 @@ mod encode;
 mod tone;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::time::Duration;
 
@@ -33,21 +36,23 @@ use crate::random::random_u64;
 use crate::source::StreamInfo;
 use encode::{Encoder, FRAME, INPUT_RATE};
 
-/// The audio stream's name in the fan-out (and its RTSP path: the sound
-/// alone).
+/// What clients name the sound in its configured encoding (its RTSP
+/// path: the sound alone); each encoding's own stream is `audio/NAME`.
 pub const PATH: &str = "audio";
 /// A client's sound queue (RTSP's track, HTTP's stream): half a second of
 /// 20 ms frames, since a picture's write to a slow client lasts longer
 /// than the three frames a picture's queue holds.
 pub const QUEUE: usize = 25;
-/// Frames between the capture thread and the loop: 200 ms.
+/// Frames of one encoding between the capture thread and the loop: 200 ms.
 const IN_FLIGHT: usize = 10;
-/// Frames the stream keeps for reuse: what a client's queue holds
+/// Frames a stream keeps for reuse: what a client's queue holds
 /// ([`QUEUE`]) and a few, so a slow client costs no allocation.
 const POOL: usize = 32;
 
 /// One encoded frame on its way to the loop.
 struct Encoded {
+    /// Which encoding (its index in `Audio::encodings`).
+    encoding: usize,
     data: Vec<u8>,
     /// Its first sample at the RTP clock's rate, from the capture's start.
     ticks: u32,
@@ -60,35 +65,72 @@ struct Worker {
     recycle: SyncSender<Vec<u8>>,
 }
 
-pub struct Audio {
-    settings: AudioSettings,
-    stream: StreamId,
+/// One of the forms the sound is made in, with its stream.
+struct Encoding {
     format: Format,
-    max_frame: usize,
-    done: Arc<Waker>,
-    worker: Option<Worker>,
-    /// Frames published, and those lost because the loop was behind
-    /// (the capture thread counts them).
-    pub frames_captured: u64,
+    /// bit/s, where the format has one.
+    bitrate: u32,
+    stream: StreamId,
+    /// Frames published, and those lost because the loop was behind (the
+    /// capture thread counts them).
+    made: u64,
     lost: Arc<AtomicU64>,
 }
 
+/// Frames of one encoding, made and lost (/metrics).
+#[derive(Debug, Clone)]
+pub struct Counted {
+    pub codec: &'static str,
+    pub made: u64,
+    pub lost: u64,
+}
+
+pub struct Audio {
+    device: AudioDevice,
+    /// The configured encoding first, then every other this build has.
+    encodings: Vec<Encoding>,
+    /// The encodings a client listens to now, a bit each: what the
+    /// capture thread encodes (it looks at each frame).
+    wanted: Arc<AtomicU32>,
+    max_frame: usize,
+    done: Arc<Waker>,
+    worker: Option<Worker>,
+}
+
+/// Each encoding this build makes, `first` first: G.711 always, Opus and
+/// AAC with their features.
+fn formats(first: AudioCodec) -> Vec<AudioCodec> {
+    let built = [
+        (AudioCodec::Pcmu, true),
+        (AudioCodec::Opus, cfg!(feature = "opus")),
+        (AudioCodec::Aac, cfg!(feature = "aac")),
+    ];
+    let mut all = vec![first];
+    all.extend(built.iter().filter(|&&(c, on)| on && c != first).map(|&(c, _)| c));
+    all
+}
+
+fn format_of(codec: AudioCodec) -> Result<Format> {
+    Ok(match codec {
+        AudioCodec::Opus => Format::Opus,
+        AudioCodec::Pcmu => Format::Pcmu,
+        AudioCodec::Aac => Format::Aac(camstream_audio::aac::Config::lc(INPUT_RATE, 1)?),
+    })
+}
+
 impl Audio {
-    /// The audio stream on `fanout`; capture starts with its first client.
-    /// None where `device = "auto"` found no sound card: no sound track.
+    /// The sound's streams on `fanout`, one an encoding; capture starts
+    /// with the first client of any. None where `device = "auto"` found
+    /// no sound card: no sound track.
     pub fn start(
         settings: AudioSettings,
         mtu: usize,
         fanout: &mut Fanout,
         done: &Arc<Waker>,
     ) -> Result<Option<Audio>> {
-        let format = match settings.codec {
-            AudioCodec::Opus => Format::Opus,
-            AudioCodec::Pcmu => Format::Pcmu,
-            AudioCodec::Aac => Format::Aac(camstream_audio::aac::Config::lc(INPUT_RATE, 1)?),
-        };
+        let configured = format_of(settings.codec)?;
         // Refused now rather than at the first client.
-        Encoder::new(format, settings.bitrate)?;
+        Encoder::new(configured, settings.bitrate)?;
         let Some(settings) = check_device(settings)? else {
             return Ok(None);
         };
@@ -97,50 +139,78 @@ impl Audio {
             height: 0,
             fps: INPUT_RATE / FRAME as u32,
         };
-        let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
-        let stream = fanout.add_stream(Stream::new(PATH, Codec::Audio(format), info, mtu, POOL, ids)?);
-        fanout.set_audio(stream);
-        log::info!("audio: {} from {}", format.name(), settings.device.name());
+        let mut encodings = Vec::new();
+        for codec in formats(settings.codec) {
+            let format = format_of(codec)?;
+            let bitrate = if codec == settings.codec {
+                settings.bitrate
+            } else {
+                crate::config::default_audio_bitrate(codec)
+            };
+            let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
+            let name = format!("{PATH}/{}", format.name());
+            let stream = fanout.add_stream(Stream::new(&name, Codec::Audio(format), info, mtu, POOL, ids)?);
+            fanout.add_audio(stream);
+            encodings.push(Encoding {
+                format,
+                bitrate,
+                stream,
+                made: 0,
+                lost: Arc::new(AtomicU64::new(0)),
+            });
+        }
+        let names: Vec<_> = encodings.iter().map(|e| e.format.name()).collect();
+        log::info!("audio: {} from {}", names.join(", "), settings.device.name());
         Ok(Some(Audio {
-            settings,
-            stream,
-            format,
+            device: settings.device,
+            encodings,
+            wanted: Arc::new(AtomicU32::new(0)),
             max_frame: mtu - HEADER_LEN,
             done: done.clone(),
             worker: None,
-            frames_captured: 0,
-            lost: Arc::new(AtomicU64::new(0)),
         }))
     }
 
-    /// What it encodes to, and at what bit rate (bit/s, where the format
+    /// The configured encoding, and its bit rate (bit/s, where the format
     /// has one).
     pub fn format(&self) -> (Format, u32) {
-        (self.format, self.settings.bitrate)
+        self.encodings
+            .first()
+            .map_or((Format::Pcmu, 0), |e| (e.format, e.bitrate))
     }
 
-    /// Encodes at `bitrate` (bit/s) from now on, if its encoder takes it:
-    /// a capture that runs stops, and the next turn of the loop starts it
-    /// again with the new rate (the sound pauses while the device is
-    /// opened again).
+    /// Encodes the configured encoding at `bitrate` (bit/s) from now on, if
+    /// its encoder takes it: a capture that runs stops, and the next turn
+    /// of the loop starts it again with the new rate (the sound pauses
+    /// while the device is opened again).
     pub fn set_bitrate(&mut self, bitrate: u32) -> Result<()> {
-        if bitrate == self.settings.bitrate {
+        let Some(e) = self.encodings.first_mut() else {
+            return Ok(());
+        };
+        if bitrate == e.bitrate {
             return Ok(());
         }
-        Encoder::new(self.format, bitrate)?;
-        self.settings.bitrate = bitrate;
+        Encoder::new(e.format, bitrate)?;
+        e.bitrate = bitrate;
+        log::info!("audio: {} at {} kbit/s from now on", e.format.name(), bitrate / 1000);
         if let Some(w) = self.worker.take() {
             w.stop.store(true, Ordering::Relaxed);
         }
-        log::info!("audio: {} at {} kbit/s from now on", self.format.name(), bitrate / 1000);
         Ok(())
     }
 
-    /// Captures while a client plays the audio track; stops when none does.
+    /// Captures while a client plays one of the encodings, and makes those
+    /// that are played; stops when none is.
     pub fn follow_watchers(&mut self, fanout: &mut Fanout) {
-        let listened = fanout.listened(self.stream);
-        match (&self.worker, listened) {
-            (None, true) => match self.spawn(fanout.stream(self.stream).clock) {
+        let wanted = self
+            .encodings
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| fanout.listened(e.stream))
+            .fold(0u32, |m, (i, _)| m | 1 << i);
+        self.wanted.store(wanted, Ordering::Relaxed);
+        match (&self.worker, wanted != 0) {
+            (None, true) => match self.spawn(fanout) {
                 Ok(w) => self.worker = Some(w),
                 Err(e) => log::warn!("audio: {e:#}"),
             },
@@ -153,26 +223,37 @@ impl Audio {
         }
     }
 
-    fn spawn(&mut self, rtp: RtpClock) -> Result<Worker> {
+    fn spawn(&mut self, fanout: &Fanout) -> Result<Worker> {
         let stop = Arc::new(AtomicBool::new(false));
-        let (send, frames) = sync_channel(IN_FLIGHT);
-        let (recycle, buffers) = sync_channel(IN_FLIGHT + 1);
-        for _ in 0..IN_FLIGHT {
+        let in_flight = IN_FLIGHT * self.encodings.len();
+        let (send, frames) = sync_channel(in_flight);
+        let (recycle, buffers) = sync_channel(in_flight + 1);
+        for _ in 0..in_flight {
             let _ = recycle.try_send(Vec::with_capacity(self.max_frame));
         }
-        let mut encoder = Encoder::new(self.format, self.settings.bitrate)?;
-        let device = self.settings.device.clone();
-        let (done, max, halt, lost) = (self.done.clone(), self.max_frame, stop.clone(), self.lost.clone());
+        let made: Vec<Made> = self
+            .encodings
+            .iter()
+            .map(|e| Made {
+                format: e.format,
+                bitrate: e.bitrate,
+                rtp: fanout.stream(e.stream).clock,
+                lost: e.lost.clone(),
+                running: None,
+            })
+            .collect();
+        let device = self.device.clone();
+        let (done, max, halt, wanted) = (self.done.clone(), self.max_frame, stop.clone(), self.wanted.clone());
         std::thread::Builder::new()
             .name("audio".into())
             .spawn(move || {
                 let out = Out {
                     frames: &send,
                     buffers: &buffers,
-                    lost: &lost,
                     done: &done,
                 };
-                if let Err(e) = run(device, &mut encoder, rtp, max, &out, &halt) {
+                let mut pipe = Pipe::new(made, wanted, max);
+                if let Err(e) = run(device, &mut pipe, &out, &halt) {
                     log::warn!("audio capture stopped: {e:#}");
                 }
             })?;
@@ -183,9 +264,16 @@ impl Audio {
         })
     }
 
-    /// Frames the loop was too slow for.
-    pub fn frames_lost(&self) -> u64 {
-        self.lost.load(Ordering::Relaxed)
+    /// Frames of each encoding, made and lost.
+    pub fn counted(&self) -> Vec<Counted> {
+        self.encodings
+            .iter()
+            .map(|e| Counted {
+                codec: e.format.name(),
+                made: e.made,
+                lost: e.lost.load(Ordering::Relaxed),
+            })
+            .collect()
     }
 
     /// Publishes what the capture thread made.
@@ -194,12 +282,14 @@ impl Audio {
             return;
         };
         while let Ok(e) = w.frames.try_recv() {
-            self.frames_captured += 1;
-            let unit = Unit::Audio {
-                frame: &e.data,
-                sample: e.ticks,
-            };
-            fanout.publish(self.stream, &unit, e.captured, Mono::now());
+            if let Some(enc) = self.encodings.get_mut(e.encoding) {
+                enc.made += 1;
+                let unit = Unit::Audio {
+                    frame: &e.data,
+                    sample: e.ticks,
+                };
+                fanout.publish(enc.stream, &unit, e.captured, Mono::now());
+            }
             let _ = w.recycle.try_send(e.data);
         }
     }
@@ -210,7 +300,6 @@ struct Out<'a> {
     frames: &'a SyncSender<Encoded>,
     /// Buffers the loop hands back.
     buffers: &'a Receiver<Vec<u8>>,
-    lost: &'a AtomicU64,
     done: &'a Waker,
 }
 
@@ -254,15 +343,7 @@ fn check_device(settings: AudioSettings) -> Result<Option<AudioSettings>> {
 }
 
 /// The capture thread: 20 ms in, one encoded frame out, until stopped.
-fn run(
-    device: AudioDevice,
-    encoder: &mut Encoder,
-    rtp: RtpClock,
-    max: usize,
-    out: &Out<'_>,
-    stop: &AtomicBool,
-) -> Result<()> {
-    let mut pipe = Pipe::new(encoder, rtp, max);
+fn run(device: AudioDevice, pipe: &mut Pipe, out: &Out<'_>, stop: &AtomicBool) -> Result<()> {
     match device {
         AudioDevice::Test => {
             let mut source = tone::Tone::new();
@@ -277,7 +358,7 @@ fn run(
             Ok(())
         }
         #[cfg(feature = "alsa")]
-        AudioDevice::Named(name) => run_alsa(&name, &mut pipe, out, stop),
+        AudioDevice::Named(name) => run_alsa(&name, pipe, out, stop),
         #[allow(unreachable_patterns)]
         other => anyhow::bail!("audio.device {other:?} is not in this build"),
     }
@@ -287,7 +368,7 @@ fn run(
 /// fails or goes silent (a USB microphone unplugged and plugged back),
 /// each failure said once.
 #[cfg(feature = "alsa")]
-fn run_alsa(name: &str, pipe: &mut Pipe<'_>, out: &Out<'_>, stop: &AtomicBool) -> Result<()> {
+fn run_alsa(name: &str, pipe: &mut Pipe, out: &Out<'_>, stop: &AtomicBool) -> Result<()> {
     // Silence this long (no samples at all, not quiet ones) is a device
     // that stopped: opened again.
     const SILENT: u32 = 8;
@@ -301,7 +382,7 @@ fn run_alsa(name: &str, pipe: &mut Pipe<'_>, out: &Out<'_>, stop: &AtomicBool) -
                     log::info!("audio: capturing from {name} again");
                     said.clear();
                 }
-                pipe.restart()?;
+                pipe.restart();
                 let mut silent = 0;
                 loop {
                     if stop.load(Ordering::Relaxed) {
@@ -315,8 +396,8 @@ fn run_alsa(name: &str, pipe: &mut Pipe<'_>, out: &Out<'_>, stop: &AtomicBool) -
                             }
                         }
                         Ok(alsa::Got::Restarted) => {
-                            out.lost.fetch_add(1, Ordering::Relaxed);
-                            pipe.restart()?;
+                            pipe.overran();
+                            pipe.restart();
                         }
                         Ok(alsa::Got::Nothing) if silent < SILENT => silent += 1,
                         Ok(alsa::Got::Nothing) => break anyhow::anyhow!("{name} gave no sound for 2 s"),
@@ -340,73 +421,119 @@ fn run_alsa(name: &str, pipe: &mut Pipe<'_>, out: &Out<'_>, stop: &AtomicBool) -
     Ok(())
 }
 
-/// From captured samples to the loop: the encoder, the capture clock's
-/// fit and the RTP timestamps counted from the stream's clock at the
-/// capture's first sample.
-struct Pipe<'a> {
-    encoder: &'a mut Encoder,
-    clock: SampleClock,
+/// One encoding in the capture thread: what makes it, while a client
+/// plays it.
+struct Made {
+    format: Format,
+    bitrate: u32,
     rtp: RtpClock,
-    /// The RTP timestamp of sample 0, once the card's clock said when
-    /// that was.
+    lost: Arc<AtomicU64>,
+    running: Option<Running>,
+}
+
+/// An encoder at work, and the RTP timestamp of the capture's sample 0 at
+/// its stream's clock (once the card's clock said when that was).
+struct Running {
+    encoder: Encoder,
     base: Option<u32>,
+}
+
+/// From captured samples to the loop: the capture clock's fit, and each
+/// encoding a client plays, its RTP timestamps counted from its stream's
+/// clock at the capture's first sample.
+struct Pipe {
+    made: Vec<Made>,
+    wanted: Arc<AtomicU32>,
+    clock: SampleClock,
     max: usize,
 }
 
-impl<'a> Pipe<'a> {
-    fn new(encoder: &'a mut Encoder, rtp: RtpClock, max: usize) -> Pipe<'a> {
+impl Pipe {
+    fn new(made: Vec<Made>, wanted: Arc<AtomicU32>, max: usize) -> Pipe {
         Pipe {
-            encoder,
+            made,
+            wanted,
             clock: SampleClock::new(INPUT_RATE),
-            rtp,
-            base: None,
             max,
         }
     }
 
     /// The count begins at 0 again (the device opened again, or overran):
-    /// a new fit, a new base, and an encoder without the old samples
-    /// (its delay counts from the new first sample). The timestamps jump
-    /// over the gap, which is what tells a player sound is missing.
+    /// a new fit, new bases, and encoders without the old samples (their
+    /// delay counts from the new first sample). The timestamps jump over
+    /// the gap, which is what tells a player sound is missing.
     #[cfg_attr(not(feature = "alsa"), allow(dead_code))]
-    fn restart(&mut self) -> Result<()> {
+    fn restart(&mut self) {
         self.clock.reset();
-        self.base = None;
-        self.encoder.reset()
+        for m in &mut self.made {
+            m.running = None;
+        }
+    }
+
+    /// The card overran: a frame of each encoding made is lost.
+    #[cfg_attr(not(feature = "alsa"), allow(dead_code))]
+    fn overran(&self) {
+        for m in self.made.iter().filter(|m| m.running.is_some()) {
+            m.lost.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Encodes `pcm` (its first sample `first`; sample `seen.0` was
-    /// captured at `seen.1`) and sends what it made; false once the loop
-    /// is gone.
+    /// captured at `seen.1`) in each encoding wanted, and sends what they
+    /// made; false once the loop is gone.
     fn encode(&mut self, pcm: &[i16], first: u64, seen: (u64, Mono), out: &Out<'_>) -> Result<bool> {
         self.clock.observe(seen.0, seen.1.0);
-        let (num, den) = self.encoder.ticks_per_input();
-        // The stream's RTP clock at sample 0: the timestamps count samples
-        // from there, so they agree with that clock (which sender reports
-        // before the first frame use) but for the card's drift.
-        let (clock, rtp) = (&self.clock, &self.rtp);
-        let base = *self.base.get_or_insert_with(|| {
-            let zero = Mono(clock.instant_of(0.0).unwrap_or(seen.1.0));
-            rtp.timestamp(zero).wrapping_sub(rtp.offset())
-        });
+        let wanted = self.wanted.load(Ordering::Relaxed);
+        let (clock, max) = (&self.clock, self.max);
         let mut gone = false;
-        self.encoder.encode(pcm, first, self.max, |frame, stands_for| {
-            let mut data = out.buffers.recv_timeout(Duration::from_millis(100)).unwrap_or_default();
-            data.clear();
-            data.extend_from_slice(frame);
-            let captured = Mono(clock.instant_of(stands_for as f64).unwrap_or(0));
-            let ticks = base.wrapping_add((stands_for * num / den) as u32);
-            match out.frames.try_send(Encoded { data, ticks, captured }) {
-                Ok(()) => out.done.wake()?,
-                // The loop is behind: this frame is lost, as in a card's
-                // overrun.
-                Err(TrySendError::Full(_)) => {
-                    out.lost.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(TrySendError::Disconnected(_)) => gone = true,
+        for (i, m) in self.made.iter_mut().enumerate() {
+            if wanted & 1 << i == 0 {
+                // No one plays it: its encoder goes (a client's next
+                // SETUP starts a new one, from that frame on).
+                m.running = None;
+                continue;
             }
-            Ok(())
-        })?;
+            let e = match &mut m.running {
+                Some(e) => e,
+                None => m.running.insert(Running {
+                    encoder: Encoder::new(m.format, m.bitrate)?,
+                    base: None,
+                }),
+            };
+            let (num, den) = e.encoder.ticks_per_input();
+            // The stream's RTP clock at sample 0: the timestamps count
+            // samples from there, so they agree with that clock (which
+            // sender reports before the first frame use) but for the
+            // card's drift.
+            let rtp = &m.rtp;
+            let base = *e.base.get_or_insert_with(|| {
+                let zero = Mono(clock.instant_of(0.0).unwrap_or(seen.1.0));
+                rtp.timestamp(zero).wrapping_sub(rtp.offset())
+            });
+            let lost = &m.lost;
+            e.encoder.encode(pcm, first, max, |frame, stands_for| {
+                let mut data = out.buffers.recv_timeout(Duration::from_millis(100)).unwrap_or_default();
+                data.clear();
+                data.extend_from_slice(frame);
+                let captured = Mono(clock.instant_of(stands_for as f64).unwrap_or(0));
+                let ticks = base.wrapping_add((stands_for * num / den) as u32);
+                match out.frames.try_send(Encoded {
+                    encoding: i,
+                    data,
+                    ticks,
+                    captured,
+                }) {
+                    Ok(()) => out.done.wake()?,
+                    // The loop is behind: this frame is lost, as in a
+                    // card's overrun.
+                    Err(TrySendError::Full(_)) => {
+                        lost.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(TrySendError::Disconnected(_)) => gone = true,
+                }
+                Ok(())
+            })?;
+        }
         Ok(!gone)
     }
 }

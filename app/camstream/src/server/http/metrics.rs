@@ -131,15 +131,6 @@ pub struct MotionFigures {
     pub mqtt_connected: Option<bool>,
 }
 
-/// The sound's counts (`[audio]`).
-#[derive(Default, Clone, Copy)]
-pub struct AudioFigures {
-    /// Frames the capture made and the loop published.
-    pub frames: u64,
-    /// Frames lost because the loop was behind.
-    pub lost: u64,
-}
-
 /// Everything /metrics shows, gathered from the parts that count it.
 pub struct Figures<'a> {
     pub path: &'a str,
@@ -165,7 +156,8 @@ pub struct Figures<'a> {
     /// Motion detection's, when it is on.
     pub motion: Option<MotionFigures>,
     /// The sound's, with `[audio]`.
-    pub audio: Option<AudioFigures>,
+    /// The sound's frames, an encoding each.
+    pub audio: Option<Vec<crate::media::audio::Counted>>,
     pub sessions_udp: usize,
     pub sessions_tcp: usize,
     pub sessions_tunnelled: usize,
@@ -456,11 +448,20 @@ pub fn text(f: &Figures<'_>) -> String {
             ));
         }
     }
-    if let Some(a) = f.audio {
+    if let Some(a) = &f.audio {
+        let labels: Vec<[[(&str, &str); 2]; 2]> = a
+            .iter()
+            .map(|c| [[("codec", c.codec), ("state", "made")], [("codec", c.codec), ("state", "lost")]])
+            .collect();
+        let values: Vec<(&[(&str, &str)], u64)> = labels
+            .iter()
+            .zip(a)
+            .flat_map(|(l, c)| [(&l[0][..], c.made), (&l[1][..], c.lost)])
+            .collect();
         families.push(counters(
             "camstream_audio_frames_total",
-            "Sound frames (20 ms each) captured and encoded: made, or lost because the server (or the capture, an overrun) was behind.",
-            &[(&[("state", "made")], a.frames), (&[("state", "lost")], a.lost)],
+            "Sound frames encoded, by encoding (while a client plays it): made, or lost because the server (or the capture, an overrun) was behind.",
+            &values,
         ));
     }
     if let Some(rss) = rss_bytes() {

@@ -158,18 +158,17 @@ impl Http {
         let Some(conn) = ctx.conns.get_mut(ci) else {
             return;
         };
-        let sound = ctx.fanout.audio().and_then(|s| match &ctx.fanout.stream(s).packetizer {
-            crate::codec::Packetizer::Audio(p) => Some((s, p.format())),
-            _ => None,
-        });
-        let (stream, content_type) = match (path, sound) {
-            ("/audio.wav", Some((s, Format::Pcmu))) => (s, "audio/wav"),
-            ("/audio.aac", Some((s, Format::Aac(_)))) => (s, "audio/aac"),
-            _ => {
+        let sound = match path {
+            "/audio.wav" => ctx.fanout.sound("pcmu").map(|s| (s, "audio/wav")),
+            _ => ctx.fanout.sound("aac").map(|s| (s, "audio/aac")),
+        };
+        let (stream, content_type) = match sound {
+            Some(s) => s,
+            None => {
                 return write_text(
                     &mut conn.ctrl,
                     404,
-                    "the camera's sound is not in that form: /metrics names its codec (pcmu: /audio.wav, aac: /audio.aac)",
+                    "the camera does not make its sound in that form: /metrics names its encodings (pcmu: /audio.wav, aac: /audio.aac)",
                     head_only,
                     close,
                 );

@@ -60,14 +60,45 @@ impl Target {
     }
 }
 
-/// A presentation's tracks in SDP order: its own stream, then the sound
-/// where `[audio]` makes one (not for the sound's own presentation).
+/// A presentation's tracks by number: its own stream, then the sound in
+/// each encoding where `[audio]` makes it, the configured one first (not
+/// for the sound's own presentation). A client is offered one of them
+/// ([`described`]) and may set up any.
 fn tracks(fanout: &Fanout, presentation: StreamId) -> Vec<StreamId> {
     let mut t = vec![presentation];
-    if let Some(audio) = fanout.audio().filter(|&a| a != presentation) {
-        t.push(audio);
+    if !fanout.sounds().contains(&presentation) {
+        t.extend_from_slice(fanout.sounds());
     }
     t
+}
+
+/// The tracks DESCRIBE offers, with their numbers: the picture, and the
+/// sound in the encoding the URI's `audio` asks for (`?audio=opus`; go2rtc
+/// and others choose so), the configured one without, none with
+/// `audio=none`. Err: why an encoding asked for is not made.
+fn described(fanout: &Fanout, presentation: StreamId, uri: &Url) -> Result<Vec<(u8, StreamId)>, String> {
+    let all = tracks(fanout, presentation);
+    let asked = uri.query_pairs().find(|(k, _)| k == "audio").map(|(_, v)| v);
+    let sound = match asked.as_deref() {
+        _ if all.len() == 1 => None,
+        None => Some(1),
+        Some("none") => None,
+        Some(name) => match all.iter().skip(1).position(|&s| fanout.stream(s).codec() == name) {
+            Some(i) => Some(i + 1),
+            None => {
+                let made: Vec<_> = all.iter().skip(1).map(|&s| fanout.stream(s).codec()).collect();
+                return Err(format!(
+                    "audio={name}: the camera's sound is made as {} (or audio=none)",
+                    made.join(", ")
+                ));
+            }
+        },
+    };
+    let mut out = vec![(0, presentation)];
+    if let Some((n, &s)) = sound.and_then(|n| Some((n, all.get(n)?))) {
+        out.push((n as u8, s));
+    }
+    Ok(out)
 }
 
 /// The path in a request URI and what of it: the presentation (PATH) or
@@ -271,11 +302,21 @@ impl Rtsp {
                     return reply(StatusCode::NotFound);
                 };
                 let s = ctx.fanout.stream(stream);
-                let described: Vec<_> = tracks(ctx.fanout, stream)
+                let offered = match described(ctx.fanout, stream, uri) {
+                    Ok(t) => t,
+                    Err(why) => {
+                        log::info!("{}: DESCRIBE {uri}: {why}", conn.peer);
+                        let r = response(StatusCode::NotFound, Some(cseq))
+                            .header(headers::CONTENT_TYPE, "text/plain")
+                            .build(why.into_bytes());
+                        return Outcome::respond(r);
+                    }
+                };
+                let described: Vec<_> = offered
                     .into_iter()
-                    .map(|t| {
+                    .map(|(n, t)| {
                         let t = ctx.fanout.stream(t);
-                        (&t.info, &t.packetizer)
+                        (n, &t.info, &t.packetizer)
                     })
                     .collect();
                 let body = sdp::describe(&described, conn.local.ip(), s.sdp_session_id);
@@ -649,6 +690,42 @@ impl Rtsp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// DESCRIBE offers the sound in the encoding the URI asks for, numbered
+    /// as SETUP finds it; `audio` is the configured encoding.
+    #[test]
+    fn a_client_chooses_the_sounds_encoding() {
+        use crate::codec::Codec;
+        use crate::fanout::Stream;
+        use crate::source::StreamInfo;
+        use camstream_audio::packetize::Format;
+        let info = StreamInfo {
+            width: 640,
+            height: 360,
+            fps: 25,
+        };
+        let main = Stream::new("stream", Codec::Jpeg, info, 1400, 4, [1, 2, 3, 4]).unwrap();
+        let mut f = Fanout::new(80, 3, main).unwrap();
+        for (name, format) in [("audio/pcmu", Format::Pcmu), ("audio/opus", Format::Opus)] {
+            let sound = Stream::new(name, Codec::Audio(format), info, 1400, 4, [5, 6, 7, 8]).unwrap();
+            let id = f.add_stream(sound);
+            f.add_audio(id);
+        }
+        let url = |q: &str| Url::parse(&format!("rtsp://cam/stream{q}")).unwrap();
+        let main = StreamId::MAIN;
+        let (pcmu, opus) = (f.sounds()[0], f.sounds()[1]);
+        assert_eq!(tracks(&f, main), vec![main, pcmu, opus]);
+        assert_eq!(described(&f, main, &url("")), Ok(vec![(0, main), (1, pcmu)]));
+        assert_eq!(described(&f, main, &url("?audio=opus")), Ok(vec![(0, main), (2, opus)]));
+        assert_eq!(described(&f, main, &url("?x=1&audio=pcmu")), Ok(vec![(0, main), (1, pcmu)]));
+        assert_eq!(described(&f, main, &url("?audio=none")), Ok(vec![(0, main)]));
+        let refused = described(&f, main, &url("?audio=aac")).unwrap_err();
+        assert_eq!(refused, "audio=aac: the camera's sound is made as pcmu, opus (or audio=none)");
+        // The sound alone has no second track, whatever is asked.
+        assert_eq!(described(&f, opus, &url("?audio=pcmu")), Ok(vec![(0, opus)]));
+        assert_eq!(tracks(&f, opus), vec![opus]);
+        assert_eq!((f.find("audio"), f.find("audio/opus")), (Some(pcmu), Some(opus)));
+    }
 
     #[test]
     fn paths() {

@@ -8,7 +8,8 @@ use crate::codec::{MediaKind, Packetizer};
 use crate::source::StreamInfo;
 
 /// The media-level control URL's name, relative to the Content-Base: the
-/// track's number follows (`trackID=0` the picture, `trackID=1` the sound).
+/// track's number follows (`trackID=0` the picture, `trackID=1` the sound
+/// in its configured encoding, 2 and on its other encodings).
 pub const TRACK: &str = "trackID=";
 
 fn attr(name: &str, value: impl Into<Option<String>>) -> Attribute {
@@ -20,7 +21,7 @@ fn attr(name: &str, value: impl Into<Option<String>>) -> Attribute {
 
 /// One track's media description as its codec says
 /// ([`Packetizer::sdp_attributes`]), control `trackID=N`.
-fn media(n: usize, info: &StreamInfo, codec: &Packetizer) -> Media {
+fn media(n: u8, info: &StreamInfo, codec: &Packetizer) -> Media {
     let mut media_attrs: Vec<Attribute> = codec
         .sdp_attributes(info)
         .into_iter()
@@ -51,7 +52,7 @@ fn media(n: usize, info: &StreamInfo, codec: &Packetizer) -> Media {
 
 /// A live presentation, aggregate control `*`, its tracks in order (the
 /// picture, then the sound where there is one).
-pub fn describe(tracks: &[(&StreamInfo, &Packetizer)], local: IpAddr, session_id: u64) -> Vec<u8> {
+pub fn describe(tracks: &[(u8, &StreamInfo, &Packetizer)], local: IpAddr, session_id: u64) -> Vec<u8> {
     let unspecified: IpAddr = if local.is_ipv4() {
         [0u8; 4].into()
     } else {
@@ -80,8 +81,7 @@ pub fn describe(tracks: &[(&StreamInfo, &Packetizer)], local: IpAddr, session_id
         ],
         medias: tracks
             .iter()
-            .enumerate()
-            .map(|(n, (info, codec))| media(n, info, codec))
+            .map(|&(n, info, codec)| media(n, info, codec))
             .collect(),
     };
     let mut out = Vec::with_capacity(512);
@@ -101,6 +101,7 @@ mod tests {
     fn sdp_for_hd_and_4k() {
         let hd = describe(
             &[(
+                0,
                 &StreamInfo {
                     width: 1920,
                     height: 1080,
@@ -133,6 +134,7 @@ mod tests {
         assert!(!hd.contains("x-dimensions"));
         let uhd = String::from_utf8(describe(
             &[(
+                0,
                 &StreamInfo {
                     width: 3840,
                     height: 2160,
@@ -161,7 +163,7 @@ mod tests {
             fps: 30,
         };
         let sdp = describe(
-            &[(&info, &Packetizer::new(Codec::H264, 1, 1, 1400).unwrap())],
+            &[(0, &info, &Packetizer::new(Codec::H264, 1, 1, 1400).unwrap())],
             "192.0.2.7".parse().unwrap(),
             7,
         );
@@ -185,13 +187,13 @@ mod tests {
         };
         let video = Packetizer::new(Codec::Jpeg, 1, 1, 1400).unwrap();
         let opus = Packetizer::new(Codec::Audio(Format::Opus), 2, 1, 1400).unwrap();
-        let sdp = describe(&[(&info, &video), (&info, &opus)], "192.0.2.7".parse().unwrap(), 7);
+        let sdp = describe(&[(0, &info, &video), (3, &info, &opus)], "192.0.2.7".parse().unwrap(), 7);
         let sdp = String::from_utf8(sdp).unwrap();
         assert!(
             sdp.ends_with(
                 "m=video 0 RTP/AVP 26\r\na=rtpmap:26 JPEG/90000\r\na=control:trackID=0\r\na=framerate:25\r\n\
                  m=audio 0 RTP/AVP 98\r\na=rtpmap:98 opus/48000/2\r\na=fmtp:98 sprop-stereo=0;useinbandfec=0\r\n\
-                 a=control:trackID=1\r\n"
+                 a=control:trackID=3\r\n"
             ),
             "{sdp}"
         );

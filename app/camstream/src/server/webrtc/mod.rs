@@ -721,11 +721,17 @@ fn send_buffer(bitrate: u32) -> usize {
     packets.clamp(SEND_BUFFER.0, SEND_BUFFER.1)
 }
 
-/// The camera's sound as WebRTC carries it: the fan-out's audio stream,
-/// its codec and RTP clock rate; None without sound or where browsers do
-/// not take its codec (AAC).
+/// The camera's sound as WebRTC carries it: the fan-out's stream of it in
+/// the configured encoding where browsers take it (Opus, G.711), else in
+/// Opus, else in G.711; its codec and RTP clock rate. None without sound
+/// in either.
 fn sound(fanout: &Fanout) -> Option<(crate::fanout::StreamId, Codec, Frequency)> {
-    let stream = fanout.audio()?;
+    let playable = |s: &crate::fanout::StreamId| ["opus", "pcmu"].contains(&fanout.stream(*s).codec());
+    let stream = fanout
+        .audio()
+        .filter(playable)
+        .or_else(|| fanout.sound("opus"))
+        .or_else(|| fanout.sound("pcmu"))?;
     let crate::codec::Packetizer::Audio(p) = &fanout.stream(stream).packetizer else {
         return None;
     };

@@ -142,6 +142,24 @@ def test_snapshot_with_curl_keep_alive_and_head(camstream, tmp_path):
     assert got.count(b"HTTP/1.1 200 OK") == 1 and b"Content-Type: image/jpeg" in got, got
 
 
+def test_connection_close_gets_its_answer_from_every_page(camstream):
+    """Clients that send `Connection: close` (Python's urllib here; the
+    camera's own BusyBox wget too) get each answer, then the end of the
+    connection: /metrics and /picture among them, whose answers are made
+    outside the HTTP module."""
+    import urllib.request
+
+    cs = camstream("--width", "640", "--height", "360")
+    for path, wanted in [("/metrics", b"camstream_info"), ("/picture", b'"settings"'),
+                         ("/snapshot.jpg", b"\xff\xd8"), ("/", b"<html")]:
+        req = urllib.request.Request(cs.http + path)
+        assert req.get_header("Connection") is None  # urllib's own close, not ours
+        with urllib.request.urlopen(req, timeout=10) as r:
+            body = r.read()
+            assert r.status == 200 and r.headers["Connection"] == "close", (path, r.headers)
+        assert wanted in body[:4096], (path, body[:200])
+
+
 def test_a_snapshot_says_when_the_camera_is_absent(camstream):
     cs = camstream("--source", "v4l2:/dev/video-absent", wait=False)
     cs.wait_for("HTTP on ")

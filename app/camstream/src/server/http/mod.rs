@@ -305,10 +305,13 @@ impl Http {
             };
             self.counts.requests += 1;
             let handoff = self.request(ci, req, ctx);
-            self.flush(ci, ctx);
             if handoff.is_some() {
+                // Answered where it goes, which flushes: a flush now would
+                // close a `Connection: close` request's connection before
+                // its answer (BusyBox's wget and Python's urllib send it).
                 return handoff;
             }
+            self.flush(ci, ctx);
         }
     }
 

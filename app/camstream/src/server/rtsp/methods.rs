@@ -86,10 +86,12 @@ fn described(fanout: &Fanout, presentation: StreamId, uri: &Url) -> Result<Vec<(
         Some(name) => match all.iter().skip(1).position(|&s| fanout.stream(s).codec() == name) {
             Some(i) => Some(i + 1),
             None => {
+                // Not the client's word back (decoded, it may hold
+                // anything): the request line in the log has it, encoded.
                 let made: Vec<_> = all.iter().skip(1).map(|&s| fanout.stream(s).codec()).collect();
                 return Err(format!(
-                    "audio={name}: the camera's sound is made as {} (or audio=none)",
-                    made.join(", ")
+                    "the sound is not made in the encoding audio= asks for: audio={} (or audio=none)",
+                    made.join(", audio=")
                 ));
             }
         },
@@ -720,7 +722,10 @@ mod tests {
         assert_eq!(described(&f, main, &url("?x=1&audio=pcmu")), Ok(vec![(0, main), (1, pcmu)]));
         assert_eq!(described(&f, main, &url("?audio=none")), Ok(vec![(0, main)]));
         let refused = described(&f, main, &url("?audio=aac")).unwrap_err();
-        assert_eq!(refused, "audio=aac: the camera's sound is made as pcmu, opus (or audio=none)");
+        let made = "audio=pcmu, audio=opus (or audio=none)";
+        assert_eq!(refused, format!("the sound is not made in the encoding audio= asks for: {made}"));
+        let refused = described(&f, main, &url("?audio=%0Awarn:%20x")).unwrap_err();
+        assert!(!refused.contains('\n') && refused.ends_with(made), "{refused}");
         // The sound alone has no second track, whatever is asked.
         assert_eq!(described(&f, opus, &url("?audio=pcmu")), Ok(vec![(0, opus)]));
         assert_eq!(tracks(&f, opus), vec![opus]);

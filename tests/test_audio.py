@@ -365,21 +365,23 @@ def test_sound_alone_and_a_session_of_one_presentation(camstream, tmp_path):
     c.close()
 
 
-def test_an_onvif_client_sees_and_chooses_the_sound(camstream, tmp_path):
+@pytest.mark.parametrize("codec", ["pcmu", "opus"])
+def test_an_onvif_client_sees_and_chooses_the_sound(camstream, tmp_path, codec):
     """onvif-zeep-async (Home Assistant's) finds the sound in every
     profile (G.711, Media ver10's name for PCMU), its source and options,
     adds it to a profile as an NVR does, sets its source and encoder
     configurations back as it read them (an NVR's way), and is refused
     another bit rate or encoding than the options say, by name; the
     profile's stream URI carries the sound: FFmpeg reads a PCMU track
-    there."""
+    there. A camera whose sound is Opus (which Media ver10 cannot name)
+    shows its G.711, and the URI asks for it (`?audio=pcmu`)."""
     from test_onvif import PASSWORD as ONVIF_PASSWORD
     from test_onvif import USER as ONVIF_USER
     from test_onvif import with_camera
     users = run([str(BIN), "passwd", ONVIF_USER, "--onvif"], input=(ONVIF_PASSWORD + "\n").encode(),
                 timeout=10).stdout.decode()
     conf = tmp_path / "c.toml"
-    conf.write_text(f'{users}\n[audio]\ndevice = "test"\ncodec = "pcmu"\n')
+    conf.write_text(f'{users}\n[audio]\ndevice = "test"\ncodec = "{codec}"\n')
     cs = camstream("--config", str(conf))
 
     async def ask(cam):
@@ -422,6 +424,7 @@ def test_an_onvif_client_sees_and_chooses_the_sound(camstream, tmp_path):
     assert ("G711", [64], [8]) in [(o.Encoding, o.BitrateList.Items, o.SampleRateList.Items)
                                    for o in options.Options], options
     assert [c.token for c in source_configs] == ["audio"]
+    assert uri.endswith("/stream" + ("?audio=pcmu" if codec == "opus" else "")), uri
     url = uri.replace("rtsp://", f"rtsp://{ONVIF_USER}:{ONVIF_PASSWORD}@")
     streams = run(["ffprobe", "-v", "error", "-rtsp_transport", "tcp", "-show_entries",
                    "stream=codec_type,codec_name", "-of", "csv=p=0", url], timeout=60).stdout.decode().split()

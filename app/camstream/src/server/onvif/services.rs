@@ -189,7 +189,7 @@ pub fn set_audio_encoder(soap: &Soap, ctx: &mut Context<'_>) -> Result<String, F
     let Some(a) = ctx.producers.audio.as_mut() else {
         return Err(no_config());
     };
-    let now = onvif_audio(a.format()).ok_or_else(no_config)?;
+    let now = onvif_sound(a).ok_or_else(no_config)?.0;
     if soap.arg_attr(&["Configuration"], "token") != Some(resp::AUDIO_TOKEN) {
         return Err(no_config());
     }
@@ -307,8 +307,13 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
             .find(|p| p.token == token)
             .ok_or_else(|| Fault::invalid_arg_val("ter:NoProfile", "no such profile"))
     };
-    let audio = ctx.producers.audio.as_ref().and_then(|a| onvif_audio(a.format()));
-    let audio = audio.as_ref();
+    let sound = ctx.producers.audio.as_ref().and_then(onvif_sound);
+    let audio = sound.as_ref().map(|(a, _)| a);
+    let uri_query = if sound.as_ref().is_some_and(|(_, asked)| *asked) {
+        "?audio=pcmu"
+    } else {
+        ""
+    };
     // A configuration token, the sound's: else the fault that says so.
     let audio_config = || -> Result<(), Fault> {
         match (audio, soap.arg(&["ConfigurationToken"])) {
@@ -426,7 +431,7 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
                 "main" => ctx.fanout.stream(StreamId::MAIN).name.as_str(),
                 token => token,
             };
-            resp::media_uri(false, &format!("rtsp://{rtsp_host}{port}/{path}"))
+            resp::media_uri(false, &format!("rtsp://{rtsp_host}{port}/{path}{uri_query}"))
         }
         (true, "GetVideoEncoderConfigurationOptions") => {
             // Each profile's configuration has the profile's token; an
@@ -454,9 +459,18 @@ pub fn answer(req: &Request, soap: &Soap, ctx: &Context<'_>) -> Result<String, F
     })
 }
 
+/// The sound ONVIF shows: the configured encoding where Media ver10 names
+/// it (G.711, AAC); an Opus camera's G.711, which every build makes, and
+/// which the profiles' stream URI then asks for (`?audio=pcmu`): true.
+fn onvif_sound(a: &crate::media::audio::Audio) -> Option<(resp::Audio, bool)> {
+    match a.format() {
+        (Format::Opus, _) => onvif_audio((Format::Pcmu, 0)).map(|s| (s, true)),
+        configured => onvif_audio(configured).map(|s| (s, false)),
+    }
+}
+
 /// The sound as Media ver10 can tell it: G.711 or AAC (Opus has no name
-/// there, so an Opus camera shows no sound to ONVIF); the options are the
-/// encodings this build has.
+/// there); the options are the encodings this build has.
 fn onvif_audio((format, bitrate): (Format, u32)) -> Option<resp::Audio> {
     let mut options = vec![("G711", vec![64], vec![8])];
     if cfg!(feature = "aac") {

@@ -128,9 +128,9 @@ impl Audio {
         fanout: &mut Fanout,
         done: &Arc<Waker>,
     ) -> Result<Option<Audio>> {
-        let configured = format_of(settings.codec)?;
-        // Refused now rather than at the first client.
-        Encoder::new(configured, settings.bitrate)?;
+        // The configured encoding refused now rather than at the first
+        // client.
+        Encoder::new(format_of(settings.codec)?, settings.bitrate)?;
         let Some(settings) = check_device(settings)? else {
             return Ok(None);
         };
@@ -147,6 +147,13 @@ impl Audio {
             } else {
                 crate::config::default_audio_bitrate(codec)
             };
+            // Made in the capture thread when a client first plays it: one
+            // that cannot be made is left out now (its error would stop
+            // the capture, and every other encoding with it).
+            if let Err(e) = Encoder::new(format, bitrate) {
+                log::warn!("audio: no {}: {e:#}", format.name());
+                continue;
+            }
             let ids = [random_u64(), random_u64(), random_u64(), random_u64()];
             let name = format!("{PATH}/{}", format.name());
             let stream = fanout.add_stream(Stream::new(&name, Codec::Audio(format), info, mtu, POOL, ids)?);

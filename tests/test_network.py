@@ -298,8 +298,12 @@ def test_the_clock_set_by_hand_keeps_the_rtp_timeline(firmware):
     assert re.search(r"wall clock stepped by \+3[56]\d\d\.\d{3} s", firmware.sh(f"{since} | grep camstream"))
     timeline = before + after
     steps = [(b - a) % 2**32 for a, b in pairwise(timeline)]
-    # 12.5 fps is 7200 ticks a frame; a lost frame or two, but no jump.
-    assert steps and all(0 < s <= 4 * 7200 for s in steps), steps
+    # 12.5 fps is 7200 ticks a frame. While the console runs `date` the
+    # client reads nothing, and frames are dropped for it (a busy CI
+    # machine: more than four once): a gap of seconds at most, where the
+    # step would be a jump of an hour (324,000,000 ticks).
+    assert steps and all(0 < s <= 5 * 90000 for s in steps), steps
+    assert sum(s > 4 * 7200 for s in steps) <= 1, steps
     assert reports_before and reports_after, (reports_before, reports_after)
     ntp0, rtp0, _ = reports_before[-1]
     ntp1, rtp1, at = reports_after[0]

@@ -145,7 +145,7 @@ impl Reports {
             webrtc: delivery("webrtc"),
             webrtc_figures: p.webrtc,
             motion: p.motion,
-            audio: p.audio.clone(),
+            audio: p.audio.as_deref(),
             sessions_udp: p.rtsp.sessions_udp,
             sessions_tcp: p.rtsp.sessions_tcp,
             sessions_tunnelled: p.rtsp.sessions_tunnelled,

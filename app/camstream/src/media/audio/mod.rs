@@ -78,7 +78,7 @@ struct Encoding {
 }
 
 /// Frames of one encoding, made and lost (/metrics).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Counted {
     pub codec: &'static str,
     pub made: u64,

@@ -155,9 +155,8 @@ pub struct Figures<'a> {
     pub webrtc_figures: Option<WebRtcFigures>,
     /// Motion detection's, when it is on.
     pub motion: Option<MotionFigures>,
-    /// The sound's, with `[audio]`.
-    /// The sound's frames, an encoding each.
-    pub audio: Option<Vec<crate::media::audio::Counted>>,
+    /// The sound's frames, an encoding each, with `[audio]`.
+    pub audio: Option<&'a [crate::media::audio::Counted]>,
     pub sessions_udp: usize,
     pub sessions_tcp: usize,
     pub sessions_tunnelled: usize,
@@ -448,7 +447,7 @@ pub fn text(f: &Figures<'_>) -> String {
             ));
         }
     }
-    if let Some(a) = &f.audio {
+    if let Some(a) = f.audio {
         let labels: Vec<[[(&str, &str); 2]; 2]> = a
             .iter()
             .map(|c| [[("codec", c.codec), ("state", "made")], [("codec", c.codec), ("state", "lost")]])

@@ -162,6 +162,64 @@ build_busybox_aarch64() (
     echo "$out"
 )
 
+# U-Boot for the images from Debian's parts, cross-built from Debian's
+# source of its u-boot packages with Debian's patches: the platform's
+# defconfig as Debian builds it (PLATFORM: qemu_arm64 for the virt board,
+# rpi_arm64 for the Pis), then board/common/uboot.fragment (what every
+# camstream board's U-Boot has: no autoboot delay, EROFS to load the kernel
+# from the compressed root slot) and EXTRA's lines (CONFIG_KEY=VALUE).
+# Debian's own builds have no EROFS. Prints the path of u-boot.bin.
+UBOOT_VERSION=2023.01+dfsg
+UBOOT_DEBIAN=2+deb12u3
+UBOOT_SHA256=e75da6f089d063aaef39a1c17f1631791d87700662624e18de2121fa39a1ed44
+UBOOT_DEBIAN_SHA256=f9d96a5095d542d8732eccdabcd1d1e7eaaa832311ce395f78b8ead1fad9845e
+build_uboot_aarch64() (
+    platform=$1 extra=${2:-}
+    fragment="$ROOT/board/common/uboot.fragment"
+    out="$ROOT/output/u-boot/$platform-$UBOOT_VERSION-$UBOOT_DEBIAN-$({ cat "$fragment" && echo "$extra"; } |
+        sha256sum | cut -c1-12)"
+    if [ ! -f "$out/u-boot.bin" ]; then
+        need_packages gcc-aarch64-linux-gnu make bison flex bc xz-utils patch libssl-dev libgnutls28-dev python3
+        debs="$ROOT/output/debs"
+        src="$debs/u-boot_$UBOOT_VERSION.orig.tar.xz"
+        fixes="$debs/u-boot_$UBOOT_VERSION-$UBOOT_DEBIAN.debian.tar.xz"
+        if [ ! -f "$src" ] || [ ! -f "$fixes" ]; then
+            pool=$(apt-get download --print-uris -q u-boot-tools 2>/dev/null |
+                sed -n "s|^'\([^']*\)/u-boot-tools_[^/]*' .*|\1|p")
+            [ -n "$pool" ] || { echo "cannot locate Debian's u-boot packages" >&2 && return 1; }
+            mkdir -p "$debs"
+            /usr/lib/apt/apt-helper download-file "$pool/$(echo "${src##*/}" | sed 's/+/%2b/g')" "$src" \
+                "SHA256:$UBOOT_SHA256" >&2
+            /usr/lib/apt/apt-helper download-file "$pool/$(echo "${fixes##*/}" | sed 's/+/%2b/g')" "$fixes" \
+                "SHA256:$UBOOT_DEBIAN_SHA256" >&2
+        fi
+        b="$out.build"
+        rm -rf "$b"
+        mkdir -p "$b/src"
+        tar -xf "$src" -C "$b/src" --strip-components=1
+        tar -xf "$fixes" -C "$b/src"
+        { grep '^CONFIG_' "$fragment" && printf '%s\n' "$extra" | { grep '^CONFIG_' || true; }; } >"$b/config"
+        (
+            cd "$b/src" &&
+                grep -v '^#' debian/patches/series | while read -r f; do
+                    [ -z "$f" ] || patch -s -p1 <"debian/patches/$f" || exit 1
+                done &&
+                make -s O=../build CROSS_COMPILE=aarch64-linux-gnu- "${platform}_defconfig" &&
+                cat ../config >>../build/.config &&
+                make -s O=../build CROSS_COMPILE=aarch64-linux-gnu- olddefconfig &&
+                # Each line must have held: a misspelt or unmet one is dropped silently.
+                while IFS= read -r line; do
+                    grep -qxF "$line" ../build/.config || { echo "U-Boot's config lacks $line" && exit 1; }
+                done <../config &&
+                make -s O=../build CROSS_COMPILE=aarch64-linux-gnu- -j"$(nproc)" u-boot.bin
+        ) >"$out.log" 2>&1 || { tail -n 30 "$out.log" >&2 && return 1; }
+        mkdir -p "$out"
+        cp "$b/build/u-boot.bin" "$out/u-boot.bin"
+        rm -rf "$b"
+    fi
+    echo "$out/u-boot.bin"
+)
+
 # Mozilla's OpenH264 plugin (GMP) for Debian's Firefox ESR, which offers
 # H.264 over WebRTC only with it, and downloads Cisco's build at its first
 # start: here it is built from Debian's sources, openh264's own (its

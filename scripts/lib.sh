@@ -180,3 +180,40 @@ debian_kernel_abi() {
     apt-cache depends linux-image-arm64:arm64 |
         sed -n 's/.*Depends: linux-image-\(.*\)-arm64:arm64$/\1/p' | head -n 1
 }
+
+# slot_tree SLOT DIR: the files of root slot image SLOT (EROFS, as
+# rootfs.erofs; or DISK?offset=BYTES, the slot in a disk image's partition
+# at that offset) extracted into DIR, which must not exist. needs
+# erofs-utils.
+slot_tree() (
+    slot=$1
+    case "$slot" in
+    *\?offset=*)
+        # A slot is 256 MiB; fsck.erofs reads an image file, not an offset.
+        mkdir -p "$2.part"
+        dd if="${slot%%\?offset=*}" of="$2.part/slot" bs=4M iflag=skip_bytes,count_bytes \
+            skip="${slot##*\?offset=}" count=256M status=none
+        slot=$2.part/slot
+        ;;
+    esac
+    extracted=0
+    fsck.erofs --extract="$2" --no-preserve "$slot" >/dev/null 2>&1 || extracted=$?
+    rm -rf "$2.part"
+    return "$extracted"
+)
+
+# slot_cat DIR PATH: the file PATH of a tree slot_tree extracted into DIR,
+# symbolic links followed inside it (Buildroot's /etc/os-release is one, to
+# ../usr/lib/os-release); nothing, and failure, when there is none.
+slot_cat() (
+    path=$2 hops=0
+    while [ -L "$1$path" ] && [ "$hops" -lt 8 ]; do
+        link=$(readlink "$1$path")
+        case $link in
+        /*) path=$link ;;
+        *) path=$(dirname "$path")/$link ;;
+        esac
+        hops=$((hops + 1))
+    done
+    [ -f "$1$path" ] && [ ! -L "$1$path" ] && cat "$1$path"
+)

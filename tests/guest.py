@@ -12,6 +12,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -23,7 +24,7 @@ from helpers import ROOT, free_port, run, split
 from rtsp import Client
 
 # CAMSTREAM_FIRMWARE: a Buildroot build's images directory (for instance
-# output/qemu_aarch64/images, with sdcard.img, rootfs.ext4 and the U-Boot it
+# output/qemu_aarch64/images, with sdcard.img, rootfs.erofs and the U-Boot it
 # built; or a Raspberry Pi 3 build's, output/rpi3_64/images, which has the
 # Pi's firmware in rpi-firmware/) to test instead of the image scripts/image
 # assembles for that board.
@@ -43,6 +44,35 @@ def image_of(board: str) -> Path:
     if FIRMWARE:
         return IMAGE
     return ROOT / ("output/image" if board == "qemu_aarch64" else f"output/image-{board}")
+
+
+def slot_tree(slot: Path, into: Path) -> Path:
+    """The files of root slot image `slot` (EROFS, as rootfs.erofs), as
+    they are in it, extracted under `into`."""
+    subprocess.run(["fsck.erofs", f"--extract={into}", str(slot)], check=True, capture_output=True)
+    return into
+
+
+def slot_file(slot: Path, path: str) -> bytes:
+    """A file of root slot image `slot`, through symbolic links inside it
+    (Buildroot's /etc/os-release is one)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = slot_tree(slot, Path(tmp) / "root")
+        for _ in range(8):
+            p = root / path.lstrip("/")
+            if not p.is_symlink():
+                return p.read_bytes()
+            link = os.readlink(p)
+            path = link if link.startswith("/") else os.path.normpath(f"{os.path.dirname(path)}/{link}")
+        raise OSError(f"{path}: too many links in {slot}")
+
+
+def make_slot(root: Path, slot: Path) -> Path:
+    """A root slot image of the files under `root`, made as scripts/image
+    makes rootfs.erofs."""
+    subprocess.run(["mkfs.erofs", "--quiet", "-zlz4hc,9", "-C65536", "-T0", str(slot), str(root)], check=True,
+                   capture_output=True)
+    return slot
 
 
 # The boards build() has built in this test run.

@@ -75,7 +75,7 @@ def test_read_only_root_and_data_partition(firmware):
     mounts = firmware.sh("cat /proc/mounts")
     # Slot A: /dev/vda2, or /dev/root when the kernel mounted it itself (no
     # initramfs, as Buildroot's images boot).
-    assert re.search(r"^/dev/(vda2|root) / ext4 ro[ ,]", mounts, re.M), mounts
+    assert re.search(r"^/dev/(vda2|root) / erofs ro[ ,]", mounts, re.M), mounts
     assert firmware.sh("mountpoint -d /") == firmware.sh("cat /sys/class/block/vda2/dev")
     assert re.search(r"^/dev/vda4 /data ext4 rw[ ,]", mounts, re.M), mounts
     assert "Read-only file system" in firmware.sh("touch /usr/x 2>&1", check=False)
@@ -219,12 +219,13 @@ def test_memory_streaming_to_two_clients(firmware):
     rss = int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1))
     hwm = int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1))
     size = (guest.IMAGE / "sdcard.img").stat().st_size
-    slot = (guest.IMAGE / "rootfs.ext4").stat().st_size
+    slot = (guest.IMAGE / "rootfs.erofs").stat().st_size
     files = int(run(["du", "-s", "--apparent-size", "-k", str(guest.ROOTFS)]).stdout.split()[0])
     df = firmware.sh("df -k / | tail -n 1").split()
     print(f"\nguest memory used (free) streaming 720p to 2 clients: {used / 1024:.1f} MiB of 256 MiB\n"
           f"camstream in the guest: VmRSS {rss} kB, VmHWM {hwm} kB\n"
-          f"disk image {size >> 20} MiB; root slot {slot >> 20} MiB holding {files / 1024:.1f} MiB of files "
+          f"disk image {size >> 20} MiB; root slot {slot / 2**20:.1f} MiB (EROFS) holding "
+          f"{files / 1024:.1f} MiB of files "
           f"(df: {int(df[2]) >> 10} MiB used)")
     # Memory is the product's promise; this bound only catches gross leaks.
     assert rss < 32 * 1024, status

@@ -28,42 +28,27 @@ PI = "rpi3_64"
 SLOW = {"qemu_aarch64": 1, PI: 4}
 
 
-def debugfs(image: Path, commands: str) -> None:
-    subprocess.run(["debugfs", "-w", "-f", "-", str(image)], input=commands, text=True, check=True,
-                   capture_output=True)
-
-
-def ext4_file(image: Path, path: str) -> str:
-    """A file of an ext4 image, through symbolic links (Buildroot's
-    /etc/os-release is one)."""
-    for _ in range(8):
-        stat = subprocess.run(["debugfs", "-R", f"stat {path}", str(image)], capture_output=True, text=True,
-                              check=True).stdout
-        link = re.search(r'^Fast link dest: "(.*)"$', stat, re.M)
-        if not link:
-            break
-        path = link[1] if link[1].startswith("/") else f"{os.path.dirname(path)}/{link[1]}"
-    return subprocess.run(["debugfs", "-R", f"cat {path}", str(image)], capture_output=True, text=True,
-                          check=True).stdout
+def slot_text(image: Path, path: str) -> str:
+    return guest.slot_file(image, path).decode()
 
 
 def variant(work: Path, name: str, version: str, replace: dict[str, bytes] | None = None,
             image: Path = guest.IMAGE) -> Path:
-    """A copy of the root filesystem built in `image` that says it is
+    """A root slot image like the one built in `image` that says it is
     `version`, with files replaced."""
-    rootfs = work / f"{name}.ext4"
-    shutil.copyfile(image / "rootfs.ext4", rootfs)
-    os_release = re.sub(r"(?m)^VERSION_ID=.*$", f"VERSION_ID={version}",
-                        ext4_file(rootfs, "/etc/os-release"))
-    files = {"/etc/os-release": os_release.encode(), **(replace or {})}
-    cmds = []
-    for i, (path, content) in enumerate(files.items()):
-        src = work / f"{name}-{i}"
-        src.write_bytes(content)
-        src.chmod(0o755 if path.startswith(("/usr/bin/", "/usr/sbin/")) else 0o644)
-        # (rm of a file that is not there only makes debugfs complain.)
-        cmds += [f"rm {path}", f"write {src} {path}"]
-    debugfs(rootfs, "\n".join(cmds) + "\n")
+    root = guest.slot_tree(image / "rootfs.erofs", work / f"{name}.d")
+    os_release = root / "etc/os-release"
+    if os_release.is_symlink():  # Buildroot's, to ../usr/lib/os-release
+        link = os.readlink(os_release)
+        os_release = root / link.lstrip("/") if link.startswith("/") else root / "etc" / link
+    os_release.write_text(re.sub(r"(?m)^VERSION_ID=.*$", f"VERSION_ID={version}", os_release.read_text()))
+    for path, content in (replace or {}).items():
+        p = root / path.lstrip("/")
+        p.unlink(missing_ok=True)
+        p.write_bytes(content)
+        p.chmod(0o755 if path.startswith(("/usr/bin/", "/usr/sbin/")) else 0o644)
+    rootfs = guest.make_slot(root, work / f"{name}.erofs")
+    shutil.rmtree(root)
     return rootfs
 
 
@@ -77,8 +62,8 @@ def readme_bundle(rootfs: Path) -> Path:
     """README's `scripts/bundle ROOTFS`: without --output it puts the bundle
     beside the root filesystem, named by board and version, and says
     where; returns that path."""
-    version = re.search(r"(?m)^VERSION_ID=(.*)$", ext4_file(rootfs, "/etc/os-release"))[1]
-    board = re.search(r"(?m)^compatible=camstream-(\S+)$", ext4_file(rootfs, "/etc/rauc/system.conf"))[1]
+    version = re.search(r"(?m)^VERSION_ID=(.*)$", slot_text(rootfs, "/etc/os-release"))[1]
+    board = re.search(r"(?m)^compatible=camstream-(\S+)$", slot_text(rootfs, "/etc/rauc/system.conf"))[1]
     made = subprocess.run([str(ROOT / "scripts/bundle"), str(rootfs)], capture_output=True, text=True, check=True,
                           timeout=300).stdout.strip().splitlines()[-1]
     path = ROOT / made
@@ -89,8 +74,7 @@ def readme_bundle(rootfs: Path) -> Path:
 def camstream_as(image: Path, wrapper: bytes) -> dict[str, bytes]:
     """Files for variant(): `wrapper` in place of the root filesystem's
     /usr/bin/camstream, which it finds beside it as camstream-real."""
-    real = subprocess.run(["debugfs", "-R", "cat /usr/bin/camstream", str(image / "rootfs.ext4")],
-                          capture_output=True, check=True).stdout
+    real = guest.slot_file(image / "rootfs.erofs", "/usr/bin/camstream")
     return {"/usr/bin/camstream": wrapper, "/usr/bin/camstream-real": real}
 
 
@@ -99,14 +83,14 @@ def v2_and_broken(work: Path, drive: Path, image: Path) -> str:
     (another version) and broken.raucb (a version whose camstream cannot
     start, its daemon exits at once, while `camstream check`, which the
     health check runs, still works). Returns v1, the built version."""
-    v1 = re.search(r"(?m)^VERSION_ID=(.*)$", ext4_file(image / "rootfs.ext4", "/etc/os-release"))[1]
+    v1 = re.search(r"(?m)^VERSION_ID=(.*)$", slot_text(image / "rootfs.erofs", "/etc/os-release"))[1]
     # As README's "Update a board" makes it; served under its name too.
     path = readme_bundle(variant(work, "v2", f"{v1}-v2", image=image))
     path.rename(drive / "v2.raucb")
     (drive / path.name).symlink_to("v2.raucb")
     # Its check's wait for a frame shortened from 45 to 20 s: no frame comes
     # however long it waits, and the rollback after it is what is tested.
-    update = ext4_file(image / "rootfs.ext4", "/usr/sbin/camstream-update")
+    update = slot_text(image / "rootfs.erofs", "/usr/sbin/camstream-update")
     assert "\nHEALTH_TIMEOUT=45\n" in update
     broken = variant(work, "broken", f"{v1}-broken", {
         **camstream_as(image, (
@@ -129,7 +113,7 @@ def ota(tmp_path_factory):
     # A v2 that hangs on its trial boot: `camstream check` never returns,
     # so nothing marks the slot good or bad and only the watchdog (its
     # deadline shortened from 150 to 20 s) gets the board out.
-    update = ext4_file(guest.IMAGE / "rootfs.ext4", "/usr/sbin/camstream-update")
+    update = slot_text(guest.IMAGE / "rootfs.erofs", "/usr/sbin/camstream-update")
     assert "\nTRIAL_WATCHDOG=150\n" in update
     hangs = variant(work, "hangs", f"{v1}-hangs", {
         **camstream_as(guest.IMAGE, b'#!/bin/sh\n[ "${1:-}" = check ] && exec sleep 100000\n'
@@ -147,7 +131,7 @@ def ota(tmp_path_factory):
     data = (drive / "v2.raucb").read_bytes()
     (drive / "truncated.raucb").write_bytes(data[: len(data) // 2])
     # Made for another board.
-    conf = ext4_file(guest.IMAGE / "rootfs.ext4", "/etc/rauc/system.conf")
+    conf = slot_text(guest.IMAGE / "rootfs.erofs", "/etc/rauc/system.conf")
     rpi = variant(work, "rpi", f"{v1}-rpi",
                   {"/etc/rauc/system.conf": conf.replace("camstream-qemu_aarch64", "camstream-rpi4_64").encode()})
     bundle(rpi, drive / "rpi.raucb")

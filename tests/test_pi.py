@@ -32,7 +32,7 @@ def firmware(tmp_path_factory):
     update bundle for it on the data partition, where `scp` would put it
     (README's "a local file works too")."""
     guest.build(BOARD)
-    bundle = readme_bundle(IMAGE / "rootfs.ext4")
+    bundle = readme_bundle(IMAGE / "rootfs.erofs")
     assert bundle.name.startswith(f"camstream-{BOARD}-"), bundle
     card = tmp_path_factory.mktemp("pi") / "sdcard.img"
     subprocess.run(["cp", "--sparse=always", str(IMAGE / "sdcard.img"), str(card)], check=True)
@@ -64,7 +64,7 @@ def test_boots_from_the_sd_card_to_streaming(firmware):
     mounts = firmware.sh("cat /proc/mounts")
     # The kernel mounts the root slot itself when there is no initramfs
     # (the Buildroot image): /dev/root, the command line's root=.
-    assert re.search(r"^(/dev/mmcblk0p2|/dev/root) / ext4 ro[ ,]", mounts, re.M), mounts
+    assert re.search(r"^(/dev/mmcblk0p2|/dev/root) / erofs ro[ ,]", mounts, re.M), mounts
     assert "root=/dev/mmcblk0p2 " in firmware.sh("cat /proc/cmdline") + " "
     assert re.search(r"^/dev/mmcblk0p4 /data ext4 rw[ ,]", mounts, re.M), mounts
     assert re.search(r"^/dev/mmcblk0p1 /boot/firmware vfat rw[ ,]", mounts, re.M), mounts

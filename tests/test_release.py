@@ -24,6 +24,8 @@ import jsonschema
 import pytest
 import yaml
 
+import guest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -233,27 +235,22 @@ def test_the_bundle_is_the_boards_and_the_versions(release):
 
 
 def images_changed(release, tmp_path: Path, path: str, change) -> Path:
-    """An images directory of the release's card and a copy of its
-    rootfs.ext4 in which the file at `path` is `change`d."""
+    """An images directory of the release's card and a rootfs.erofs like
+    its own in which the file at `path` is `change`d."""
     images = tmp_path / "images"
     images.mkdir()
     (images / "sdcard.img").symlink_to(release.images / "sdcard.img")
-    rootfs = images / "rootfs.ext4"
-    shutil.copyfile(release.images / "rootfs.ext4", rootfs)
-    text = subprocess.run(["debugfs", "-R", f"cat {path}", str(rootfs)], capture_output=True, text=True,
-                          check=True).stdout
-    changed = tmp_path / "changed"
-    changed.write_text(change(text))
-    subprocess.run(["debugfs", "-w", "-f", "-", str(rootfs)], input=f"rm {path}\nwrite {changed} {path}\n",
-                   text=True, check=True, capture_output=True)
+    root = guest.slot_tree(release.images / "rootfs.erofs", tmp_path / "root")
+    file = root / path.lstrip("/")
+    file.write_text(change(file.read_text()))
+    guest.make_slot(root, images / "rootfs.erofs")
     return images
 
 
 def test_an_image_of_another_version_is_not_released(release, tmp_path):
     """A stale build would be published under the tree's version: refused."""
-    stat = subprocess.run(["debugfs", "-R", "stat /etc/os-release", str(release.images / "rootfs.ext4")],
-                          capture_output=True, text=True).stdout
-    path = "/usr/lib/os-release" if "Fast link dest" in stat else "/etc/os-release"
+    link = guest.slot_tree(release.images / "rootfs.erofs", tmp_path / "built") / "etc/os-release"
+    path = "/usr/lib/os-release" if link.is_symlink() else "/etc/os-release"
     images = images_changed(release, tmp_path, path, lambda t: re.sub(r"(?m)^VERSION_ID=.*$", "VERSION_ID=0.0.1", t))
     r = subprocess.run([str(ROOT / "scripts/release"), "--images", str(images), "--output", str(tmp_path / "out"),
                         "rpi3_64"], capture_output=True, text=True)
@@ -264,12 +261,12 @@ def test_an_image_of_another_version_is_not_released(release, tmp_path):
 def test_an_image_of_another_board_is_not_released(release, tmp_path):
     """A Pi 3 build released as the Zero 2 W's would be offered to Zero 2 W
     users and its bundle would install on neither: refused, whether the
-    build's rootfs.ext4 or the card's root slot says so."""
+    build's rootfs.erofs or the card's root slot says so."""
     r = subprocess.run([str(ROOT / "scripts/release"), "--images", str(release.images), "--output",
                         str(tmp_path / "out"), "rpizero2w_64"], capture_output=True, text=True)
     assert r.returncode != 0 and "camstream-rpi3_64" in r.stderr and "rpizero2w_64" in r.stderr, r
     assert not list((tmp_path / "out").glob("*.img.xz"))
-    # rootfs.ext4 made the Zero 2 W's, the card still the Pi 3's.
+    # rootfs.erofs made the Zero 2 W's, the card still the Pi 3's.
     images = images_changed(release, tmp_path, "/etc/rauc/system.conf",
                             lambda t: t.replace("compatible=camstream-rpi3_64", "compatible=camstream-rpizero2w_64"))
     r = subprocess.run([str(ROOT / "scripts/release"), "--images", str(images), "--output", str(tmp_path / "out"),

@@ -55,6 +55,21 @@ build_camstream_aarch64_static() {
     echo "$ROOT/output/target-static/aarch64-unknown-linux-gnu/release/camstream"
 }
 
+# debian_source PACKAGE FILE SHA256: output/debs/FILE, a file of the source
+# package of Debian's binary PACKAGE (an .orig or .debian tarball), from the
+# same archive and directory as this machine's apt gets PACKAGE from,
+# checked against SHA256; downloaded once. Prints its path.
+debian_source() (
+    file="$ROOT/output/debs/$2"
+    if [ ! -f "$file" ]; then
+        pool=$(apt-get download --print-uris -q "$1" 2>/dev/null | sed -n "s|^'\([^']*\)/$1_[^/]*' .*|\1|p")
+        [ -n "$pool" ] || { echo "cannot locate Debian's $1 package" >&2 && return 1; }
+        mkdir -p "${file%/*}"
+        /usr/lib/apt/apt-helper download-file "$pool/$(echo "$2" | sed 's/+/%2b/g')" "$file" "SHA256:$3" >&2
+    fi
+    echo "$file"
+)
+
 # RAUC for the QEMU image, cross-built from Debian's source of the rauc
 # package with the features Buildroot's rauc package leaves out by default
 # also left out here: no D-Bus service (so no dbus-daemon on the board), no
@@ -67,15 +82,7 @@ build_rauc_aarch64() (
     if [ ! -x "$out/rauc" ]; then
         need_arm64
         need_packages gcc-aarch64-linux-gnu libc6-dev:arm64 make pkgconf libglib2.0-dev:arm64 libssl-dev:arm64 xz-utils
-        src="$ROOT/output/debs/rauc_$RAUC_VERSION.orig.tar.xz"
-        if [ ! -f "$src" ]; then
-            # Where this machine's apt gets the rauc package, the source next to it.
-            pool=$(apt-get download --print-uris -q rauc 2>/dev/null | sed -n "s|^'\([^']*\)/rauc_[^/]*' .*|\1|p")
-            [ -n "$pool" ] || { echo "cannot locate Debian's rauc package" >&2 && return 1; }
-            mkdir -p "$ROOT/output/debs"
-            /usr/lib/apt/apt-helper download-file "$pool/rauc_$RAUC_VERSION.orig.tar.xz" "$src" \
-                "SHA256:$RAUC_SHA256" >&2
-        fi
+        src=$(debian_source rauc "rauc_$RAUC_VERSION.orig.tar.xz" "$RAUC_SHA256")
         rm -rf "$out.build"
         mkdir -p "$out.build"
         tar -xf "$src" -C "$out.build" --strip-components=1
@@ -117,17 +124,8 @@ build_busybox_aarch64() (
     if [ ! -x "$out/busybox" ]; then
         need_arm64
         need_packages gcc-aarch64-linux-gnu libc6-dev:arm64 make bzip2 xz-utils patch
-        debs="$ROOT/output/debs"
-        src="$debs/busybox_$BUSYBOX_VERSION.orig.tar.bz2"
-        fixes="$debs/busybox_$BUSYBOX_VERSION-$BUSYBOX_DEBIAN.debian.tar.xz"
-        if [ ! -f "$src" ] || [ ! -f "$fixes" ]; then
-            pool=$(apt-get download --print-uris -q busybox 2>/dev/null | sed -n "s|^'\([^']*\)/busybox_[^/]*' .*|\1|p")
-            [ -n "$pool" ] || { echo "cannot locate Debian's busybox package" >&2 && return 1; }
-            mkdir -p "$debs"
-            /usr/lib/apt/apt-helper download-file "$pool/${src##*/}" "$src" "SHA256:$BUSYBOX_SHA256" >&2
-            /usr/lib/apt/apt-helper download-file "$pool/$(echo "${fixes##*/}" | sed 's/+/%2b/g')" "$fixes" \
-                "SHA256:$BUSYBOX_DEBIAN_SHA256" >&2
-        fi
+        src=$(debian_source busybox "busybox_$BUSYBOX_VERSION.orig.tar.bz2" "$BUSYBOX_SHA256")
+        fixes=$(debian_source busybox "busybox_$BUSYBOX_VERSION-$BUSYBOX_DEBIAN.debian.tar.xz" "$BUSYBOX_DEBIAN_SHA256")
         b="$out.build"
         rm -rf "$b"
         mkdir -p "$b/debian"
@@ -180,19 +178,8 @@ build_uboot_aarch64() (
         sha256sum | cut -c1-12)"
     if [ ! -f "$out/u-boot.bin" ]; then
         need_packages gcc-aarch64-linux-gnu make bison flex bc xz-utils patch libssl-dev libgnutls28-dev python3
-        debs="$ROOT/output/debs"
-        src="$debs/u-boot_$UBOOT_VERSION.orig.tar.xz"
-        fixes="$debs/u-boot_$UBOOT_VERSION-$UBOOT_DEBIAN.debian.tar.xz"
-        if [ ! -f "$src" ] || [ ! -f "$fixes" ]; then
-            pool=$(apt-get download --print-uris -q u-boot-tools 2>/dev/null |
-                sed -n "s|^'\([^']*\)/u-boot-tools_[^/]*' .*|\1|p")
-            [ -n "$pool" ] || { echo "cannot locate Debian's u-boot packages" >&2 && return 1; }
-            mkdir -p "$debs"
-            /usr/lib/apt/apt-helper download-file "$pool/$(echo "${src##*/}" | sed 's/+/%2b/g')" "$src" \
-                "SHA256:$UBOOT_SHA256" >&2
-            /usr/lib/apt/apt-helper download-file "$pool/$(echo "${fixes##*/}" | sed 's/+/%2b/g')" "$fixes" \
-                "SHA256:$UBOOT_DEBIAN_SHA256" >&2
-        fi
+        src=$(debian_source u-boot-tools "u-boot_$UBOOT_VERSION.orig.tar.xz" "$UBOOT_SHA256")
+        fixes=$(debian_source u-boot-tools "u-boot_$UBOOT_VERSION-$UBOOT_DEBIAN.debian.tar.xz" "$UBOOT_DEBIAN_SHA256")
         b="$out.build"
         rm -rf "$b"
         mkdir -p "$b/src"

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Buildroot post-image script of every camstream image: checks the root
-# slot (rootfs.erofs, compressed) against its budget, lays out the disk with genimage (boot,
-# root A, root B, data; docs/IMAGE.md) and writes its sha256 next to it.
+# slot (rootfs.erofs, compressed) against its budget, lays out the disk
+# with genimage (boot, root A, root B, data; docs/IMAGE.md) and writes its
+# sha256 next to it.
 # usage: post-image.sh BINARIES_DIR BUDGET_MIB
 # The boot partition gets boot.scr, the A/B boot state (bootstate.env) and,
 # on a Raspberry Pi, the Pi's firmware, its device trees and U-Boot.
@@ -15,7 +16,8 @@ binaries=$1 budget_mib=$2
 used_kib=$(du -s -k --apparent-size "$TARGET_DIR" | cut -f1)
 slot_kib=$(($(stat -c %s "$binaries/rootfs.erofs") / 1024))
 if [ "$slot_kib" -gt $((budget_mib * 1024)) ]; then
-    echo "root slot: rootfs.erofs is $slot_kib KiB ($((used_kib / 1024)) MiB of files), over the budget of $budget_mib MiB" >&2
+    echo "root slot: rootfs.erofs is $slot_kib KiB ($((used_kib / 1024)) MiB of files)," \
+        "over the budget of $budget_mib MiB" >&2
     exit 1
 fi
 

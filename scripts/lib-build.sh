@@ -177,7 +177,9 @@ build_uboot_aarch64() (
     out="$ROOT/output/u-boot/$platform-$UBOOT_VERSION-$UBOOT_DEBIAN-$({ cat "$fragment" && echo "$extra"; } |
         sha256sum | cut -c1-12)"
     if [ ! -f "$out/u-boot.bin" ]; then
-        need_packages gcc-aarch64-linux-gnu make bison flex bc xz-utils patch libssl-dev libgnutls28-dev python3
+        # gcc and libc6-dev: U-Boot's host tools (kconfig, fixdep, mkimage).
+        need_packages gcc libc6-dev gcc-aarch64-linux-gnu make bison flex bc xz-utils patch libssl-dev \
+            libgnutls28-dev python3
         src=$(debian_source u-boot-tools "u-boot_$UBOOT_VERSION.orig.tar.xz" "$UBOOT_SHA256")
         fixes=$(debian_source u-boot-tools "u-boot_$UBOOT_VERSION-$UBOOT_DEBIAN.debian.tar.xz" "$UBOOT_DEBIAN_SHA256")
         b="$out.build"

@@ -53,18 +53,22 @@ def slot_tree(slot: Path, into: Path) -> Path:
     return into
 
 
+def in_tree(root: Path, path: str) -> Path:
+    """Where file `path` of the tree extracted under `root` is, through
+    symbolic links inside it (Buildroot's /etc/os-release is one)."""
+    for _ in range(8):
+        p = root / path.lstrip("/")
+        if not p.is_symlink():
+            return p
+        link = os.readlink(p)
+        path = link if link.startswith("/") else os.path.normpath(f"{os.path.dirname(path)}/{link}")
+    raise OSError(f"{path}: too many links in {root}")
+
+
 def slot_file(slot: Path, path: str) -> bytes:
-    """A file of root slot image `slot`, through symbolic links inside it
-    (Buildroot's /etc/os-release is one)."""
+    """A file of root slot image `slot`, through symbolic links inside it."""
     with tempfile.TemporaryDirectory() as tmp:
-        root = slot_tree(slot, Path(tmp) / "root")
-        for _ in range(8):
-            p = root / path.lstrip("/")
-            if not p.is_symlink():
-                return p.read_bytes()
-            link = os.readlink(p)
-            path = link if link.startswith("/") else os.path.normpath(f"{os.path.dirname(path)}/{link}")
-        raise OSError(f"{path}: too many links in {slot}")
+        return in_tree(slot_tree(slot, Path(tmp) / "root"), path).read_bytes()
 
 
 def make_slot(root: Path, slot: Path) -> Path:

@@ -37,10 +37,7 @@ def variant(work: Path, name: str, version: str, replace: dict[str, bytes] | Non
     """A root slot image like the one built in `image` that says it is
     `version`, with files replaced."""
     root = guest.slot_tree(image / "rootfs.erofs", work / f"{name}.d")
-    os_release = root / "etc/os-release"
-    if os_release.is_symlink():  # Buildroot's, to ../usr/lib/os-release
-        link = os.readlink(os_release)
-        os_release = root / link.lstrip("/") if link.startswith("/") else root / "etc" / link
+    os_release = guest.in_tree(root, "/etc/os-release")
     os_release.write_text(re.sub(r"(?m)^VERSION_ID=.*$", f"VERSION_ID={version}", os_release.read_text()))
     for path, content in (replace or {}).items():
         p = root / path.lstrip("/")

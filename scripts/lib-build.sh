@@ -1,6 +1,7 @@
 # Shared by the host scripts that build from source: camstream for this
-# machine and, with Debian's cross Rust, for aarch64; RAUC and BusyBox for
-# the QEMU image, cross-built from Debian's sources. It uses scripts/lib.sh
+# machine and, with Debian's cross Rust, for aarch64; RAUC (with libcurl),
+# BusyBox and U-Boot for the images from Debian's parts, cross-built from
+# Debian's sources. It uses scripts/lib.sh
 # (need_packages, as_root, ensure_rust): source that first.
 # The caller sets ROOT (the checkout). A function gives its result on
 # standard output or as its exit status, and sets no variable of its
@@ -70,28 +71,95 @@ debian_source() (
     echo "$file"
 )
 
+# debian_unpack PACKAGE ORIG ORIG_SHA256 DEBIAN DEBIAN_SHA256 DIR PATCHES:
+# Debian's source of binary PACKAGE (ORIG, the upstream tarball, and DEBIAN,
+# Debian's debian/ tarball, through debian_source) unpacked into DIR, which
+# is made afresh, with the patches of debian/patches/series that the shell
+# filter PATCHES (series on its input, patch names out) keeps applied in
+# order: Debian's security fixes, without what only Debian's packaging needs.
+debian_unpack() (
+    src=$(debian_source "$1" "$2" "$3")
+    fixes=$(debian_source "$1" "$4" "$5")
+    rm -rf "$6"
+    mkdir -p "$6"
+    tar -xf "$src" -C "$6" --strip-components=1
+    tar -xf "$fixes" -C "$6"
+    cd "$6"
+    sh -c "$7" <debian/patches/series | while read -r f; do
+        [ -z "$f" ] || patch -s -p1 <"debian/patches/$f" || { echo "cannot apply Debian's $f to $1" >&2 && exit 1; }
+    done
+)
+
+# libcurl for RAUC's streaming and downloads on the QEMU image: cross-built
+# static from Debian's source of curl with Debian's security fixes, HTTP
+# and HTTPS (OpenSSL, which RAUC links already) only. Debian's own arm64
+# libcurl brings Kerberos, LDAP, RTMP with GnuTLS, SSH, IDN and HTTP/2:
+# about 6 MiB that a camera fetching its bundles never uses. Prints the
+# directory holding include/ and libcurl.a.
+CURL_VERSION=7.88.1
+CURL_DEBIAN=10+deb12u15
+CURL_SHA256=cdb38b72e36bc5d33d5b8810f8018ece1baa29a8f215b4495e495ded82bbf3c7
+CURL_DEBIAN_SHA256=961b78bc48492c5693e4decb352ddd176f343260a8956f48b2887874048ef23b
+build_curl_aarch64() (
+    out="$ROOT/output/curl/$CURL_VERSION-$CURL_DEBIAN"
+    if [ ! -f "$out/libcurl.a" ]; then
+        need_arm64
+        need_packages gcc-aarch64-linux-gnu libc6-dev:arm64 make pkgconf libssl-dev:arm64 xz-utils patch >&2
+        b="$out.build"
+        # The CVE fixes, not the packaging's patches (which need autoreconf)
+        # nor the test suite's.
+        debian_unpack curl "curl_$CURL_VERSION.orig.tar.gz" "$CURL_SHA256" \
+            "curl_$CURL_VERSION-$CURL_DEBIAN.debian.tar.xz" "$CURL_DEBIAN_SHA256" "$b" \
+            "sed -n '/^# CVE fixes/,/^# Do not add patches below/p' | grep -v -e '^#' -e '^runtests'" >&2
+        (
+            cd "$b" &&
+                PKG_CONFIG=aarch64-linux-gnu-pkg-config ./configure -q --host=aarch64-linux-gnu \
+                    --disable-shared --enable-static --with-openssl --without-zlib --without-brotli \
+                    --without-zstd --without-libidn2 --without-librtmp --without-libssh2 --without-nghttp2 \
+                    --without-libpsl --without-gssapi --disable-ldap --disable-ldaps --disable-rtsp \
+                    --disable-dict --disable-telnet --disable-tftp --disable-pop3 --disable-imap \
+                    --disable-smb --disable-smtp --disable-gopher --disable-mqtt --disable-ftp \
+                    --disable-file --disable-manual --disable-ntlm &&
+                make -s -j"$(nproc)" -C lib
+        ) >"$out.log" 2>&1 || { tail -n 30 "$out.log" >&2 && return 1; }
+        rm -rf "$out"
+        mkdir -p "$out/include"
+        cp -R "$b/include/curl" "$out/include/"
+        cp "$b/lib/.libs/libcurl.a" "$out/libcurl.a"
+        rm -rf "$b"
+    fi
+    echo "$out"
+)
+
 # RAUC for the QEMU image, cross-built from Debian's source of the rauc
-# package with the features Buildroot's rauc package leaves out by default
-# also left out here: no D-Bus service (so no dbus-daemon on the board), no
-# network, streaming, JSON or bundle creation. Debian's own arm64 build has
-# all of them and needs systemd's and curl's libraries. Prints its path.
+# package, with HTTP streaming (its NBD helper reads the bundle over HTTP
+# range requests: no copy of it on /data) on the static libcurl above, and
+# without the features Buildroot's rauc package leaves out by default: no
+# D-Bus service (so no dbus-daemon on the board), JSON or bundle creation.
+# Debian's own arm64 build has all of them and needs systemd's libraries.
+# Prints its path.
 RAUC_VERSION=1.8
 RAUC_SHA256=d233247c1763b1c56c851d0adef2094b7aa2fcd72decf524a8ac0419188e0978
 build_rauc_aarch64() (
-    out="$ROOT/output/rauc/$RAUC_VERSION"
+    curl=$(build_curl_aarch64)
+    out="$ROOT/output/rauc/$RAUC_VERSION-streaming-$CURL_VERSION-$CURL_DEBIAN"
     if [ ! -x "$out/rauc" ]; then
         need_arm64
-        need_packages gcc-aarch64-linux-gnu libc6-dev:arm64 make pkgconf libglib2.0-dev:arm64 libssl-dev:arm64 xz-utils
+        need_packages gcc-aarch64-linux-gnu libc6-dev:arm64 make pkgconf libglib2.0-dev:arm64 libssl-dev:arm64 \
+            libnl-genl-3-dev:arm64 xz-utils >&2
         src=$(debian_source rauc "rauc_$RAUC_VERSION.orig.tar.xz" "$RAUC_SHA256")
         rm -rf "$out.build"
         mkdir -p "$out.build"
         tar -xf "$src" -C "$out.build" --strip-components=1
+        # The static libcurl goes after librauc.a on the link line (LIBS),
+        # with what it needs itself.
         (
             cd "$out.build" &&
-                PKG_CONFIG=aarch64-linux-gnu-pkg-config ./configure -q --host=aarch64-linux-gnu \
-                    --prefix=/usr --sysconfdir=/etc --disable-service --disable-network \
-                    --disable-streaming --disable-json --disable-create --disable-code-coverage &&
-                make -s -j"$(nproc)" rauc
+                PKG_CONFIG=aarch64-linux-gnu-pkg-config CURL_CFLAGS="-I$curl/include" CURL_LIBS=" " \
+                    ./configure -q --host=aarch64-linux-gnu \
+                    --prefix=/usr --sysconfdir=/etc --disable-service --enable-network \
+                    --enable-streaming --disable-json --disable-create --disable-code-coverage &&
+                make -s -j"$(nproc)" LIBS="$curl/libcurl.a -lssl -lcrypto -lpthread" rauc
         ) >"$out.log" 2>&1 || { tail -n 30 "$out.log" >&2 && return 1; }
         mkdir -p "$out"
         aarch64-linux-gnu-strip -o "$out/rauc.tmp" "$out.build/rauc"
@@ -124,18 +192,11 @@ build_busybox_aarch64() (
     if [ ! -x "$out/busybox" ]; then
         need_arm64
         need_packages gcc-aarch64-linux-gnu libc6-dev:arm64 make bzip2 xz-utils patch
-        src=$(debian_source busybox "busybox_$BUSYBOX_VERSION.orig.tar.bz2" "$BUSYBOX_SHA256")
-        fixes=$(debian_source busybox "busybox_$BUSYBOX_VERSION-$BUSYBOX_DEBIAN.debian.tar.xz" "$BUSYBOX_DEBIAN_SHA256")
         b="$out.build"
-        rm -rf "$b"
-        mkdir -p "$b/debian"
-        tar -xf "$src" -C "$b" --strip-components=1
-        tar -xf "$fixes" -C "$b"
+        debian_unpack busybox "busybox_$BUSYBOX_VERSION.orig.tar.bz2" "$BUSYBOX_SHA256" \
+            "busybox_$BUSYBOX_VERSION-$BUSYBOX_DEBIAN.debian.tar.xz" "$BUSYBOX_DEBIAN_SHA256" "$b" "grep '^CVE-'" >&2
         (
             cd "$b" &&
-                grep '^CVE-' debian/patches/series | while read -r f; do
-                    patch -s -p1 <"debian/patches/$f" || exit 1
-                done &&
                 make -s defconfig &&
                 # The fragment's lines, then BUSYBOX_QEMU_CONFIG's, over the
                 # defaults (KEY=n: not set).
@@ -180,19 +241,13 @@ build_uboot_aarch64() (
         # gcc and libc6-dev: U-Boot's host tools (kconfig, fixdep, mkimage).
         need_packages gcc libc6-dev gcc-aarch64-linux-gnu make bison flex bc xz-utils patch libssl-dev \
             libgnutls28-dev python3
-        src=$(debian_source u-boot-tools "u-boot_$UBOOT_VERSION.orig.tar.xz" "$UBOOT_SHA256")
-        fixes=$(debian_source u-boot-tools "u-boot_$UBOOT_VERSION-$UBOOT_DEBIAN.debian.tar.xz" "$UBOOT_DEBIAN_SHA256")
         b="$out.build"
         rm -rf "$b"
-        mkdir -p "$b/src"
-        tar -xf "$src" -C "$b/src" --strip-components=1
-        tar -xf "$fixes" -C "$b/src"
+        debian_unpack u-boot-tools "u-boot_$UBOOT_VERSION.orig.tar.xz" "$UBOOT_SHA256" \
+            "u-boot_$UBOOT_VERSION-$UBOOT_DEBIAN.debian.tar.xz" "$UBOOT_DEBIAN_SHA256" "$b/src" "grep -v '^#'" >&2
         { grep '^CONFIG_' "$fragment" && printf '%s\n' "$extra" | { grep '^CONFIG_' || true; }; } >"$b/config"
         (
             cd "$b/src" &&
-                grep -v '^#' debian/patches/series | while read -r f; do
-                    [ -z "$f" ] || patch -s -p1 <"debian/patches/$f" || exit 1
-                done &&
                 make -s O=../build CROSS_COMPILE=aarch64-linux-gnu- "${platform}_defconfig" &&
                 cat ../config >>../build/.config &&
                 make -s O=../build CROSS_COMPILE=aarch64-linux-gnu- olddefconfig &&

@@ -102,19 +102,63 @@ def build(board: str = "qemu_aarch64") -> None:
     BUILT.add(board)
 
 
+class WebServer:
+    """A web server on the host's 127.0.0.1 serving `directory` as a user
+    serves bundles (README): BusyBox's httpd, which answers HTTP range
+    requests, so RAUC streams from it; or, with `ranges=False`, Python's
+    http.server, which answers none, so camstream-update downloads the
+    bundle whole. `url` is where the guest reaches it through
+    Guest(host_port=port); python() swaps the servers on that port."""
+
+    def __init__(self, directory: Path, ranges: bool = True):
+        self.directory, self.port = directory, free_port()
+        self.url = f"http://10.0.2.100:{self.port}"
+        self.p: subprocess.Popen | None = None
+        self.start(ranges)
+
+    def start(self, ranges: bool) -> None:
+        if ranges:
+            cmd = ["busybox", "httpd", "-f", "-p", f"127.0.0.1:{self.port}", "-h", str(self.directory)]
+        else:
+            cmd = [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(self.directory),
+                   str(self.port)]
+        self.p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                if self.p.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{cmd[0]} does not serve on port {self.port}") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.p is not None:
+            self.p.terminate()
+            self.p.wait(timeout=10)
+            self.p = None
+
+    @contextlib.contextmanager
+    def python(self):
+        """Python's http.server on the same port for a while."""
+        self.stop()
+        self.start(ranges=False)
+        try:
+            yield
+        finally:
+            self.stop()
+            self.start(ranges=True)
+
+
 @contextlib.contextmanager
-def web_server(directory: Path):
-    """Python's web server serving `directory` on the host's 127.0.0.1, as a
-    user serves bundles (README); yields (port, the URL the guest reaches
-    it at through Guest(host_port=port))."""
-    port = free_port()
-    web = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory",
-                            str(directory), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def web_server(directory: Path, ranges: bool = True):
+    """WebServer(directory, ranges), stopped afterwards."""
+    web = WebServer(directory, ranges)
     try:
-        yield port, f"http://10.0.2.100:{port}"
+        yield web
     finally:
-        web.terminate()
-        web.wait(timeout=10)
+        web.stop()
 
 
 @contextlib.contextmanager

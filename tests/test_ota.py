@@ -141,7 +141,8 @@ def ota(tmp_path_factory):
     ota.work, ota.drive, ota.v1, ota.v2 = work, image, v1, f"{v1}-v2"
     ota.v2_size = (drive / "v2.raucb").stat().st_size
     # The user's web server, on the host.
-    with guest.web_server(drive) as (ota.http_port, ota.http):
+    with guest.web_server(drive) as ota.web:
+        ota.http_port, ota.http = ota.web.port, ota.web.url
         yield ota
 
 
@@ -158,7 +159,8 @@ def pi_ota(tmp_path_factory):
     v1 = v2_and_broken(work, drive, image)
     ota = type("Ota", (), {})()
     ota.board, ota.image, ota.work, ota.drive, ota.v1, ota.v2 = PI, image, work, None, v1, f"{v1}-v2"
-    with guest.web_server(drive) as (ota.http_port, ota.http):
+    with guest.web_server(drive) as ota.web:
+        ota.http_port, ota.http = ota.web.port, ota.web.url
         ota.bundles = ota.http
         yield ota
 
@@ -291,8 +293,15 @@ def test_update_over_the_network_and_keep(firmware):
     # A connection the check gave up on is not a failure, but worth seeing.
     for note in re.findall(r"camstream check: [^\r\n]*", b.g.console_text):
         figure(f"OTA: the health check tried again: {note}")
-    # No download left behind.
+    # Streamed: nothing stored on /data, and the board received about the
+    # bundle (the kernel's counters, TCP/IP included), not twice it.
     assert "download.raucb" not in b.sh("ls /data/ota")
+    history = b.sh("cat /data/ota/history")
+    received = re.search(rf"installed {re.escape(b.ota.v2)} into slot B \(streamed, (\d+) KiB received\)", history)
+    assert received, history
+    figure(f"OTA: the {b.ota.v2_size / 1048576:.1f} MiB bundle streamed: {int(received[1]) / 1024:.1f} MiB received "
+           f"by the board during the install")
+    assert int(received[1]) * 1024 < b.ota.v2_size * 1.25, history
 
 
 def test_refused_bundles_change_nothing(firmware):
@@ -302,6 +311,10 @@ def test_refused_bundles_change_nothing(firmware):
     cases = [
         ("/tmp/b/otherkey.raucb", 5, "signature is not from a key this board trusts"),
         ("/tmp/b/truncated.raucb", 7, "not a valid bundle"),
+        # Streamed: RAUC reads the signature over HTTP, refused at once; a
+        # truncated one cannot be streamed, and is refused once downloaded.
+        (f"{b.ota.http}/otherkey.raucb", 5, "signature is not from a key this board trusts"),
+        (f"{b.ota.http}/truncated.raucb", 7, "not a valid bundle"),
         ("/tmp/b/rpi.raucb", 6, "the bundle is for 'camstream-rpi4_64', this board is 'camstream-qemu_aarch64'"),
         ("/tmp/b/missing.raucb", 2, "no bundle at"),
         (f"{b.ota.http}/missing.raucb", 3, "download of"),
@@ -311,13 +324,17 @@ def test_refused_bundles_change_nothing(firmware):
         print(f"\ncamstream-update {source}: exit {rc}: {out.strip().splitlines()[-1]}")
         assert rc == code, out
         assert message in out, out
-    # Not enough room on /data for the download.
+    # From a server that answers no range requests (Python's), the bundle
+    # is downloaded whole first: not when /data has no room for it.
     free_kib = int(b.sh("df -Pk /data | awk 'NR == 2 {print $4}'"))
     fill = max(0, free_kib - b.ota.v2_size // 1024 // 2)
     b.sh(f"dd if=/dev/zero of=/data/fill bs=1024 count={fill} 2>/dev/null")
-    rc, out = b.update(f"{b.ota.http}/v2.raucb")
+    with b.ota.web.python():
+        rc, out = b.update(f"{b.ota.http}/v2.raucb")
     b.sh("rm /data/fill")
-    print(f"camstream-update with {free_kib - fill} KiB free: exit {rc}: {out.strip().splitlines()[-1]}")
+    print(f"camstream-update from Python's server with {free_kib - fill} KiB free: exit {rc}: "
+          f"{out.strip().splitlines()[-1]}")
+    assert "cannot stream the bundle" in out, out
     assert rc == 4 and "not enough space on /data" in out, out
     assert b.boot_state() == before_state
     assert b.sh("md5sum /dev/vda2", timeout=300) == running
@@ -391,10 +408,17 @@ def test_power_cut_while_writing_keeps_the_old_slot(firmware_on_each_board):
     figure(f"OTA on {b.ota.board}: power cut while writing slot B: back to streaming from slot A "
            f"{framed - cut:.1f} s after")
     # And the next update goes through (the same code on both boards: on
-    # the quicker one).
+    # the quicker one), from a server that answers no range requests
+    # (Python's): downloaded whole to /data first, installed, removed.
     if b.ota.drive:
-        rc, out = b.update(f"--no-reboot {b.ota.bundles}/v2.raucb")
-        assert rc == 0, out
+        with b.ota.web.python():
+            rc, out = b.update(f"--no-reboot {b.ota.http}/v2.raucb", timeout=600)
+        assert rc == 0 and "downloading it whole to /data first" in out and "slot B boots next" in out, out
+        history = b.sh("cat /data/ota/history")
+        received = re.search(rf"installed {re.escape(b.ota.v2)} into slot B \(downloaded, (\d+) KiB received\)",
+                             history)
+        assert received and int(received[1]) * 1024 > b.ota.v2_size, history
+        assert "download.raucb" not in b.sh("ls /data/ota")
 
 
 def test_rauc_dying_is_told_apart_from_a_failed_install(firmware):
@@ -437,13 +461,13 @@ def test_the_release_bundle_installs_on_the_pi(tmp_path):
                     PI], check=True, capture_output=True, timeout=1800)
     bundle = next(out.glob(f"camstream-{PI}-*.raucb"))
     g = None
-    with guest.web_server(out) as (port, url):
+    with guest.web_server(out) as web:
         try:
-            g = guest.Guest(board=PI, host_port=port, testdrive=False, wait=False)
+            g = guest.Guest(board=PI, host_port=web.port, testdrive=False, wait=False)
             g.wait_booted(timeout=480)
             version = g.sh("sed -n 's/^VERSION_ID=//p' /etc/os-release").strip()
             assert bundle.name == f"camstream-{PI}-{version}.raucb"
-            g.p.sendline(f"camstream-update {url}/{bundle.name}")
+            g.p.sendline(f"camstream-update {web.url}/{bundle.name}")
             g.p.expect("rebooting into slot B", timeout=900)
             g.p.expect("Hit any key to stop autoboot", timeout=300)
             g.wait_booted(timeout=480)

@@ -105,16 +105,16 @@ def build(board: str = "qemu_aarch64") -> None:
 class WebServer:
     """A web server on the host's 127.0.0.1 serving `directory` as a user
     serves bundles (README): BusyBox's httpd, which answers HTTP range
-    requests, so RAUC streams from it; or, with `ranges=False`, Python's
+    requests, so RAUC streams from it; or, for a while, Python's
     http.server, which answers none, so camstream-update downloads the
     bundle whole. `url` is where the guest reaches it through
     Guest(host_port=port); python() swaps the servers on that port."""
 
-    def __init__(self, directory: Path, ranges: bool = True):
+    def __init__(self, directory: Path):
         self.directory, self.port = directory, free_port()
         self.url = f"http://10.0.2.100:{self.port}"
         self.p: subprocess.Popen | None = None
-        self.start(ranges)
+        self.start(ranges=True)
 
     def start(self, ranges: bool) -> None:
         if ranges:
@@ -152,9 +152,9 @@ class WebServer:
 
 
 @contextlib.contextmanager
-def web_server(directory: Path, ranges: bool = True):
-    """WebServer(directory, ranges), stopped afterwards."""
-    web = WebServer(directory, ranges)
+def web_server(directory: Path):
+    """WebServer(directory), stopped afterwards."""
+    web = WebServer(directory)
     try:
         yield web
     finally:

@@ -142,7 +142,6 @@ def ota(tmp_path_factory):
     ota.v2_size = (drive / "v2.raucb").stat().st_size
     # The user's web server, on the host.
     with guest.web_server(drive) as ota.web:
-        ota.http_port, ota.http = ota.web.port, ota.web.url
         yield ota
 
 
@@ -160,8 +159,7 @@ def pi_ota(tmp_path_factory):
     ota = type("Ota", (), {})()
     ota.board, ota.image, ota.work, ota.drive, ota.v1, ota.v2 = PI, image, work, None, v1, f"{v1}-v2"
     with guest.web_server(drive) as ota.web:
-        ota.http_port, ota.http = ota.web.port, ota.web.url
-        ota.bundles = ota.http
+        ota.bundles = ota.web.url
         yield ota
 
 
@@ -181,7 +179,7 @@ class Board:
     def boot(self) -> guest.Guest:
         """Boots the disk to a frame at the host and the boot state written
         (the health check waits for the first frame)."""
-        g = guest.Guest(board=self.ota.board, image=self.disk, drive=self.ota.drive, host_port=self.ota.http_port,
+        g = guest.Guest(board=self.ota.board, image=self.disk, drive=self.ota.drive, host_port=self.ota.web.port,
                         wait=False)
         g.wait_booted(timeout=120 * self.slow)
         self.g = g
@@ -265,7 +263,7 @@ def test_update_over_the_network_and_keep(firmware):
     b.sh("sed -i 's/^hostname =.*/hostname = ota-cam/' /data/etc/network.conf")
     settings = b.sh("md5sum /data/etc/camstream.toml /data/etc/network.conf")
     start = time.monotonic()
-    b.g.p.sendline(f"camstream-update {b.ota.http}/camstream-{b.ota.board}-{b.ota.v2}.raucb")
+    b.g.p.sendline(f"camstream-update {b.ota.web.url}/camstream-{b.ota.board}-{b.ota.v2}.raucb")
     b.g.p.expect("rebooting into slot B", timeout=300)
     installed = time.monotonic()
     rebooted, framed = b.wait_reboot_to_frame()
@@ -313,11 +311,11 @@ def test_refused_bundles_change_nothing(firmware):
         ("/tmp/b/truncated.raucb", 7, "not a valid bundle"),
         # Streamed: RAUC reads the signature over HTTP, refused at once; a
         # truncated one cannot be streamed, and is refused once downloaded.
-        (f"{b.ota.http}/otherkey.raucb", 5, "signature is not from a key this board trusts"),
-        (f"{b.ota.http}/truncated.raucb", 7, "not a valid bundle"),
+        (f"{b.ota.web.url}/otherkey.raucb", 5, "signature is not from a key this board trusts"),
+        (f"{b.ota.web.url}/truncated.raucb", 7, "not a valid bundle"),
         ("/tmp/b/rpi.raucb", 6, "the bundle is for 'camstream-rpi4_64', this board is 'camstream-qemu_aarch64'"),
         ("/tmp/b/missing.raucb", 2, "no bundle at"),
-        (f"{b.ota.http}/missing.raucb", 3, "download of"),
+        (f"{b.ota.web.url}/missing.raucb", 3, "download of"),
     ]
     for source, code, message in cases:
         rc, out = b.update(source)
@@ -330,7 +328,7 @@ def test_refused_bundles_change_nothing(firmware):
     fill = max(0, free_kib - b.ota.v2_size // 1024 // 2)
     b.sh(f"dd if=/dev/zero of=/data/fill bs=1024 count={fill} 2>/dev/null")
     with b.ota.web.python():
-        rc, out = b.update(f"{b.ota.http}/v2.raucb")
+        rc, out = b.update(f"{b.ota.web.url}/v2.raucb")
     b.sh("rm /data/fill")
     print(f"camstream-update from Python's server with {free_kib - fill} KiB free: exit {rc}: "
           f"{out.strip().splitlines()[-1]}")
@@ -412,7 +410,7 @@ def test_power_cut_while_writing_keeps_the_old_slot(firmware_on_each_board):
     # (Python's): downloaded whole to /data first, installed, removed.
     if b.ota.drive:
         with b.ota.web.python():
-            rc, out = b.update(f"--no-reboot {b.ota.http}/v2.raucb", timeout=600)
+            rc, out = b.update(f"--no-reboot {b.ota.web.url}/v2.raucb", timeout=600)
         assert rc == 0 and "downloading it whole to /data first" in out and "slot B boots next" in out, out
         history = b.sh("cat /data/ota/history")
         received = re.search(rf"installed {re.escape(b.ota.v2)} into slot B \(downloaded, (\d+) KiB received\)",

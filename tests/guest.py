@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pexpect
@@ -71,11 +72,21 @@ def slot_file(slot: Path, path: str) -> bytes:
         return in_tree(slot_tree(slot, Path(tmp) / "root"), path).read_bytes()
 
 
-def make_slot(root: Path, slot: Path) -> Path:
+def make_slot(root: Path, slot: Path, like: Path | None = None) -> Path:
     """A root slot image of the files under `root`, made as scripts/image
-    makes rootfs.erofs."""
-    subprocess.run(["mkfs.erofs", "--quiet", "-zlz4hc,9", "-C65536", "-T0", str(slot), str(root)], check=True,
-                   capture_output=True)
+    makes rootfs.erofs; with the build time and UUID of the slot image
+    `like`, as a new build of the same tree has them, so that the blocks
+    of unchanged files come out the same (an adaptive update)."""
+    stamp, same_uuid = 0, []
+    if like:
+        # EROFS's superblock, at 1024: build_time (le64) at 24, uuid at 48.
+        with like.open("rb") as f:
+            f.seek(1024)
+            sb = f.read(64)
+        stamp = int.from_bytes(sb[24:32], "little")
+        same_uuid = [f"-U{uuid.UUID(bytes=sb[48:64])}"]
+    subprocess.run(["mkfs.erofs", "--quiet", "-zlz4hc,9", "-C65536", f"-T{stamp}", *same_uuid, str(slot), str(root)],
+                   check=True, capture_output=True)
     return slot
 
 

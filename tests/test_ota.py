@@ -26,6 +26,9 @@ from test_boot import marked_after_the_first_frame
 PI = "rpi3_64"
 # The emulated Pi is slower: its waits are four times the virt board's.
 SLOW = {"qemu_aarch64": 1, PI: 4}
+# The hanging slot's watchdog deadline, s: its trial boot has armed the
+# watchdog well before it (the check's first line is the sign).
+HANG_WATCHDOG = 12
 
 
 def slot_text(image: Path, path: str) -> str:
@@ -44,7 +47,7 @@ def variant(work: Path, name: str, version: str, replace: dict[str, bytes] | Non
         p.unlink(missing_ok=True)
         p.write_bytes(content)
         p.chmod(0o755 if path.startswith(("/usr/bin/", "/usr/sbin/")) else 0o644)
-    rootfs = guest.make_slot(root, work / f"{name}.erofs")
+    rootfs = guest.make_slot(root, work / f"{name}.erofs", like=image / "rootfs.erofs")
     shutil.rmtree(root)
     return rootfs
 
@@ -109,13 +112,14 @@ def ota(tmp_path_factory):
     v1 = v2_and_broken(work, drive, guest.IMAGE)
     # A v2 that hangs on its trial boot: `camstream check` never returns,
     # so nothing marks the slot good or bad and only the watchdog (its
-    # deadline shortened from 150 to 20 s) gets the board out.
+    # deadline shortened from 150 s) gets the board out.
     update = slot_text(guest.IMAGE / "rootfs.erofs", "/usr/sbin/camstream-update")
     assert "\nTRIAL_WATCHDOG=150\n" in update
     hangs = variant(work, "hangs", f"{v1}-hangs", {
         **camstream_as(guest.IMAGE, b'#!/bin/sh\n[ "${1:-}" = check ] && exec sleep 100000\n'
                                     b'exec /usr/bin/camstream-real "$@"\n'),
-        "/usr/sbin/camstream-update": update.replace("\nTRIAL_WATCHDOG=150\n", "\nTRIAL_WATCHDOG=20\n").encode()})
+        "/usr/sbin/camstream-update": update.replace("\nTRIAL_WATCHDOG=150\n",
+                                                     f"\nTRIAL_WATCHDOG={HANG_WATCHDOG}\n").encode()})
     bundle(hangs, drive / "hangs.raucb")
     # Signed with a key the board does not trust.
     key, cert = work / "other.key.pem", work / "other.cert.pem"
@@ -132,6 +136,11 @@ def ota(tmp_path_factory):
     rpi = variant(work, "rpi", f"{v1}-rpi",
                   {"/etc/rauc/system.conf": conf.replace("camstream-qemu_aarch64", "camstream-rpi4_64").encode()})
     bundle(rpi, drive / "rpi.raucb")
+    # A change of camstream alone, the worst of its kind: every byte of
+    # the program differs (it is never started: installed without a reboot).
+    real = guest.slot_file(guest.IMAGE / "rootfs.erofs", "/usr/bin/camstream")
+    app = variant(work, "app", f"{v1}-v2-app", {"/usr/bin/camstream": real[::-1]})
+    bundle(app, drive / "app.raucb")
     image = work / "bundles.ext4"
     # Sized from the bundles (they grow with the image), with room for ext4's own.
     size_mib = sum(f.stat().st_size for f in drive.iterdir()) * 5 // 4 // 2**20 + 16
@@ -140,6 +149,7 @@ def ota(tmp_path_factory):
     ota.board, ota.image, ota.bundles = "qemu_aarch64", guest.IMAGE, "/tmp/b"
     ota.work, ota.drive, ota.v1, ota.v2 = work, image, v1, f"{v1}-v2"
     ota.v2_size = (drive / "v2.raucb").stat().st_size
+    ota.app_size, ota.camstream_size = (drive / "app.raucb").stat().st_size, len(real)
     # The user's web server, on the host.
     with guest.web_server(drive) as ota.web:
         yield ota
@@ -246,12 +256,23 @@ def a_board(ota, request):
     b.disk.unlink(missing_ok=True)
 
 
+def received_kib(history: str, version: str, slot: str) -> int:
+    """What the board received while it streamed `version` into `slot`, as
+    camstream-update's history says (the kernel's counters, TCP/IP
+    included)."""
+    received = re.search(rf"installed {re.escape(version)} into slot {slot} \(streamed, (\d+) KiB received\)", history)
+    assert received, history
+    return int(received[1])
+
+
 def test_update_over_the_network_and_keep(firmware):
     """README's "Update a board" (the bundle as scripts/bundle made and
     named it, from a web server on the host), with the user's settings on
     the data partition: the trial boot gives the host its first frame
     before its own check asks for one, marks the slot good after it, and
-    the settings are there in slot B."""
+    the settings are there in slot B. Streamed and adaptive: the board
+    downloads the blocks it does not have, for a new version and then for a
+    new camstream alone, not the bundle."""
     b = firmware
     assert b.slot() == "A" and b.version() == b.ota.v1
     # A setting the user changed, on the data partition: the top-level fps
@@ -291,15 +312,26 @@ def test_update_over_the_network_and_keep(firmware):
     # A connection the check gave up on is not a failure, but worth seeing.
     for note in re.findall(r"camstream check: [^\r\n]*", b.g.console_text):
         figure(f"OTA: the health check tried again: {note}")
-    # Streamed: nothing stored on /data, and the board received about the
-    # bundle (the kernel's counters, TCP/IP included), not twice it.
+    # Streamed: nothing stored on /data; adaptive: slot A's blocks came from
+    # slot A, and the board received what changed (os-release, the
+    # metadata), a small part of the bundle.
     assert "download.raucb" not in b.sh("ls /data/ota")
-    history = b.sh("cat /data/ota/history")
-    received = re.search(rf"installed {re.escape(b.ota.v2)} into slot B \(streamed, (\d+) KiB received\)", history)
-    assert received, history
-    figure(f"OTA: the {b.ota.v2_size / 1048576:.1f} MiB bundle streamed: {int(received[1]) / 1024:.1f} MiB received "
-           f"by the board during the install")
-    assert int(received[1]) * 1024 < b.ota.v2_size * 1.25, history
+    received = received_kib(b.sh("cat /data/ota/history"), b.ota.v2, "B")
+    figure(f"OTA: a new version, its {b.ota.v2_size / 1048576:.1f} MiB bundle streamed: {received / 1024:.1f} MiB "
+           f"received by the board, {received * 1024 / b.ota.v2_size:.1%} of the bundle "
+           f"(install {installed - start:.1f} s)")
+    assert received * 1024 < b.ota.v2_size / 3
+    # A new camstream alone, into slot A from slot B: the program's blocks,
+    # and not much more.
+    start = time.monotonic()
+    code, out = b.update(f"--no-reboot {b.ota.web.url}/app.raucb", timeout=300 * b.slow)
+    assert code == 0, out
+    installed = time.monotonic() - start
+    received = received_kib(b.sh("cat /data/ota/history"), f"{b.ota.v1}-v2-app", "A")
+    figure(f"OTA: an app-only change ({b.ota.camstream_size / 1048576:.1f} MiB camstream, every byte new), its "
+           f"{b.ota.app_size / 1048576:.1f} MiB bundle streamed: {received / 1024:.1f} MiB received by the board, "
+           f"{received * 1024 / b.ota.app_size:.1%} of the bundle (install {installed:.1f} s)")
+    assert received * 1024 <= b.ota.app_size / 3
 
 
 def test_refused_bundles_change_nothing(firmware):
@@ -382,7 +414,7 @@ def test_trial_boot_that_hangs_is_reset_by_the_watchdog(firmware):
     assert tries == 3, b.g.console_text[-6000:]
     # Each of them armed the watchdog for its trial and never got further.
     assert b.g.console_text.count("waiting up to 45 s for a frame") == tries
-    figure(f"OTA: a slot whose trial boot hangs: {tries} watchdog resets (20 s each), back in slot A and "
+    figure(f"OTA: a slot whose trial boot hangs: {tries} watchdog resets ({HANG_WATCHDOG} s each), back in slot A and "
            f"rolled back {back - start:.0f} s after the command")
     b.g.wait_booted(since=b.g.console_text.rfind("Starting kernel"))
     b.mount()

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use std::io::Write;
+use std::io::{Read, Write};
 
 use super::conn::{After, Conn, ConnId, Conns, Port, close};
 use crate::clock::Mono;
@@ -214,10 +214,9 @@ impl Admission {
     /// Answers `old` 503 and closes it.
     fn push_out(&mut self, conns: &mut Conns, after: &mut After, old: ConnId, why: &str) {
         if let Some(c) = conns.get_mut(old) {
-            // One write into a socket buffer with room does not block;
-            // then the socket is closed. Not after a response under way.
+            // Then the socket is closed. Not after a response under way.
             if c.ctrl_pending() == 0 {
-                let _ = c.socket.write(busy_answer(c.port));
+                turn_away(&mut c.socket, c.port);
             }
             let old_peer = c.peer;
             self.refused(old_peer, "connection pushed out: 503", Refusal::PushedOut);
@@ -250,6 +249,23 @@ impl Admission {
             self.logged = (0, Some(now));
         }
     }
+}
+
+/// Answers a connection that is turned away `busy_answer`, first reading
+/// and dropping what it has already sent (at most 64 KiB; no more is
+/// waited for): a socket closed with bytes unread is reset, not closed,
+/// and the client then gets an error for the rest of its request instead
+/// of the 503. The caller closes it after.
+pub fn turn_away(socket: &mut (impl Read + Write), port: Port) {
+    let mut sink = [0u8; 4096];
+    for _ in 0..16 {
+        match socket.read(&mut sink) {
+            Ok(n) if n > 0 => {}
+            _ => break,
+        }
+    }
+    // One write into a socket buffer with room does not block.
+    let _ = socket.write(busy_answer(port));
 }
 
 /// What a connection turned away is told before it is closed.
@@ -307,6 +323,32 @@ fn to_push_out<'a, 'u: 'a, K: Copy + 'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A client that sends its request in two writes (headers, then body,
+    /// as Python's requests does) and is turned away after the first has
+    /// arrived: its second write goes through and it reads the 503.
+    #[test]
+    fn a_client_turned_away_reads_the_answer() {
+        use std::net::{TcpListener, TcpStream};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        client
+            .write_all(b"POST /picture HTTP/1.1\r\nHost: camera\r\nContent-Length: 17\r\n\r\n")
+            .unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        // The headers are in the server's socket before it turns the client away.
+        server.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut first = [0u8; 1];
+        assert_eq!(server.peek(&mut first).unwrap(), 1);
+        server.set_nonblocking(true).unwrap();
+        turn_away(&mut server, Port::Http);
+        drop(server);
+        std::thread::sleep(Duration::from_millis(50));
+        client.write_all(b"{\"saturation\":1}\n").unwrap();
+        let mut answer = Vec::new();
+        client.read_to_end(&mut answer).unwrap();
+        assert_eq!(answer, busy_answer(Port::Http));
+    }
 
     /// A connection: pending, or authenticated as `user` (`""`: a client
     /// that needs no credentials), streaming or idle.

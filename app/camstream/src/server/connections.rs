@@ -42,10 +42,8 @@ impl Server {
         let id = match (admitted, self.conns.next_id()) {
             (Ok(()), Some(id)) => id,
             (why, _) => {
-                // One write into an empty socket buffer does not block;
-                // then the socket is dropped (closed).
-                use std::io::Write;
-                let _ = stream.write(admission::busy_answer(port));
+                // Then the socket is dropped (closed).
+                admission::turn_away(&mut stream, port);
                 let why = why.err().unwrap_or(Refusal::TooManyConnections);
                 self.admission.refused(peer, "connection refused: 503", why);
                 return;

@@ -379,9 +379,21 @@ def test_picture_settings_through_onvif_and_the_page(firmware):
     # job after another, up to 2 of one address queued; the others are told
     # to try again. Each answer is the settings as its own change left them.
     wanted = range(100, 112)
+
+    def change(v):
+        try:
+            return requests.post(http + "/picture", json={"saturation": v}, timeout=60)
+        except requests.RequestException as e:
+            return e
+
     with concurrent.futures.ThreadPoolExecutor(len(wanted)) as pool:
-        answers = list(pool.map(lambda v: requests.post(http + "/picture", json={"saturation": v}, timeout=60),
-                                wanted))
+        answers = list(pool.map(change, wanted))
+    # What camstream and the guest's sockets said, for an answer that is not
+    # one of the two this test allows (a reset once: what held the address's
+    # other connections?).
+    unexpected = [a for a in answers if isinstance(a, Exception) or a.status_code not in (200, 503)
+                  or (a.status_code == 503 and "busy" not in a.text)]
+    assert not unexpected, (unexpected, firmware.sh("tail -n 30 /tmp/camstream.log; netstat -tn"))
     done = []
     for v, r in zip(wanted, answers, strict=True):
         if r.status_code == 503:

@@ -29,7 +29,10 @@ help:
 	@echo "       make release BOARD=BOARD   (the image, then output/release/VERSION/: scripts/release)"
 	@echo "The image: output/BOARD/images/sdcard.img (+ .sha256). See docs/BUILDROOT.md."
 
+# Buildroot's tree: the release with this tree's changes to Buildroot
+# itself (scripts/buildroot-patch).
 buildroot: $(BUILDROOT)/Makefile
+	$(CURDIR)/scripts/buildroot-patch $(BUILDROOT)
 
 # The release tarball, checked against the recorded sha256 before use.
 $(BUILDROOT)/Makefile:
@@ -43,12 +46,12 @@ $(BUILDROOT)/Makefile:
 	tar -C $(OUTPUT) -xf $(BR2_DL_DIR)/buildroot-$(BUILDROOT_VERSION).tar.xz
 	touch $@
 
-$(BOARDS): %: $(BUILDROOT)/Makefile
+$(BOARDS): %: buildroot
 	test -f $(OUTPUT)/$*/.config || $(BR_MAKE) O=$(OUTPUT)/$* camstream_$*_defconfig
 	$(BR_MAKE) O=$(OUTPUT)/$*
 	@echo "Image: $(OUTPUT)/$*/images/sdcard.img"
 
-$(addsuffix -menuconfig,$(BOARDS)): %-menuconfig: $(BUILDROOT)/Makefile
+$(addsuffix -menuconfig,$(BOARDS)): %-menuconfig: buildroot
 	test -f $(OUTPUT)/$*/.config || $(BR_MAKE) O=$(OUTPUT)/$* camstream_$*_defconfig
 	$(BR_MAKE) O=$(OUTPUT)/$* menuconfig
 

@@ -48,3 +48,31 @@ sed -e "s|@BOARD@|$board|" -e "s|@DISK@|$disk|" "$here/rauc-system.conf.in" >"$t
 keyring=${CAMSTREAM_KEYRING:-$(sh "$here/../../scripts/dev-key")}
 cp "$keyring" "$target/etc/rauc/keyring.pem"
 chmod 644 "$target/etc/rauc/keyring.pem"
+
+# What Buildroot's packages install and nothing on the camera runs or links
+# (sizes and reasons: docs/IMAGE.md). Buildroot's images only: the image
+# from Debian's packages is pruned by scripts/image's own package list.
+if [ "$variant" = Buildroot ]; then (
+    cd "$target"
+    # libjpeg-turbo's libjpeg: camstream codes JPEG through libturbojpeg,
+    # which carries its own copy of the codec.
+    rm -f usr/lib/libjpeg.so*
+    # RAUC streams through NBD with libnl's core and generic netlink;
+    # routing, netfilter, sockets' diagnostics and IPsec go unused.
+    rm -f usr/lib/libnl-route-3.so* usr/lib/libnl-nf-3.so* \
+        usr/lib/libnl-idiag-3.so* usr/lib/libnl-xfrm-3.so*
+    # GLib's command-line tools and its introspection compiler (RAUC uses
+    # GLib as a library), PCRE2's test and grep tools and POSIX wrapper.
+    rm -f usr/bin/gio usr/bin/gio-querymodules usr/bin/gsettings \
+        usr/bin/gapplication usr/bin/gdbus usr/bin/gresource \
+        usr/bin/gi-compile-repository usr/bin/gi-decompile-typelib \
+        usr/bin/gi-inspect-typelib usr/lib/libgirepository-2.0.so* \
+        usr/bin/pcre2test usr/bin/pcre2grep usr/lib/libpcre2-posix.so*
+    # ALSA's topology library and its server for remote sound cards.
+    rm -f usr/lib/libatopology.so* usr/bin/aserver
+    # Making squashfs images (bundles are made on the host); kmod's
+    # library (the kmod tools carry their own); glibc's vector math, which
+    # nothing is built with; GCC's pretty-printers for gdb.
+    rm -f usr/bin/mksquashfs usr/bin/sqfstar usr/lib/libkmod.so* \
+        lib/libmvec.so* usr/lib/libstdc++.so.*-gdb.py
+) fi

@@ -59,6 +59,8 @@ echo "Booting root slot ${slot} (partition ${part}; ${left} more attempts after 
 if test "${board}" = "qemu-arm"; then
 	setenv rootdisk /dev/vda
 	setenv fdt ${fdtcontroladdr}
+	# Below the initramfs (ramdisk_addr_r, 0x44000000).
+	setenv kernel_comp_addr_r 0x42000000
 	setenv bootargs "console=ttyAMA0 quiet loglevel=3"
 else
 	setenv rootdisk /dev/mmcblk${devnum}p
@@ -69,14 +71,25 @@ else
 	# Pi's kernel_addr_r (0x80000) booti first moves it there, 31 MiB
 	# that took 12.7 s on the emulated Pi 3.
 	setenv kernel_addr_r 0x00200000
+	# Above the kernel (up to 32 MiB unpacked) and U-Boot's script, device
+	# tree and initramfs addresses, below where the firmware puts its
+	# device tree (0x08000000 on QEMU's emulated Pi 3).
+	setenv kernel_comp_addr_r 0x04000000
 fi
-setenv bootargs "${bootargs} root=${rootdisk}${part} rauc.slot=${slot} rootwait ro panic=5"
+# nbd.nbds_max=0: RAUC's streaming asks the kernel for a network block
+# device when it installs, and the kernel makes one then; the 16 it makes
+# at boot otherwise hold 1-2 MiB and 16 threads (docs/IMAGE.md).
+setenv bootargs "${bootargs} root=${rootdisk}${part} rauc.slot=${slot} rootwait ro panic=5 nbd.nbds_max=0"
 
 # The kernel (and, where it needs one, its initramfs) lives in the slot, so
 # an update replaces them together with the modules they load. A slot
 # without a kernel (never written, or cut off while being written) cannot
 # boot: it gets no more attempts.
 if load ${devtype} ${devnum}:${part} ${kernel_addr_r} /boot/Image; then
+	# Buildroot's kernel is LZMA-compressed: booti unpacks it at
+	# kernel_comp_addr_r and moves it to kernel_addr_r (an uncompressed
+	# Image, as the Debian-part image's, boots as it is).
+	setenv kernel_comp_size ${filesize}
 	if load ${devtype} ${devnum}:${part} ${ramdisk_addr_r} /boot/initrd.img; then
 		booti ${kernel_addr_r} ${ramdisk_addr_r}:${filesize} ${fdt}
 	else

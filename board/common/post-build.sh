@@ -76,3 +76,54 @@ if [ "$variant" = Buildroot ]; then (
     rm -f usr/bin/mksquashfs usr/bin/sqfstar usr/lib/libkmod.so* \
         lib/libmvec.so* usr/lib/libstdc++.so.*-gdb.py
 ) fi
+
+# Kernel modules: the board's list and what those depend on; the rest of
+# what the kernel's configuration builds stays off the image (the Pi's
+# defconfigs build about 1,500). Buildroot's images only.
+case "$board" in
+rpi*) modules=$here/../raspberrypi/modules ;;
+*) modules="" ;;
+esac
+if [ "$variant" = Buildroot ] && [ -n "$modules" ]; then
+    for dir in "$target"/lib/modules/*/; do
+        [ -f "$dir/modules.dep" ] || continue
+        # modules.dep: "kernel/PATH/NAME.ko[.xz]: DEPENDENCY ..."; a name
+        # is the file's without .ko, with - and _ alike as modprobe has it.
+        awk -v listfile="$modules" '
+            function name(path) { sub(/.*\//, "", path); sub(/\.ko.*/, "", path); gsub(/-/, "_", path); return path }
+            BEGIN {
+                while ((getline line < listfile) > 0) {
+                    sub(/#.*/, "", line); gsub(/[ \t]/, "", line)
+                    if (line != "") { gsub(/-/, "_", line); listed[line] = 1; keep[line] = 1 }
+                }
+            }
+            { sub(/:$/, "", $1); n = name($1); path[n] = $1; deps[n] = ""
+              for (i = 2; i <= NF; i++) deps[n] = deps[n] " " name($i) }
+            END {
+                do {
+                    grew = 0
+                    for (n in keep) if (n in deps) {
+                        c = split(deps[n], d, " ")
+                        for (i = 1; i <= c; i++) if (!(d[i] in keep)) { keep[d[i]] = 1; grew = 1 }
+                    }
+                } while (grew)
+                for (n in path) if (!(n in keep)) print "drop " path[n]
+                for (n in listed) if (!(n in path)) print "missing " n
+            }' "$dir/modules.dep" | while read -r what file; do
+            if [ "$what" = drop ]; then
+                rm -f "$dir/$file"
+            else
+                echo "post-build.sh: $file (board/raspberrypi/modules) is not a module of this kernel: built in, or not built"
+            fi
+        done
+        find "$dir/kernel" -type d -empty -delete
+        depmod -a -b "$target" "$(basename "$dir")"
+    done
+fi
+
+# The kernel, LZMA-compressed: U-Boot's booti unpacks it (boot.cmd), and in
+# the slot it takes 3.0 MiB where EROFS's LZ4, which U-Boot reads, took 4.7
+# (docs/IMAGE.md). BINARIES_DIR holds the one linux installed.
+if [ "$variant" = Buildroot ] && [ -f "$target/boot/Image" ]; then
+    xz --format=lzma -9 -c "${BINARIES_DIR:?}/Image" >"$target/boot/Image"
+fi

@@ -78,7 +78,7 @@ else
 fi
 # nbd.nbds_max=0: RAUC's streaming asks the kernel for a network block
 # device when it installs, and the kernel makes one then; the 16 it makes
-# at boot otherwise hold 1-2 MiB and 16 threads (docs/IMAGE.md).
+# at boot otherwise hold about 3 MiB and 16 threads (docs/IMAGE.md).
 setenv bootargs "${bootargs} root=${rootdisk}${part} rauc.slot=${slot} rootwait ro panic=5 nbd.nbds_max=0"
 
 # The kernel (and, where it needs one, its initramfs) lives in the slot, so

@@ -18,7 +18,11 @@ macro_rules! default {
     (rtp_port) => { 0 };
     (fps) => { 30 };
     (quality) => { 80 };
-    (buffers) => { 4 };
+    // One being read while one fills and one waits: of raw frames only the
+    // newest ready is encoded, so a fourth never carried a frame more under
+    // QEMU's vivid (15 s, two clients, idle and CPU-bound), and cost 1.3 MiB
+    // at 720p (docs/IMAGE.md, "Memory").
+    (buffers) => { 3 };
     (rtsp_port) => { 8554 };
     (http_port) => { 8080 };
     (mtu) => { 1400 };
@@ -960,7 +964,7 @@ pub(super) mod tests {
                 ("brightness", &Value::Int(120)),
             ]
         );
-        assert_eq!(c.source.buffers, 4);
+        assert_eq!(c.source.buffers, 3);
         assert_eq!(c.source.format, None);
         let c = Config::from_options(parse("format = \"YUYV\"").unwrap()).unwrap();
         assert_eq!(c.source.format, Some(u32::from_le_bytes(*b"YUYV")));

@@ -8,6 +8,7 @@
 use alloc::vec::Vec;
 
 use crate::jpeg::Jpeg;
+use crate::packetize::{JPEG_HEADER_LEN, QUANT_HEADER_LEN, RESTART_HEADER_LEN};
 use crate::tables::{CHROMA_AC, CHROMA_DC, HuffmanTable, LUMA_AC, LUMA_DC};
 
 /// Writes the headers for a scan: `kind` 0 is 4:2:2, 1 is 4:2:0 (the
@@ -77,6 +78,83 @@ pub fn write_file(out: &mut Vec<u8>, jpeg: &Jpeg<'_>) {
     out.extend_from_slice(&[0xff, 0xd9]);
 }
 
+/// Writes the file [`write_file`] writes for a frame from the RTP/JPEG
+/// payloads [`crate::Packetizer`] made of it, all of them in order (Q 255,
+/// the tables in the first); `width` and `height` are the frame's, which
+/// the payloads give only up to 2040. A sender that keeps its packets need
+/// not keep the file too: it can make it when a client asks. None, and
+/// nothing written, if they are not such a frame's payloads.
+pub fn write_file_from_payloads<'a>(
+    out: &mut Vec<u8>,
+    width: u16,
+    height: u16,
+    payloads: impl IntoIterator<Item = &'a [u8]>,
+) -> Option<()> {
+    let start = out.len();
+    let written = append_from_payloads(out, width, height, payloads);
+    if written.is_none() {
+        out.truncate(start);
+    }
+    written
+}
+
+fn append_from_payloads<'a>(
+    out: &mut Vec<u8>,
+    width: u16,
+    height: u16,
+    payloads: impl IntoIterator<Item = &'a [u8]>,
+) -> Option<()> {
+    let mut payloads = payloads.into_iter();
+    let (kind, offset, q, restart_interval, rest) = split(payloads.next()?)?;
+    if offset != 0 || q < 128 {
+        return None;
+    }
+    let quant = rest.get(..QUANT_HEADER_LEN)?;
+    let precision = quant[1];
+    let len = usize::from(u16::from_be_bytes([quant[2], quant[3]]));
+    let t0 = 64 * (1 + usize::from(precision & 1));
+    let t1 = 64 * (1 + usize::from(precision >> 1 & 1));
+    if len != t0 + t1 {
+        return None;
+    }
+    let tables = rest.get(QUANT_HEADER_LEN..QUANT_HEADER_LEN + len)?;
+    write_headers(
+        out,
+        kind,
+        width,
+        height,
+        restart_interval,
+        [&tables[..t0], &tables[t0..]],
+    );
+    let scan_start = out.len();
+    out.extend_from_slice(&rest[QUANT_HEADER_LEN + len..]);
+    for p in payloads {
+        let (k, offset, _, _, data) = split(p)?;
+        if k != kind || offset != out.len() - scan_start {
+            return None;
+        }
+        out.extend_from_slice(data);
+    }
+    out.extend_from_slice(&[0xff, 0xd9]);
+    Some(())
+}
+
+/// A payload's type, fragment offset, Q, restart interval (0: none) and
+/// what follows its JPEG and restart headers.
+fn split(p: &[u8]) -> Option<(u8, usize, u8, u16, &[u8])> {
+    let h = p.get(..JPEG_HEADER_LEN)?;
+    let offset = usize::from(h[1]) << 16 | usize::from(h[2]) << 8 | usize::from(h[3]);
+    let (kind, q) = (h[4], h[5]);
+    let mut rest = &p[JPEG_HEADER_LEN..];
+    let mut restart_interval = 0;
+    if kind >= 64 {
+        let r = rest.get(..RESTART_HEADER_LEN)?;
+        restart_interval = u16::from_be_bytes([r[0], r[1]]);
+        rest = &rest[RESTART_HEADER_LEN..];
+    }
+    Some((kind, offset, q, restart_interval, rest))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,6 +182,73 @@ mod tests {
             let back = jpeg::parse(&out).unwrap();
             assert_eq!(back.len, out.len());
             assert_eq!(Jpeg { len: 0, ..back }, j);
+        }
+    }
+
+    #[test]
+    fn the_file_made_from_the_payloads_is_the_one_written() {
+        let scan: Vec<u8> = (0..9000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let (t8, t16) = ([3u8; 64], [5u8; 128]);
+        for (w, h, ri, sixteen, mtu) in [
+            (64, 48, 0, false, 1400),
+            (1280, 720, 4, true, 400),
+            (3840, 2160, 0, false, 1400),
+            (3840, 2160, 2, true, 9000),
+        ] {
+            let j = Jpeg {
+                width: w,
+                height: h,
+                subsampling: jpeg::Subsampling::Yuv420,
+                restart_interval: ri,
+                quant_tables: [
+                    jpeg::QuantTable { data: &t8 },
+                    jpeg::QuantTable {
+                        data: if sixteen { &t16 } else { &t8 },
+                    },
+                ],
+                scan: &scan,
+                len: 0,
+            };
+            let mut written = Vec::new();
+            write_file(&mut written, &j);
+            let mut p = crate::Packetizer::new(1, 2, mtu).unwrap();
+            let packets: Vec<Vec<u8>> = p
+                .packetize(&j, 3)
+                .map(|p| {
+                    let mut b = alloc::vec![0; p.len()];
+                    p.write_to(&mut b);
+                    b
+                })
+                .collect();
+            let payloads = || {
+                packets
+                    .iter()
+                    .map(|b| crate::IncomingPacket::parse(b).unwrap().payload)
+            };
+            let mut made = alloc::vec![1, 2];
+            write_file_from_payloads(&mut made, w, h, payloads()).unwrap();
+            assert_eq!(&made[2..], &written[..], "{w}x{h}, restart {ri}, mtu {mtu}");
+            // A payload missing, or out of order: nothing written.
+            let mut out = alloc::vec![1, 2];
+            assert!(write_file_from_payloads(&mut out, w, h, payloads().skip(1)).is_none());
+            assert!(write_file_from_payloads(&mut out, w, h, payloads().rev()).is_none());
+            let mut no_second: Vec<&[u8]> = payloads().collect();
+            if no_second.len() > 2 {
+                no_second.remove(1);
+                assert!(write_file_from_payloads(&mut out, w, h, no_second).is_none());
+            }
+            assert_eq!(out, [1, 2]);
+            // Cut short within its headers and tables: nothing written.
+            let first = payloads().next().unwrap();
+            let headers = JPEG_HEADER_LEN
+                + if ri > 0 { RESTART_HEADER_LEN } else { 0 }
+                + QUANT_HEADER_LEN
+                + 64
+                + if sixteen { 128 } else { 64 };
+            for cut in 0..headers {
+                assert!(write_file_from_payloads(&mut out, w, h, [&first[..cut]]).is_none());
+            }
+            assert_eq!(out, [1, 2]);
         }
     }
 }

@@ -11,7 +11,7 @@ use camstream_h264::packetize::PAYLOAD_TYPE_H264;
 use camstream_h264::sdp as h264_sdp;
 use camstream_rtp::packetize::needs_x_dimensions;
 use camstream_rtp::rtp::{JPEG_CLOCK_RATE, OutgoingPacket, PAYLOAD_TYPE_JPEG};
-use camstream_rtp::{Jpeg, jfif};
+use camstream_rtp::Jpeg;
 
 use crate::source::StreamInfo;
 
@@ -80,9 +80,10 @@ impl Unit<'_> {
 pub trait Records {
     /// One RTP packet, its header then its payload.
     fn packet(&mut self, header: &[u8], payload: &[u8]);
-    /// The unit as a file: a JPEG's (what HTTP clients get), an H.264
-    /// access unit's Annex B bytes (what WebRTC's packetizer takes);
-    /// emptied by its writer.
+    /// The unit as a file: an H.264 access unit's Annex B bytes (what
+    /// WebRTC's packetizer takes), audio as HTTP clients play it; emptied
+    /// by its writer. A JPEG's is not written here: it is made from the
+    /// packets when someone asks.
     fn file(&mut self) -> &mut Vec<u8>;
 }
 
@@ -201,16 +202,15 @@ impl Packetizer {
         )
     }
 
-    /// Packetizes `unit` into `out` (a JPEG's file too): whether a client
+    /// Packetizes `unit` into `out` (an H.264 or audio file too): whether a client
     /// can start decoding at it (every JPEG picture, an H.264 IDR
     /// picture) and its RTP payload bytes; nothing if it is not this
     /// codec's ([`Packetizer::takes`]).
     pub fn write(&mut self, unit: &Unit<'_>, timestamp: u32, out: &mut impl Records) -> (bool, u32) {
         match (self, unit) {
-            (Packetizer::Jpeg(p), Unit::Jpeg(jpeg)) => {
-                jfif::write_file(out.file(), jpeg);
-                (true, lay_out(p.packetize(jpeg, timestamp), out))
-            }
+            // A JPEG's file is made from its packets when a client asks
+            // (SharedFrame::jpeg).
+            (Packetizer::Jpeg(p), Unit::Jpeg(jpeg)) => (true, lay_out(p.packetize(jpeg, timestamp), out)),
             (Packetizer::H264(p), Unit::H264(au)) => {
                 let octets = lay_out(p.packetize(au, timestamp), out);
                 annex_b(out.file(), au, p.parameter_sets());

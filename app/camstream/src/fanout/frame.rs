@@ -2,14 +2,18 @@
 //! interleaved records (`$`, channel 0, length, packet), so a TCP client is
 //! sent one contiguous byte range and a UDP client gets each packet as a
 //! slice of it; and for JPEG the file HTTP clients get, rebuilt from the
-//! same tables and scan as an RTP/JPEG receiver rebuilds it. Frames are shared by
+//! packets as an RTP/JPEG receiver rebuilds it, the first time one asks
+//! (most frames only ever go out over RTP: no file is made for them, and
+//! a pooled frame holds half the memory). Frames are shared by
 //! reference count and a pool keeps them: once the last client is done, the
 //! frame (its reference count and its buffers) carries a later one, so a
 //! frame costs no allocation and memory depends on the queue depth, not on
 //! the number of clients.
 
-use std::cell::RefCell;
+use std::cell::{Cell, OnceCell, RefCell};
 use std::rc::Rc;
+
+use camstream_rtp::IncomingPacket;
 
 use crate::clock::Mono;
 use crate::codec::{Packetizer, Records, Unit};
@@ -22,9 +26,14 @@ struct Buffers {
     wire: Vec<u8>,
     /// Start of each record in `wire`, then `wire.len()`.
     records: Vec<u32>,
-    /// The frame as a file: a JPEG file (RFC 2435 Appendix B headers), or
-    /// an H.264 access unit in Annex B.
-    jpeg: Vec<u8>,
+    /// The frame as a file, written with its packets: an H.264 access
+    /// unit in Annex B, audio as HTTP plays it.
+    file: Vec<u8>,
+    /// A JPEG frame's file (RFC 2435 Appendix B headers), made from the
+    /// packets when first asked for.
+    jpeg: OnceCell<Vec<u8>>,
+    /// `jpeg`'s buffer while no file is made, kept for its capacity.
+    spare: Cell<Vec<u8>>,
 }
 
 impl Records for Buffers {
@@ -39,7 +48,7 @@ impl Records for Buffers {
     }
 
     fn file(&mut self) -> &mut Vec<u8> {
-        &mut self.jpeg
+        &mut self.file
     }
 }
 
@@ -68,6 +77,9 @@ impl Pool {
 
 pub struct SharedFrame {
     bufs: Buffers,
+    /// A JPEG frame's width and height (its payload headers say 0 above
+    /// 2040); None for other codecs.
+    jpeg_size: Option<(u16, u16)>,
     pub timestamp: u32,
     pub first_sequence: u16,
     pub captured: Mono,
@@ -101,7 +113,11 @@ impl SharedFrame {
             captured,
             entered,
         };
-        Some(Self::fill(pool, head, |bufs| {
+        let jpeg_size = match unit {
+            Unit::Jpeg(j) => Some((j.width, j.height)),
+            _ => None,
+        };
+        Some(Self::fill(pool, head, jpeg_size, |bufs| {
             let made = packetizer.write(unit, timestamp, bufs);
             bufs.records.push(bufs.wire.len() as u32);
             made
@@ -114,12 +130,14 @@ impl SharedFrame {
     fn fill(
         pool: &Pool,
         head: Head,
+        jpeg_size: Option<(u16, u16)>,
         write: impl FnOnce(&mut Buffers) -> (bool, u32),
     ) -> Rc<SharedFrame> {
         let mut frames = pool.frames.borrow_mut();
         let empty = || {
             Rc::new(SharedFrame {
                 bufs: Buffers::default(),
+                jpeg_size: None,
                 timestamp: 0,
                 first_sequence: 0,
                 captured: Mono(0),
@@ -142,7 +160,11 @@ impl SharedFrame {
         let bufs = &mut frame.bufs;
         bufs.wire.clear();
         bufs.records.clear();
-        bufs.jpeg.clear();
+        bufs.file.clear();
+        if let Some(jpeg) = bufs.jpeg.take() {
+            bufs.spare.set(jpeg);
+        }
+        frame.jpeg_size = jpeg_size;
         (frame.key, frame.payload_octets) = write(bufs);
         frame.first_sequence = head.first_sequence;
         frame.timestamp = head.timestamp;
@@ -164,16 +186,30 @@ impl SharedFrame {
         &self.bufs.wire
     }
 
-    /// The frame as a JPEG file.
+    /// The frame as a file: a JPEG file, made from the packets the first
+    /// time it is asked for (a copy of the scan, on the event loop: about
+    /// as much work as sending it once); audio's as the packetizer wrote it.
     pub fn jpeg(&self) -> &[u8] {
-        &self.bufs.jpeg
+        let Some((width, height)) = self.jpeg_size else {
+            return &self.bufs.file;
+        };
+        self.bufs.jpeg.get_or_init(|| {
+            let mut file = self.bufs.spare.take();
+            file.clear();
+            let payloads = (0..self.packets())
+                .filter_map(|i| IncomingPacket::parse(self.packet(i)).ok().map(|p| p.payload));
+            // The packetizer's own packets: they always make a file.
+            let made = camstream_rtp::jfif::write_file_from_payloads(&mut file, width, height, payloads);
+            debug_assert!(made.is_some(), "a JPEG frame's packets made no file");
+            file
+        })
     }
 
     /// An H.264 frame's access unit in Annex B, parameter sets before an
     /// IDR picture.
     #[cfg_attr(not(feature = "webrtc"), allow(dead_code))]
     pub fn annex_b(&self) -> &[u8] {
-        &self.bufs.jpeg
+        &self.bufs.file
     }
 
     /// Record `i`: prefix and RTP packet.
@@ -269,5 +305,28 @@ pub(crate) mod tests {
         let f4 = SharedFrame::build(&pool, &mut p, &j, 45, Mono(0), Mono(0)).unwrap();
         assert_eq!(pool.frames.borrow().len(), 2);
         drop((f2, f3, f4));
+    }
+
+    #[test]
+    fn a_jpeg_file_is_made_when_asked_for_and_its_buffer_kept() {
+        let (a, b) = (vec![7u8; 9000], vec![9u8; 8000]);
+        let (ja, jb) = (jpeg(3840, 2160, &a, &[1; 64]), jpeg(3840, 2160, &b, &[2; 64]));
+        let pool = Pool::new(1);
+        let mut p = Packetizer::new(Codec::Jpeg, 5, 100, 1400).unwrap();
+        let f = SharedFrame::build(&pool, &mut p, &Unit::Jpeg(&ja), 1, Mono(0), Mono(0)).unwrap();
+        assert!(f.bufs.jpeg.get().is_none(), "made before anyone asked");
+        let mut want = Vec::new();
+        camstream_rtp::jfif::write_file(&mut want, &ja);
+        assert_eq!(f.jpeg(), &want[..]);
+        let made = f.jpeg().as_ptr();
+        drop(f);
+        // The pooled frame carries the next one: its file is made again,
+        // in the same buffer.
+        let f = SharedFrame::build(&pool, &mut p, &Unit::Jpeg(&jb), 2, Mono(0), Mono(0)).unwrap();
+        assert!(f.bufs.jpeg.get().is_none());
+        want.clear();
+        camstream_rtp::jfif::write_file(&mut want, &jb);
+        assert_eq!(f.jpeg(), &want[..]);
+        assert_eq!(f.jpeg().as_ptr(), made);
     }
 }

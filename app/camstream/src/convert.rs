@@ -75,6 +75,18 @@ impl Range {
         sizes.map(|p| p.0)
     }
 
+    /// A plane's rows (`stride` bytes apart), `width` samples each, through
+    /// the luma or chroma lookup where they lie.
+    pub fn apply_plane(&self, chroma: bool, plane: &mut [u8], stride: usize, width: usize) {
+        let lut = if chroma { &self.chroma } else { &self.luma };
+        for row in plane.chunks_mut(stride) {
+            let n = width.min(row.len());
+            for s in &mut row[..n] {
+                *s = lut[usize::from(*s)];
+            }
+        }
+    }
+
     /// A plane's rows (`stride` bytes apart in `src`) into `dst`, tightly
     /// packed, `width` samples each, through the luma or chroma lookup.
     pub fn copy_plane(

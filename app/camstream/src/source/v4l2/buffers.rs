@@ -67,6 +67,8 @@ pub struct Buffers {
     fd: RawFd,
     streaming: bool,
     next_sequence: Option<u32>,
+    /// Mapped writable (`data_mut`).
+    writable: bool,
 }
 
 impl Buffers {
@@ -91,23 +93,41 @@ impl Buffers {
             fd: dev.raw_fd(),
             streaming: false,
             next_sequence: None,
+            // videobuf2 says what its buffers support (other drivers leave
+            // this 0), and gives them to this descriptor alone:
+            // v4l2loopback's buffers are every reader's, not ours to change.
+            writable: req.capabilities & V4L2_BUF_CAP_SUPPORTS_MMAP != 0,
         };
         for index in 0..req.count {
             let mut b = buffer(index);
             // SAFETY: VIDIOC_QUERYBUF takes a v4l2_buffer, as `update` asks.
             unsafe { update::<VIDIOC_QUERYBUF, _>(dev.fd(), &mut b)? };
             let len = b.length as usize;
-            // SAFETY: maps the buffer the driver just described; unmapped in
-            // Buffers's Drop.
-            let ptr = unsafe {
-                mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    ProtFlags::READ,
-                    MapFlags::SHARED,
-                    dev.fd(),
-                    u64::from(b.m.offset),
-                )?
+            // Writable where they are ours alone, so a frame can be changed
+            // where it lies (made full range) rather than copied.
+            let map = |prot| {
+                // SAFETY: maps the buffer the driver just described;
+                // unmapped in Buffers's Drop.
+                unsafe {
+                    mmap(
+                        std::ptr::null_mut(),
+                        len,
+                        prot,
+                        MapFlags::SHARED,
+                        dev.fd(),
+                        u64::from(b.m.offset),
+                    )
+                }
+            };
+            let ptr = match buffers.writable {
+                true => match map(ProtFlags::READ | ProtFlags::WRITE) {
+                    Ok(ptr) => ptr,
+                    Err(_) => {
+                        buffers.writable = false;
+                        map(ProtFlags::READ)?
+                    }
+                },
+                false => map(ProtFlags::READ)?,
             };
             buffers.maps.push((NonNull::new(ptr.cast()).unwrap(), len));
         }
@@ -200,6 +220,18 @@ impl Buffers {
             index: d.index,
             len: self.maps[d.index as usize].1,
         })
+    }
+
+    /// The bytes of a dequeued buffer, to change where they lie; None if
+    /// the driver maps its buffers read-only.
+    pub fn data_mut(&mut self, d: &Dequeued) -> Option<&mut [u8]> {
+        if !self.writable {
+            return None;
+        }
+        let (ptr, len) = self.maps[d.index as usize];
+        // SAFETY: as in `data`; mapped writable, and `&mut self` keeps any
+        // other view of it from being taken meanwhile.
+        Some(unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), d.bytesused.min(len)) })
     }
 
     /// The bytes of a dequeued buffer.

@@ -113,6 +113,30 @@ pub(super) fn encode<'a>(
     }
 }
 
+/// Makes a video-range YU12 frame (laid out as [`yu12_planes`] has it) full
+/// range where it lies, `w` x `h` of it: the camera's own buffer, the
+/// daemon's until it is queued again, so the frame needs no copy (1.3 MiB
+/// at 720p) on its way to the encoder.
+pub(super) fn yu12_full_range_in_place(
+    data: &mut [u8],
+    stride: usize,
+    rows: usize,
+    (w, h): (usize, usize),
+) -> Result<()> {
+    yu12_planes(data, stride, rows)?;
+    let cs = stride / 2;
+    let (y, rest) = data.split_at_mut(stride * rows);
+    let (u, v) = rest.split_at_mut(cs * rows.div_ceil(2));
+    let sizes = i420_plane_sizes(w, h);
+    let range = Range::of(false);
+    range.apply_plane(false, &mut y[..stride * sizes[0].1], stride, sizes[0].0);
+    for p in [u, v] {
+        let n = (cs * sizes[1].1).min(p.len());
+        range.apply_plane(true, &mut p[..n], cs, sizes[1].0);
+    }
+    Ok(())
+}
+
 /// A YU12 frame's planes (`rows` luma rows of `stride` bytes, then U and
 /// V at half the stride) and their strides.
 pub(super) fn yu12_planes(
@@ -137,6 +161,44 @@ pub(super) fn yu12_planes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn made_full_range_in_place_as_the_copy_makes_it() {
+        // 62 x 46 of a 64 x 48 frame whose rows are 72 bytes apart.
+        let (stride, rows, size) = (72, 48, (62, 46));
+        let frame: Vec<u8> = (0..stride * rows * 3 / 2)
+            .map(|i| (i * 37 % 256) as u8)
+            .collect();
+        let (planes, strides) = yu12_planes(&frame, stride, rows).unwrap();
+        let mut copied: [Vec<u8>; 3] = Default::default();
+        let widths = Range::of(false).copy_i420(planes, strides, size, &mut copied);
+        let mut in_place = frame.clone();
+        yu12_full_range_in_place(&mut in_place, stride, rows, size).unwrap();
+        let (planes, _) = yu12_planes(&in_place, stride, rows).unwrap();
+        let (before, _) = yu12_planes(&frame, stride, rows).unwrap();
+        for (i, ((p, c), (b, ((w, h), s)))) in planes
+            .iter()
+            .zip(&copied)
+            .zip(
+                before
+                    .iter()
+                    .zip(i420_plane_sizes(size.0, size.1).into_iter().zip(strides)),
+            )
+            .enumerate()
+        {
+            assert_eq!(w, widths[i]);
+            for r in 0..p.len() / s {
+                let (row, was) = (&p[r * s..(r + 1) * s], &b[r * s..(r + 1) * s]);
+                if r < h {
+                    assert_eq!(&row[..w], &c[r * w..(r + 1) * w], "plane {i} row {r}");
+                    assert_eq!(&row[w..], &was[w..], "plane {i} row {r}: past the picture");
+                } else {
+                    assert_eq!(row, was, "plane {i} row {r}: below the picture");
+                }
+            }
+        }
+        assert!(yu12_full_range_in_place(&mut in_place[..100], stride, rows, size).is_err());
+    }
 
     /// Conversion + encoding throughput for a raw camera format on this
     /// machine (a figure, not a check):

@@ -373,6 +373,17 @@ impl FrameSource for V4l2Source {
                     continue;
                 }
                 let captured = d.captured.unwrap_or_else(Mono::now);
+                // A video-range YU12 frame is made full range where the
+                // camera put it, and then encoded as a full-range one.
+                let mut format = cap.format;
+                if format.fourcc == select::YUV420 && !format.full_range {
+                    if let Some(data) = cap.buffers.data_mut(d) {
+                        let (stride, rows) = (format.bytesperline as usize, format.height as usize);
+                        format.full_range =
+                            encode::yu12_full_range_in_place(data, stride, rows, cap.out_size)
+                                .is_ok();
+                    }
+                }
                 let data = cap.buffers.data(d);
                 if jpeg {
                     // Checked (and made conformant if need be) by the
@@ -387,7 +398,7 @@ impl FrameSource for V4l2Source {
                 match encode(
                     &mut self.encoder,
                     &mut self.planes,
-                    &cap.format,
+                    &format,
                     cap.out_size,
                     data,
                     camera.zip(cap.buffers.dmabuf(d)),

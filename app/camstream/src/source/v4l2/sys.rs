@@ -31,6 +31,8 @@ pub const V4L2_BUF_TYPE_VIDEO_OUTPUT: u32 = 2;
 pub const V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE: u32 = 9;
 pub const V4L2_BUF_TYPE_VIDEO_OUTPUT_MPLANE: u32 = 10;
 pub const V4L2_MEMORY_MMAP: u32 = 1;
+/// REQBUFS capabilities: videobuf2 sets these (other drivers leave 0).
+pub const V4L2_BUF_CAP_SUPPORTS_MMAP: u32 = 1 << 0;
 pub const V4L2_MEMORY_DMABUF: u32 = 4;
 pub const V4L2_FIELD_ANY: u32 = 0;
 pub const V4L2_FIELD_NONE: u32 = 1;

@@ -77,6 +77,62 @@ struct CachedTables {
     data: [u8; 256],
 }
 
+/// What an RTP/JPEG payload's headers say (RFC 2435 3.1.1 and, for types
+/// 64-127, 3.1.7), and what follows them.
+pub(crate) struct Headers<'a> {
+    pub offset: usize,
+    pub kind: u8,
+    pub q: u8,
+    /// Width and height in blocks of 8 (0: larger than 2040).
+    pub blocks: (u8, u8),
+    pub restart_interval: u16,
+    pub rest: &'a [u8],
+}
+
+/// The main JPEG header and the restart header of payload `p`.
+pub(crate) fn headers(p: &[u8]) -> Result<Headers<'_>, DepacketizeError> {
+    let h = p.get(..JPEG_HEADER_LEN).ok_or(DepacketizeError::Header)?;
+    let kind = h[4];
+    if kind & 0x3f > 1 || kind >= 128 {
+        return Err(DepacketizeError::UnsupportedType(kind));
+    }
+    let mut rest = &p[JPEG_HEADER_LEN..];
+    let mut restart_interval = 0;
+    if kind >= 64 {
+        let r = rest
+            .get(..RESTART_HEADER_LEN)
+            .ok_or(DepacketizeError::Header)?;
+        restart_interval = u16::from_be_bytes([r[0], r[1]]);
+        rest = &rest[RESTART_HEADER_LEN..];
+    }
+    Ok(Headers {
+        offset: usize::from(h[1]) << 16 | usize::from(h[2]) << 8 | usize::from(h[3]),
+        kind,
+        q: h[5],
+        blocks: (h[6], h[7]),
+        restart_interval,
+        rest,
+    })
+}
+
+/// The quantization header at the start of `rest` (a frame's first
+/// payload, Q 128-255): the tables' precision bits, the tables (none: the
+/// sender's earlier ones for this Q), and what follows them.
+pub(crate) fn quantization(rest: &[u8]) -> Result<(u8, &[u8], &[u8]), DepacketizeError> {
+    let h = rest
+        .get(..QUANT_HEADER_LEN)
+        .ok_or(DepacketizeError::Header)?;
+    let precision = h[1];
+    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    let want = 64 * (2 + usize::from(precision & 1) + usize::from(precision >> 1 & 1));
+    if len != 0 && len != want {
+        return Err(DepacketizeError::BadQuantization);
+    }
+    let rest = &rest[QUANT_HEADER_LEN..];
+    let tables = rest.get(..len).ok_or(DepacketizeError::Header)?;
+    Ok((precision, tables, &rest[len..]))
+}
+
 /// Reassembles frames of one RTP/JPEG stream.
 pub struct Depacketizer {
     buf: Vec<u8>,
@@ -142,31 +198,21 @@ impl Depacketizer {
     /// Returns the finished frame's state when `packet` completes it.
     fn push_packet(&mut self, packet: &[u8]) -> Result<Option<Assembling>, DepacketizeError> {
         let packet = rtp::IncomingPacket::parse(packet).map_err(DepacketizeError::Rtp)?;
-        let p = packet.payload;
-        if p.len() < JPEG_HEADER_LEN {
-            return Err(DepacketizeError::Header);
-        }
-        let offset = usize::from(p[1]) << 16 | usize::from(p[2]) << 8 | usize::from(p[3]);
-        let (kind, q) = (p[4], p[5]);
-        if kind & 0x3f > 1 || kind >= 128 {
-            return Err(DepacketizeError::UnsupportedType(kind));
-        }
-        let mut pos = JPEG_HEADER_LEN;
-        let mut restart_interval = 0u16;
-        if kind >= 64 {
-            if p.len() < pos + RESTART_HEADER_LEN {
-                return Err(DepacketizeError::Header);
-            }
-            restart_interval = u16::from_be_bytes([p[pos], p[pos + 1]]);
-            pos += RESTART_HEADER_LEN;
-        }
+        let Headers {
+            offset,
+            kind,
+            q,
+            blocks,
+            restart_interval,
+            mut rest,
+        } = headers(packet.payload)?;
         let h = packet.header;
 
         if offset == 0 {
             // A new frame; one still being assembled lost its end.
             self.drop_frame();
-            let width = u16::from(p[6]) * 8;
-            let height = u16::from(p[7]) * 8;
+            let width = u16::from(blocks.0) * 8;
+            let height = u16::from(blocks.1) * 8;
             let (width, height) = match (width, height, self.x_dimensions) {
                 (0, _, Some(d)) | (_, 0, Some(d)) => d,
                 (0, _, None) | (_, 0, None) => return Err(DepacketizeError::MissingDimensions),
@@ -179,30 +225,17 @@ impl Depacketizer {
                 data: [0; 256],
             };
             if q >= 128 {
-                if p.len() < pos + QUANT_HEADER_LEN {
-                    return Err(DepacketizeError::Header);
-                }
-                let precision = p[pos + 1];
-                let len = usize::from(u16::from_be_bytes([p[pos + 2], p[pos + 3]]));
-                pos += QUANT_HEADER_LEN;
-                if len == 0 {
+                let (precision, data, after) = quantization(rest)?;
+                rest = after;
+                if data.is_empty() {
                     if q == 255 {
                         return Err(DepacketizeError::MissingTables);
                     }
                     tables =
                         self.cache[usize::from(q - 128)].ok_or(DepacketizeError::MissingTables)?;
                 } else {
-                    let want =
-                        64 * (2 + usize::from(precision & 1) + usize::from(precision >> 1 & 1));
-                    if len != want {
-                        return Err(DepacketizeError::BadQuantization);
-                    }
-                    if p.len() < pos + len {
-                        return Err(DepacketizeError::Header);
-                    }
                     tables.precision = precision & 3;
-                    tables.data[..len].copy_from_slice(&p[pos..pos + len]);
-                    pos += len;
+                    tables.data[..data.len()].copy_from_slice(data);
                     if q < 255 {
                         self.cache[usize::from(q - 128)] = Some(tables);
                     }
@@ -241,7 +274,7 @@ impl Depacketizer {
         if a.timestamp != h.timestamp || a.next_offset != offset || a.next_sequence != h.sequence {
             return Err(DepacketizeError::Discontinuity);
         }
-        let data = &p[pos..];
+        let data = rest;
         a.next_offset += data.len();
         a.next_sequence = h.sequence.wrapping_add(1);
         self.buf.extend_from_slice(data);

@@ -7,8 +7,8 @@
 
 use alloc::vec::Vec;
 
+use crate::depacketize::{Headers, headers, quantization};
 use crate::jpeg::Jpeg;
-use crate::packetize::{JPEG_HEADER_LEN, QUANT_HEADER_LEN, RESTART_HEADER_LEN};
 use crate::tables::{CHROMA_AC, CHROMA_DC, HuffmanTable, LUMA_AC, LUMA_DC};
 
 /// Writes the headers for a scan: `kind` 0 is 4:2:2, 1 is 4:2:0 (the
@@ -105,60 +105,43 @@ fn append_from_payloads<'a>(
     payloads: impl IntoIterator<Item = &'a [u8]>,
 ) -> Option<()> {
     let mut payloads = payloads.into_iter();
-    let (kind, offset, q, restart_interval, rest) = split(payloads.next()?)?;
-    if offset != 0 || q < 128 {
+    let first = headers(payloads.next()?).ok()?;
+    if first.offset != 0 || first.q < 128 {
         return None;
     }
-    let quant = rest.get(..QUANT_HEADER_LEN)?;
-    let precision = quant[1];
-    let len = usize::from(u16::from_be_bytes([quant[2], quant[3]]));
-    let t0 = 64 * (1 + usize::from(precision & 1));
-    let t1 = 64 * (1 + usize::from(precision >> 1 & 1));
-    if len != t0 + t1 {
+    let (precision, tables, scan) = quantization(first.rest).ok()?;
+    if tables.is_empty() {
         return None;
     }
-    let tables = rest.get(QUANT_HEADER_LEN..QUANT_HEADER_LEN + len)?;
+    let luma = 64 << (precision & 1);
     write_headers(
         out,
-        kind,
+        first.kind,
         width,
         height,
-        restart_interval,
-        [&tables[..t0], &tables[t0..]],
+        first.restart_interval,
+        [&tables[..luma], &tables[luma..]],
     );
     let scan_start = out.len();
-    out.extend_from_slice(&rest[QUANT_HEADER_LEN + len..]);
+    out.extend_from_slice(scan);
     for p in payloads {
-        let (k, offset, _, _, data) = split(p)?;
-        if k != kind || offset != out.len() - scan_start {
+        let Headers {
+            kind, offset, rest, ..
+        } = headers(p).ok()?;
+        if kind != first.kind || offset != out.len() - scan_start {
             return None;
         }
-        out.extend_from_slice(data);
+        out.extend_from_slice(rest);
     }
     out.extend_from_slice(&[0xff, 0xd9]);
     Some(())
-}
-
-/// A payload's type, fragment offset, Q, restart interval (0: none) and
-/// what follows its JPEG and restart headers.
-fn split(p: &[u8]) -> Option<(u8, usize, u8, u16, &[u8])> {
-    let h = p.get(..JPEG_HEADER_LEN)?;
-    let offset = usize::from(h[1]) << 16 | usize::from(h[2]) << 8 | usize::from(h[3]);
-    let (kind, q) = (h[4], h[5]);
-    let mut rest = &p[JPEG_HEADER_LEN..];
-    let mut restart_interval = 0;
-    if kind >= 64 {
-        let r = rest.get(..RESTART_HEADER_LEN)?;
-        restart_interval = u16::from_be_bytes([r[0], r[1]]);
-        rest = &rest[RESTART_HEADER_LEN..];
-    }
-    Some((kind, offset, q, restart_interval, rest))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::jpeg;
+    use crate::packetize::{JPEG_HEADER_LEN, QUANT_HEADER_LEN, RESTART_HEADER_LEN};
 
     #[test]
     fn a_written_file_parses_to_the_same_frame() {
